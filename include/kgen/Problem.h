@@ -1,0 +1,125 @@
+//===- Problem.h - Problems, configurations and targets ---------*- C++ -*-===//
+//
+// The plain C++ description of what kgen generates: a problem (shapes,
+// dtypes, layouts, which dimensions are compile-time constants), a tile
+// configuration, and a target. Nothing here depends on LLVM, MLIR or a GPU
+// runtime, and nothing here throws: the MLIR front end (built without
+// exceptions) calls these functions too.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KGEN_PROBLEM_H
+#define KGEN_PROBLEM_H
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace kgen {
+
+/// kgen's version; part of every cache key and tuning-DB key.
+inline constexpr std::string_view kVersion = "0.1.0";
+
+//===----------------------------------------------------------------------===//
+// Element types
+//===----------------------------------------------------------------------===//
+
+enum class DType { F16, BF16, F32 };
+
+std::string_view toString(DType t);
+std::optional<DType> parseDType(std::string_view s);
+int sizeOf(DType t);
+
+//===----------------------------------------------------------------------===//
+// Targets
+//===----------------------------------------------------------------------===//
+
+enum class Vendor { AMD, NVIDIA };
+
+/// Targets carry the vendors' own names. `native` is resolved by the runtime.
+enum class Target { GFX90A, GFX942, SM80, SM90A };
+
+std::string_view toString(Target t);
+std::optional<Target> parseTarget(std::string_view s);
+
+/// What the limits of a target are; the numbers config validity is checked
+/// against.
+struct TargetInfo {
+  Target target;
+  Vendor vendor;
+  int waveSize;           ///< threads per warp / wavefront
+  int maxThreadsPerBlock; ///< launch limit
+  int maxSharedBytes;     ///< shared memory (LDS) one block may use
+  int maxRegsPerThread;   ///< architectural register limit per thread
+  int maxAccumRegs;       ///< fp32 accumulators per thread we allow
+  int globalAlignBytes;   ///< widest global access (bytes)
+};
+
+const TargetInfo &targetInfo(Target t);
+
+//===----------------------------------------------------------------------===//
+// GEMM
+//===----------------------------------------------------------------------===//
+
+/// C = alpha * op(A) * op(B) + beta * C, with op(A) of shape M x K and op(B)
+/// of shape K x N. Storage conventions (all row-major in memory; a layout
+/// letter says whether the operand is stored as its op() or transposed):
+///   A 'N': M x K, K contiguous, lda >= K      A 'T': K x M, M contiguous, lda >= M
+///   B 'N': K x N, N contiguous, ldb >= N      B 'T': N x K, K contiguous, ldb >= K
+///   C    : M x N, N contiguous, ldc >= N
+/// So "NT" (A 'N', B 'T') is y = x * W^T with W stored N x K, as in a linear
+/// layer. A and B share one input dtype; accumulation is always fp32.
+struct GemmProblem {
+  int64_t m = 1, n = 1, k = 1;
+  DType ab = DType::BF16; ///< dtype of A and B
+  DType c = DType::BF16;  ///< dtype of C
+  bool transA = false;    ///< A stored as K x M ('T')
+  bool transB = false;    ///< B stored as N x K ('T')
+  /// Which dimensions are compile-time constants. Default: N and K baked,
+  /// M taken at run time (batch size changes every serving step).
+  bool staticM = false, staticN = true, staticK = true;
+  /// Alignment in elements (1, 2, 4 or 8) that pointers, leading dimensions
+  /// and the contiguous extent of each operand are promised to have. The
+  /// runtime lowers these to what the actual arguments allow.
+  int alignA = 8, alignB = 8, alignC = 8;
+
+  std::string layoutName() const; ///< "nn", "nt", "tn" or "tt"
+  bool operator==(const GemmProblem &) const = default;
+};
+
+/// How shared memory rows are laid out to avoid bank conflicts.
+enum class SmemLayout { Padded, Swizzled };
+
+/// A tile configuration: everything that changes the generated kernel but
+/// not the function it computes.
+struct GemmConfig {
+  int blockM = 128, blockN = 128, blockK = 32;
+  int warpsM = 2, warpsN = 2; ///< warp (wavefront) grid inside a block
+  int stages = 3;             ///< shared-memory pipeline depth (>= 2)
+  SmemLayout smem = SmemLayout::Padded;
+  int smemPad = 8; ///< elements added to every shared row when Padded
+
+  bool operator==(const GemmConfig &) const = default;
+};
+
+/// The four operands' vector widths and the bounds checks a variant needs;
+/// derived from problem + config, shared by the emitter and the limits.
+struct GemmTraits {
+  int vecA, vecB, vecC;            ///< elements per global access
+  bool checkM, checkN, checkK;     ///< can this dimension be ragged?
+  int threads;                     ///< threads per block
+  int smemBytes;                   ///< dynamic shared memory per block
+  int accumPerThread;              ///< fp32 accumulators per thread
+};
+
+GemmTraits gemmTraits(const GemmProblem &p, const GemmConfig &c, Target t);
+
+/// An empty optional when the problem is well formed; otherwise a message
+/// that names the field, its value and the rule it breaks.
+std::optional<std::string> checkProblem(const GemmProblem &p);
+std::optional<std::string> checkProblemOnTarget(const GemmProblem &p, Target t);
+
+} // namespace kgen
+
+#endif // KGEN_PROBLEM_H

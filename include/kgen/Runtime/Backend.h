@@ -1,0 +1,55 @@
+//===- Backend.h - CUDA driver or HIP runtime, opened with dlopen -*- C++ -*-===//
+
+#ifndef KGEN_RUNTIME_BACKEND_H
+#define KGEN_RUNTIME_BACKEND_H
+
+#include "kgen/Codegen/Emitter.h"
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace kgen {
+
+/// One GPU (device 0 of the vendor, or $KGEN_DEVICE) of either vendor. The
+/// CUDA backend uses the device's primary context, so it shares memory and
+/// streams with the CUDA runtime (PyTorch).
+class Backend {
+public:
+  virtual ~Backend() = default;
+  virtual Vendor vendor() const = 0;
+  virtual std::string deviceName() const = 0;
+  virtual std::string archName() const = 0; ///< "sm_90", "gfx942:sramecc+:xnack-"
+  virtual Target target() const = 0;        ///< the kgen target to compile for
+  virtual int computeUnits() const = 0;
+  virtual std::string driverVersion() const = 0;
+
+  using Module = void *;
+  using Function = void *;
+  virtual Module loadModule(const std::string &binary) = 0;
+  virtual Function getFunction(Module m, const std::string &name) = 0;
+  /// Launches on `stream` (CUstream / hipStream_t; null = default stream).
+  /// Raises the dynamic shared memory limit of `f` when needed.
+  virtual void launch(Function f, const LaunchDims &d, void **args,
+                      void *stream) = 0;
+  /// True when `stream` is being captured into a graph.
+  virtual bool isCapturing(void *stream) = 0;
+
+  // Memory, for tests, examples and benchmarks.
+  virtual void *alloc(size_t bytes) = 0;
+  virtual void free(void *p) = 0;
+  virtual void copyToDevice(void *dst, const void *src, size_t bytes) = 0;
+  virtual void copyToHost(void *dst, const void *src, size_t bytes) = 0;
+  virtual void synchronize() = 0;
+};
+
+/// Opens the first GPU runtime that has a device: `prefer` first when given,
+/// else $KGEN_BACKEND (cuda|hip), else CUDA then HIP. Returns null with
+/// `whyNot` saying what was tried when there is none.
+std::unique_ptr<Backend> openBackend(std::optional<Vendor> prefer,
+                                     std::string *whyNot);
+
+} // namespace kgen
+
+#endif

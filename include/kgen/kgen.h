@@ -1,0 +1,104 @@
+//===- kgen.h - The C++ API: JIT kernels from a host program ----*- C++ -*-===//
+//
+//   kgen::Runtime rt;                              // opens the GPU, the cache
+//   kgen::GemmProblem p{.m = 532, .n = 2048, .k = 2048, .transB = true};
+//   rt.gemm(p, {.a = dA, .b = dB, .c = dC, .m = 532}, stream);
+//
+// Kernels are generated and compiled on first use, then come from the disk
+// cache. Errors throw kgen::Error with a message that names the fix.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KGEN_KGEN_H
+#define KGEN_KGEN_H
+
+#include "kgen/Codegen/Emitter.h"
+#include "kgen/Error.h"
+#include "kgen/Problem.h"
+#include "kgen/Runtime/Backend.h"
+#include "kgen/Runtime/Cache.h"
+#include "kgen/Runtime/Compiler.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+namespace kgen {
+
+/// Device pointers and run-time values of one GEMM call. Leading dimensions
+/// of 0 mean "packed" (the contiguous extent of the stored matrix).
+struct GemmArgs {
+  const void *a = nullptr;
+  const void *b = nullptr;
+  void *c = nullptr;
+  int64_t m = -1; ///< run-time M; -1 takes the problem's m
+  int64_t lda = 0, ldb = 0, ldc = 0;
+  float alpha = 1.0f, beta = 0.0f;
+};
+
+/// A compiled kernel variant, ready to launch (or, with no GPU, just built).
+struct Kernel {
+  GemmProblem problem;
+  GemmConfig config;
+  KernelSource source;
+  std::string cacheKey;
+  std::string binary;
+  bool cacheHit = false;
+  double compileMs = 0;
+  Backend::Function function = nullptr; ///< null without a GPU
+};
+
+struct RuntimeOptions {
+  /// Target to compile for; empty = the GPU's, or compile-only when none.
+  std::optional<Target> target;
+  bool requireDevice = false; ///< throw when no GPU runtime/device is found
+  CacheOptions cache = CacheOptions::fromEnv();
+};
+
+class Runtime {
+public:
+  explicit Runtime(RuntimeOptions opts = {});
+  ~Runtime();
+
+  /// The GPU, or null in compile-only mode.
+  Backend *backend() { return backend_.get(); }
+  Target target() const { return target_; }
+  DiskCache &cache() { return cache_; }
+  /// Compiler for a vendor (opened on first use); throws when missing.
+  Compiler &compiler(Vendor v);
+
+  /// Build an explicit variant for `t` (default: this runtime's target);
+  /// the cache is consulted first. Loads it when a GPU of `t` is present.
+  std::shared_ptr<Kernel> compile(const GemmProblem &p, const GemmConfig &c,
+                                  std::optional<Target> t = std::nullopt);
+
+  /// C = alpha*op(A)*op(B) + beta*C on `stream` with the dispatcher's choice
+  /// for this problem (lowered to the alignment the arguments allow).
+  void gemm(const GemmProblem &p, const GemmArgs &args, void *stream = nullptr);
+
+  /// Launch a compiled variant; checks the arguments against its problem.
+  void launch(const Kernel &k, const GemmArgs &args, void *stream = nullptr);
+
+  /// The problem a call will run: `p` with M from args and alignments
+  /// lowered to what the pointers and leading dimensions allow. Throws on
+  /// invalid arguments (strides smaller than a row, null pointers).
+  static GemmProblem resolve(const GemmProblem &p, const GemmArgs &args);
+
+private:
+  RuntimeOptions opts_;
+  std::unique_ptr<Backend> backend_;
+  Target target_;
+  DiskCache cache_;
+  std::unique_ptr<Compiler> compilers_[2];
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Kernel>> loaded_; ///< by cache key
+
+  std::shared_ptr<Kernel> build(const GemmProblem &p, const GemmConfig &c,
+                                Target t, void *captureStream);
+};
+
+} // namespace kgen
+
+#endif // KGEN_KGEN_H

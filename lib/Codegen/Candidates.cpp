@@ -1,0 +1,143 @@
+//===- Candidates.cpp - Enumerate valid configs and rank them -------------===//
+//
+// The space is small on purpose: block tiles from 16x64 to 256x128, the
+// warp grid that gives each warp a 32x32..64x64 tile, blockK 32 or 64, 2-4
+// stages, padded or swizzled shared memory. Every combination that passes
+// checkConfig is ranked by a roofline-style model with wave quantization,
+// and the best `kMaxCandidates` are kept: enough for the dispatcher to find
+// the winner, few enough that tuning and the compile tests stay fast.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kgen/Codegen/Candidates.h"
+#include "kgen/Codegen/Limits.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace kgen {
+
+namespace {
+
+constexpr size_t kMaxCandidates = 12;
+
+/// Compute units the model assumes when it does not know the device.
+int assumedComputeUnits(Target t) {
+  switch (t) {
+  case Target::SM90A:
+    return 132;
+  case Target::SM80:
+    return 108;
+  case Target::GFX90A:
+    return 110;
+  case Target::GFX942:
+    return 304;
+  }
+  return 100;
+}
+
+/// Relative run time of `c` for `p`: waves of tiles times the time of one
+/// tile, where a tile's speed grows with its arithmetic intensity
+/// (BM*BN/(BM+BN)) until the tensor cores are saturated. Lower is better.
+double modelCost(const GemmProblem &p, const GemmConfig &c, Target t) {
+  double tilesM = std::ceil(double(p.m) / c.blockM);
+  double tilesN = std::ceil(double(p.n) / c.blockN);
+  double tiles = tilesM * tilesN;
+  double waves = std::ceil(tiles / assumedComputeUnits(t));
+  double kSteps = std::ceil(double(p.k) / c.blockK);
+  double intensity = double(c.blockM) * c.blockN / (c.blockM + c.blockN);
+  double speed = std::min(intensity, 64.0); // saturates at 128x128
+  double tileTime = double(c.blockM) * c.blockN * kSteps * c.blockK / speed;
+  // Deeper pipelines hide latency until about 3-4 stages.
+  double stageFactor = c.stages >= 3 ? 1.0 : 1.15;
+  // Bank conflicts: padded and swizzled are both conflict-free by design;
+  // prefer the padded layout slightly since it has no index math.
+  double smemFactor = c.smem == SmemLayout::Padded ? 1.0 : 1.01;
+  // Long K loops keep a stage's worth of loads in flight; blockK 64 halves
+  // the barriers per FLOP.
+  double bkFactor = c.blockK >= 64 ? 0.98 : 1.0;
+  return waves * tileTime * stageFactor * smemFactor * bkFactor;
+}
+
+struct Shape {
+  int bm, bn, wm, wn;
+};
+
+} // namespace
+
+std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
+  const bool amd = targetInfo(t).vendor == Vendor::AMD;
+  static const Shape nvidiaShapes[] = {
+      {16, 64, 1, 2},   {32, 64, 1, 2},   {32, 128, 1, 4}, {64, 64, 2, 2},
+      {64, 128, 2, 2},  {128, 64, 2, 2},  {128, 128, 2, 2}, {128, 256, 2, 4},
+      {256, 128, 4, 2},
+  };
+  static const Shape amdShapes[] = {
+      {32, 64, 1, 2},   {64, 64, 2, 2},   {64, 128, 2, 2},
+      {128, 64, 2, 2},  {128, 128, 2, 2}, {256, 128, 4, 2},
+  };
+  std::vector<Shape> shapes;
+  if (amd)
+    shapes.assign(std::begin(amdShapes), std::end(amdShapes));
+  else
+    shapes.assign(std::begin(nvidiaShapes), std::end(nvidiaShapes));
+
+  // No tile far larger than the problem: a block dimension is at most the
+  // next power of two of the problem dimension (but never below the
+  // smallest shape, so 1x1x1 still has candidates).
+  auto pow2Ceil = [](int64_t v) {
+    int64_t r = 1;
+    while (r < v)
+      r <<= 1;
+    return r;
+  };
+  int64_t capM = std::max<int64_t>(pow2Ceil(p.m), amd ? 32 : 16);
+  int64_t capN = std::max<int64_t>(pow2Ceil(p.n), 64);
+
+  std::vector<std::pair<double, GemmConfig>> ranked;
+  for (const Shape &s : shapes) {
+    if (s.bm > capM || s.bn > capN)
+      continue;
+    for (int bk : {32, 64})
+      for (int stages : {2, 3, 4})
+        for (SmemLayout smem : {SmemLayout::Padded, SmemLayout::Swizzled}) {
+          GemmConfig c;
+          c.blockM = s.bm;
+          c.blockN = s.bn;
+          c.blockK = bk;
+          c.warpsM = s.wm;
+          c.warpsN = s.wn;
+          c.stages = stages;
+          c.smem = smem;
+          c.smemPad = smem == SmemLayout::Padded ? 8 : 0;
+          if (checkConfig(p, c, t))
+            continue;
+          ranked.push_back({modelCost(p, c, t), c});
+        }
+  }
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](auto &a, auto &b) { return a.first < b.first; });
+  std::vector<GemmConfig> out;
+  for (auto &[cost, c] : ranked) {
+    if (out.size() == kMaxCandidates)
+      break;
+    out.push_back(c);
+  }
+  return out;
+}
+
+GemmConfig defaultConfig(const GemmProblem &p, Target t) {
+  std::vector<GemmConfig> cs = enumerateConfigs(p, t);
+  if (!cs.empty())
+    return cs.front();
+  // The enumerated space always contains a 64x64x32, 2-stage config that is
+  // valid for every well-formed problem; reaching here means the problem
+  // itself is invalid, which callers check first.
+  GemmConfig c;
+  c.blockM = c.blockN = 64;
+  c.blockK = 32;
+  c.stages = 2;
+  return c;
+}
+
+} // namespace kgen

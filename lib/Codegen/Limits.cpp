@@ -1,0 +1,105 @@
+//===- Limits.cpp - Config validity per target ----------------------------===//
+//
+// Every rule the GEMM template relies on is checked here, once, with a
+// message that says what to change. The emitter assumes a config that passed.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kgen/Codegen/Limits.h"
+
+#include <string>
+
+namespace kgen {
+
+namespace {
+std::string str(int64_t v) { return std::to_string(v); }
+bool isPow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+} // namespace
+
+std::optional<std::string> checkConfig(const GemmProblem &p,
+                                       const GemmConfig &c, Target t) {
+  if (auto e = checkProblemOnTarget(p, t))
+    return e;
+  const TargetInfo &ti = targetInfo(t);
+  std::string tgt(toString(t));
+  const bool amd = ti.vendor == Vendor::AMD;
+
+  for (auto [name, v] : {std::pair{"blockM", c.blockM}, {"blockN", c.blockN},
+                         {"blockK", c.blockK}, {"warpsM", c.warpsM},
+                         {"warpsN", c.warpsN}})
+    if (v < 1 || !isPow2(v))
+      return std::string("config: ") + name + " = " + str(v) +
+             " must be a power of two >= 1";
+  if (c.stages < 2 || c.stages > 8)
+    return "config: stages = " + str(c.stages) +
+           " must be between 2 and 8 (the pipeline double-buffers at least)";
+  if (c.smem == SmemLayout::Padded && (c.smemPad < 0 || c.smemPad % 8 != 0))
+    return "config: smemPad = " + str(c.smemPad) +
+           " must be a non-negative multiple of 8 elements (16-byte rows "
+           "keep vector stores aligned)";
+  if (c.smem == SmemLayout::Swizzled && c.smemPad != 0)
+    return "config: smemPad = " + str(c.smemPad) +
+           " with smem = swizzled; a swizzled layout takes no padding (set "
+           "pad to 0)";
+
+  // The MMA atom: mma.sync m16n8k16 (a warp tile of 16x16 per ldmatrix.x4
+  // pair) on NVIDIA, MFMA 32x32x8 on AMD; blockK steps by 16 on both.
+  const int atom = amd ? 32 : 16;
+  int warpTileM = c.blockM / c.warpsM, warpTileN = c.blockN / c.warpsN;
+  if (c.blockM % c.warpsM != 0 || warpTileM % atom != 0)
+    return "config: warp tile M = blockM / warpsM = " + str(c.blockM) + "/" +
+           str(c.warpsM) + " is not a multiple of " + str(atom) +
+           " (the " + (amd ? "MFMA 32x32x8" : "mma.sync m16n8k16") +
+           " atom on " + tgt + "); raise blockM or lower warpsM";
+  if (c.blockN % c.warpsN != 0 || warpTileN % atom != 0)
+    return "config: warp tile N = blockN / warpsN = " + str(c.blockN) + "/" +
+           str(c.warpsN) + " is not a multiple of " + str(atom) +
+           " (the " + (amd ? "MFMA 32x32x8" : "mma.sync m16n8k16") +
+           " atom on " + tgt + "); raise blockN or lower warpsN";
+  if (c.blockK % 16 != 0)
+    return "config: blockK = " + str(c.blockK) +
+           " must be a multiple of 16 (the K step of the MMA atom)";
+
+  GemmTraits tr = gemmTraits(p, c, t);
+  if (tr.threads > ti.maxThreadsPerBlock)
+    return "config: " + str(tr.threads) + " threads per block (warps " +
+           str(c.warpsM) + "x" + str(c.warpsN) + " of " + str(ti.waveSize) +
+           ") exceed " + tgt + "'s " + str(ti.maxThreadsPerBlock) +
+           "; lower warpsM or warpsN";
+  if (tr.smemBytes > ti.maxSharedBytes)
+    return "config: shared memory " + str(tr.smemBytes) + " B exceeds " + tgt +
+           "'s " + str(ti.maxSharedBytes) +
+           " B per block; lower stages, blockK or the block tile";
+  if (tr.accumPerThread > ti.maxAccumRegs)
+    return "config: " + str(tr.accumPerThread) +
+           " fp32 accumulators per thread (blockM*blockN/threads) exceed the " +
+           str(ti.maxAccumRegs) + " registers kgen allows on " + tgt +
+           "; use more warps or a smaller block tile";
+
+  // Every thread copies the same number of whole vectors per tile.
+  int64_t vecsA = int64_t(c.blockM) * c.blockK / tr.vecA;
+  int64_t vecsB = int64_t(c.blockN) * c.blockK / tr.vecB;
+  if (vecsA % tr.threads != 0 || vecsB % tr.threads != 0)
+    return "config: the " + str(c.blockM) + "x" + str(c.blockK) + " A tile (" +
+           str(vecsA) + " vectors of " + str(tr.vecA) + ") and the " +
+           str(c.blockN) + "x" + str(c.blockK) + " B tile (" + str(vecsB) +
+           " vectors of " + str(tr.vecB) + ") must each be a multiple of the " +
+           str(tr.threads) + " threads; use fewer warps or a larger tile";
+
+  if (c.smem == SmemLayout::Swizzled) {
+    // Each tile's contiguous smem row must be a power-of-two number (>= 2)
+    // of 16-byte chunks for the XOR swizzle to be a permutation.
+    int es = sizeOf(p.ab);
+    int rowA = (p.transA ? c.blockM : c.blockK) * es;
+    int rowB = (p.transB ? c.blockK : c.blockN) * es;
+    for (auto [name, row] : {std::pair{"A", rowA}, {"B", rowB}})
+      if (row < 32 || !isPow2(row / 16) || row % 16 != 0)
+        return std::string("config: swizzled shared memory needs the ") +
+               name + " tile's contiguous row (" + str(row) +
+               " B) to be a power of two of 16-byte chunks, at least 2; use "
+               "padding or a larger tile";
+  }
+  return std::nullopt;
+}
+
+} // namespace kgen

@@ -1,0 +1,143 @@
+//===- Problem.cpp - Problems, targets and their derived traits -----------===//
+
+#include "kgen/Problem.h"
+
+#include <algorithm>
+
+namespace kgen {
+
+std::string_view toString(DType t) {
+  switch (t) {
+  case DType::F16:
+    return "f16";
+  case DType::BF16:
+    return "bf16";
+  case DType::F32:
+    return "f32";
+  }
+  return "?";
+}
+
+std::optional<DType> parseDType(std::string_view s) {
+  if (s == "f16" || s == "fp16" || s == "half")
+    return DType::F16;
+  if (s == "bf16")
+    return DType::BF16;
+  if (s == "f32" || s == "fp32" || s == "float")
+    return DType::F32;
+  return std::nullopt;
+}
+
+int sizeOf(DType t) { return t == DType::F32 ? 4 : 2; }
+
+std::string_view toString(Target t) {
+  switch (t) {
+  case Target::GFX90A:
+    return "gfx90a";
+  case Target::GFX942:
+    return "gfx942";
+  case Target::SM80:
+    return "sm_80";
+  case Target::SM90A:
+    return "sm_90a";
+  }
+  return "?";
+}
+
+std::optional<Target> parseTarget(std::string_view s) {
+  for (Target t : {Target::GFX90A, Target::GFX942, Target::SM80, Target::SM90A})
+    if (s == toString(t))
+      return t;
+  return std::nullopt;
+}
+
+const TargetInfo &targetInfo(Target t) {
+  // Shared memory: the opt-in per-block maximum (sm_80: 163 KiB, sm_90a:
+  // 227 KiB, CDNA: 64 KiB LDS). Accumulators: sm_80/90 have 255 registers a
+  // thread, so more than 128 fp32 accumulators leaves too few for addresses
+  // and fragments; CDNA keeps accumulators in 256 AGPRs.
+  static const TargetInfo infos[] = {
+      {Target::GFX90A, Vendor::AMD, 64, 1024, 65536, 512, 256, 16},
+      {Target::GFX942, Vendor::AMD, 64, 1024, 65536, 512, 256, 16},
+      {Target::SM80, Vendor::NVIDIA, 32, 1024, 166912, 255, 128, 16},
+      {Target::SM90A, Vendor::NVIDIA, 32, 1024, 232448, 255, 128, 16},
+  };
+  return infos[static_cast<int>(t)];
+}
+
+std::string GemmProblem::layoutName() const {
+  return std::string(transA ? "t" : "n") + (transB ? "t" : "n");
+}
+
+/// The largest of 8, 4, 2, 1 that is <= `align` and divides `extent` (when
+/// the extent is a compile-time constant; a run-time extent keeps `align`,
+/// and the runtime lowers it per call).
+static int vectorWidth(int align, bool extentStatic, int64_t extent) {
+  int v = std::min(align, 8);
+  while (v > 1 && ((v & (v - 1)) != 0 || (extentStatic && extent % v != 0)))
+    --v;
+  return std::max(v, 1);
+}
+
+GemmTraits gemmTraits(const GemmProblem &p, const GemmConfig &c, Target t) {
+  const TargetInfo &ti = targetInfo(t);
+  GemmTraits tr;
+  // The contiguous extent of each stored matrix.
+  tr.vecA = p.transA ? vectorWidth(p.alignA, p.staticM, p.m)
+                     : vectorWidth(p.alignA, p.staticK, p.k);
+  tr.vecB = p.transB ? vectorWidth(p.alignB, p.staticK, p.k)
+                     : vectorWidth(p.alignB, p.staticN, p.n);
+  tr.vecC = vectorWidth(p.alignC, p.staticN, p.n);
+  tr.checkM = !p.staticM || p.m % c.blockM != 0;
+  tr.checkN = !p.staticN || p.n % c.blockN != 0;
+  tr.checkK = !p.staticK || p.k % c.blockK != 0;
+  tr.threads = c.warpsM * c.warpsN * ti.waveSize;
+  int pad = c.smem == SmemLayout::Padded ? c.smemPad : 0;
+  int64_t tileA = p.transA ? int64_t(c.blockK) * (c.blockM + pad)
+                           : int64_t(c.blockM) * (c.blockK + pad);
+  int64_t tileB = p.transB ? int64_t(c.blockN) * (c.blockK + pad)
+                           : int64_t(c.blockK) * (c.blockN + pad);
+  int64_t smem = int64_t(c.stages) * (tileA + tileB) * sizeOf(p.ab);
+  tr.smemBytes = int(std::min<int64_t>(smem, INT32_MAX));
+  tr.accumPerThread =
+      tr.threads > 0 ? int(int64_t(c.blockM) * c.blockN / tr.threads) : 0;
+  return tr;
+}
+
+std::optional<std::string> checkProblem(const GemmProblem &p) {
+  auto dim = [](const char *name, int64_t v) -> std::optional<std::string> {
+    if (v < 1)
+      return std::string("gemm: ") + name + " = " + std::to_string(v) +
+             " must be >= 1";
+    if (v > INT32_MAX)
+      return std::string("gemm: ") + name + " = " + std::to_string(v) +
+             " exceeds 2^31-1 (kernels index with 32-bit dimensions)";
+    return std::nullopt;
+  };
+  if (auto e = dim("m", p.m))
+    return e;
+  if (auto e = dim("n", p.n))
+    return e;
+  if (auto e = dim("k", p.k))
+    return e;
+  if (p.ab == DType::F32)
+    return std::string("gemm: input dtype f32 is not supported (A and B must "
+                       "be bf16 or f16; convert the inputs or use TF32 once "
+                       "it lands)");
+  for (auto [name, a] : {std::pair{"alignA", p.alignA}, {"alignB", p.alignB},
+                         {"alignC", p.alignC}})
+    if (a != 1 && a != 2 && a != 4 && a != 8)
+      return std::string("gemm: ") + name + " = " + std::to_string(a) +
+             " must be 1, 2, 4 or 8 elements";
+  return std::nullopt;
+}
+
+std::optional<std::string> checkProblemOnTarget(const GemmProblem &p,
+                                                Target t) {
+  if (auto e = checkProblem(p))
+    return e;
+  (void)t; // every target supports bf16/f16 inputs with fp32 accumulation
+  return std::nullopt;
+}
+
+} // namespace kgen

@@ -1,0 +1,216 @@
+//===- Runtime.cpp - The JIT pipeline behind kgen::Runtime ----------------===//
+//
+// problem + config -> limits -> emitter -> cache (or compiler) -> module ->
+// launch on the caller's stream. The CLI, the C API and the tests all come
+// through here.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kgen/Codegen/Candidates.h"
+#include "kgen/Codegen/Limits.h"
+#include "kgen/Codegen/Templates.h"
+#include "kgen/kgen.h"
+
+#include <chrono>
+
+namespace kgen {
+
+Runtime::Runtime(RuntimeOptions opts)
+    : opts_(std::move(opts)), cache_(opts_.cache) {
+  std::string why;
+  backend_ = openBackend(std::nullopt, &why);
+  if (!backend_ && opts_.requireDevice)
+    throw Error("no GPU found: " + why);
+  // Without a GPU and without an explicit target, kgen compiles for the
+  // NVIDIA flagship target; launching then reports that there is no GPU.
+  target_ = opts_.target ? *opts_.target
+                         : (backend_ ? backend_->target() : Target::SM90A);
+}
+
+Runtime::~Runtime() = default;
+
+Compiler &Runtime::compiler(Vendor v) {
+  std::unique_ptr<Compiler> &slot = compilers_[v == Vendor::AMD ? 0 : 1];
+  if (!slot) {
+    std::string why;
+    slot = openCompiler(v, &why);
+    if (!slot)
+      throw Error(std::string("cannot compile for ") +
+                  (v == Vendor::AMD ? "AMD (hiprtc)" : "NVIDIA (nvrtc)") +
+                  ": " + why);
+  }
+  return *slot;
+}
+
+std::shared_ptr<Kernel> Runtime::compile(const GemmProblem &p,
+                                         const GemmConfig &c,
+                                         std::optional<Target> t) {
+  return build(p, c, t.value_or(target_), nullptr);
+}
+
+std::shared_ptr<Kernel> Runtime::build(const GemmProblem &p,
+                                       const GemmConfig &c, Target t,
+                                       void *captureStream) {
+  if (auto e = checkConfig(p, c, t))
+    throw Error(*e);
+  KernelSource src = emitGemm(p, c, t);
+  // The lock guards the compiler slots and the loaded map only: compiles of
+  // different kernels proceed in parallel (the cache serializes equal keys).
+  std::unique_lock<std::mutex> lock(mu_);
+  Compiler &cc = compiler(targetInfo(t).vendor);
+
+  CacheKeyInput in;
+  in.source = src.source;
+  for (const std::string &h : src.headers)
+    in.headerTexts.push_back(std::string(templateText(h)));
+  in.compiler = cc.name();
+  in.compilerVersion = cc.version();
+  in.options = cc.options(t);
+  in.target = t;
+  std::string key = cacheKey(in);
+  if (auto it = loaded_.find(key); it != loaded_.end())
+    return it->second;
+  lock.unlock();
+
+  auto k = std::make_shared<Kernel>();
+  k->problem = p;
+  k->config = c;
+  k->source = src;
+  k->cacheKey = key;
+  DiskCache::Result r =
+      cache_.getOrCompile(t, key, src.name, [&]() -> std::string {
+        // Compiling inside stream capture would stall the capture and the
+        // driver may reject module loads there: refuse instead.
+        if (captureStream && backend_ && backend_->isCapturing(captureStream))
+          throw Error("kernel " + src.name +
+                      " is not compiled yet and the stream is being "
+                      "captured into a graph; run the call once before "
+                      "capture, or load an ahead-of-time bundle "
+                      "(KGEN_CACHE_READONLY)");
+        return cc.compile(src);
+      });
+  k->binary = std::move(r.binary);
+  k->cacheHit = r.hit;
+  k->compileMs = r.compileMs;
+  if (backend_ && backend_->target() == t) {
+    Backend::Module mod = backend_->loadModule(k->binary);
+    k->function = backend_->getFunction(mod, src.name);
+  }
+  lock.lock();
+  return loaded_.emplace(key, k).first->second;
+}
+
+namespace {
+
+/// The contiguous extent of a stored operand and its name, for messages.
+struct Operand {
+  const char *name;
+  const void *ptr;
+  int64_t ld;
+  int64_t extent; ///< elements in a stored row
+  int64_t rows;   ///< stored rows
+  int elem;       ///< bytes per element
+  int align;      ///< promised by the problem
+  const char *extentName;
+};
+
+/// Lower `align` to what the pointer, leading dimension and extent allow.
+int feasibleAlign(const Operand &o) {
+  int v = o.align;
+  auto ok = [&](int v) {
+    return reinterpret_cast<uintptr_t>(o.ptr) % (uintptr_t(v) * o.elem) == 0 &&
+           o.ld % v == 0 && o.extent % v == 0;
+  };
+  while (v > 1 && !ok(v))
+    v /= 2;
+  return v;
+}
+
+} // namespace
+
+GemmProblem Runtime::resolve(const GemmProblem &p, const GemmArgs &args) {
+  GemmProblem r = p;
+  int64_t m = args.m < 0 ? p.m : args.m;
+  if (p.staticM && m != p.m)
+    throw Error("gemm: the problem bakes M = " + std::to_string(p.m) +
+                " but the call passes m = " + std::to_string(m) +
+                "; use a problem with M at run time (static without \"m\")");
+  r.m = m;
+  if (auto e = checkProblem(r))
+    throw Error(*e);
+  if (!args.a || !args.b || !args.c)
+    throw Error(std::string("gemm: null device pointer for ") +
+                (!args.a ? "A" : !args.b ? "B" : "C"));
+  Operand ops[3] = {
+      {"A", args.a, args.lda, p.transA ? r.m : r.k, p.transA ? r.k : r.m,
+       sizeOf(p.ab), p.alignA, p.transA ? "M" : "K"},
+      {"B", args.b, args.ldb, p.transB ? r.k : r.n, p.transB ? r.n : r.k,
+       sizeOf(p.ab), p.alignB, p.transB ? "K" : "N"},
+      {"C", args.c, args.ldc, r.n, r.m, sizeOf(p.c), p.alignC, "N"}};
+  int *aligns[3] = {&r.alignA, &r.alignB, &r.alignC};
+  for (int i = 0; i < 3; ++i) {
+    Operand &o = ops[i];
+    if (o.ld == 0)
+      o.ld = o.extent;
+    if (o.ld < o.extent)
+      throw Error(std::string("gemm: ld") + char('a' + i) + " = " +
+                  std::to_string(o.ld) + " is smaller than a stored row of " +
+                  o.name + " (" + o.extentName + " = " +
+                  std::to_string(o.extent) + " elements); pass ld >= " +
+                  std::to_string(o.extent) + " or 0 for packed");
+    if (reinterpret_cast<uintptr_t>(o.ptr) % o.elem != 0)
+      throw Error(std::string("gemm: pointer ") + o.name +
+                  " is not aligned to its " + std::to_string(o.elem) +
+                  "-byte element type");
+    *aligns[i] = feasibleAlign(o);
+  }
+  return r;
+}
+
+void Runtime::gemm(const GemmProblem &p, const GemmArgs &args, void *stream) {
+  if (!backend_)
+    throw Error("gemm: no GPU runtime with a device was found, so nothing "
+                "can run (kernels can still be compiled: kgen compile)");
+  GemmProblem r = resolve(p, args);
+  // Kernels with M at run time are shared across M: key them on the
+  // problem's M hint, not the call's, so one variant serves every M.
+  GemmProblem keyed = r;
+  if (!p.staticM)
+    keyed.m = p.m;
+  std::shared_ptr<Kernel> k =
+      build(keyed, defaultConfig(r, target_), target_, stream);
+  launch(*k, args, stream);
+}
+
+void Runtime::launch(const Kernel &k, const GemmArgs &args, void *stream) {
+  if (!backend_ || !k.function)
+    throw Error("launch: kernel " + k.source.name +
+                " is not loaded on a GPU (compiled for " +
+                std::string(toString(k.source.target)) + ")");
+  GemmProblem r = resolve(k.problem, args);
+  const GemmProblem &kp = k.problem;
+  if (r.alignA < kp.alignA || r.alignB < kp.alignB || r.alignC < kp.alignC)
+    throw Error("launch: kernel " + k.source.name + " needs alignments (" +
+                std::to_string(kp.alignA) + ", " + std::to_string(kp.alignB) +
+                ", " + std::to_string(kp.alignC) +
+                ") elements for A, B, C but the arguments allow only (" +
+                std::to_string(r.alignA) + ", " + std::to_string(r.alignB) +
+                ", " + std::to_string(r.alignC) +
+                "); compile a variant with lower align or use Runtime::gemm");
+  LaunchDims d = gemmLaunchDims(kp, k.config, k.source.target, r.m);
+  if (d.grid[1] > 65535)
+    throw Error("launch: M = " + std::to_string(r.m) + " needs " +
+                std::to_string(d.grid[1]) +
+                " row blocks, over the grid limit 65535; use a larger blockM");
+  const void *a = args.a, *b = args.b;
+  void *c = args.c;
+  int m = int(r.m), n = int(r.n), kk = int(r.k);
+  long long lda = args.lda ? args.lda : (kp.transA ? r.m : r.k);
+  long long ldb = args.ldb ? args.ldb : (kp.transB ? r.k : r.n);
+  long long ldc = args.ldc ? args.ldc : r.n;
+  float alpha = args.alpha, beta = args.beta;
+  void *params[] = {&a, &b, &c, &m, &n, &kk, &lda, &ldb, &ldc, &alpha, &beta};
+  backend_->launch(k.function, d, params, stream);
+}
+
+} // namespace kgen

@@ -1,0 +1,248 @@
+//===- CodegenTest.cpp - Problems, JSON, limits, candidates, emitter ------===//
+
+#include "kgen/Codegen/Candidates.h"
+#include "kgen/Codegen/Emitter.h"
+#include "kgen/Codegen/Json.h"
+#include "kgen/Codegen/Limits.h"
+#include "kgen/Codegen/Templates.h"
+#include "kgen/Error.h"
+
+#include <gtest/gtest.h>
+
+using namespace kgen;
+
+namespace {
+
+GemmProblem problem(int64_t m, int64_t n, int64_t k, const char *layout = "nt",
+                    DType ab = DType::BF16, DType c = DType::BF16) {
+  GemmProblem p;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.ab = ab;
+  p.c = c;
+  p.transA = layout[0] == 't';
+  p.transB = layout[1] == 't';
+  return p;
+}
+
+const Target kAllTargets[] = {Target::SM80, Target::SM90A, Target::GFX90A,
+                              Target::GFX942};
+
+} // namespace
+
+TEST(Json, ProblemRoundTrip) {
+  GemmProblem p = problem(532, 2048, 4099, "tn", DType::F16, DType::F32);
+  p.staticM = true;
+  p.staticK = false;
+  p.alignA = 2;
+  EXPECT_EQ(gemmProblemFromJson(toJson(p)), p);
+  nlohmann::json j = toJson(p);
+  EXPECT_EQ(j["layout"], "tn");
+  EXPECT_EQ(j["static"], nlohmann::json::array({"m", "n"}));
+}
+
+TEST(Json, ConfigRoundTrip) {
+  GemmConfig c;
+  c.blockM = 64;
+  c.blockN = 256;
+  c.blockK = 64;
+  c.warpsM = 1;
+  c.warpsN = 4;
+  c.stages = 4;
+  c.smem = SmemLayout::Swizzled;
+  c.smemPad = 0;
+  EXPECT_EQ(gemmConfigFromJson(toJson(c)), c);
+}
+
+TEST(Json, ErrorsNameTheField) {
+  auto expectError = [](const char *text, const char *needle) {
+    try {
+      gemmProblemFromJson(nlohmann::json::parse(text));
+      ADD_FAILURE() << "no error for " << text;
+    } catch (const Error &e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
+          << e.what();
+    }
+  };
+  expectError(R"({"m":1,"n":2})", "missing 'k'");
+  expectError(R"({"m":1,"n":2,"k":3,"ab":"int8"})", "'ab' = \"int8\"");
+  expectError(R"({"m":1,"n":2,"k":3,"layout":"xy"})", "'layout'");
+  expectError(R"({"m":1,"n":2,"k":3,"bogus":1})", "unknown field 'bogus'");
+  expectError(R"({"m":"7","n":2,"k":3})", "'m' must be an integer");
+  expectError(R"({"m":1,"n":2,"k":3,"static":["q"]})", "'static'");
+  EXPECT_THROW(gemmConfigFromJson(nlohmann::json::parse(R"({"block":[1,2]})")),
+               Error);
+}
+
+TEST(Problem, BadProblemsAreNamed) {
+  EXPECT_NE(checkProblem(problem(0, 1, 1))->find("m = 0"), std::string::npos);
+  EXPECT_NE(checkProblem(problem(1, -3, 1))->find("n = -3"), std::string::npos);
+  EXPECT_NE(checkProblem(problem(1, 1, int64_t(1) << 32))->find("k = "),
+            std::string::npos);
+  EXPECT_NE(checkProblem(problem(1, 1, 1, "nn", DType::F32))->find("f32"),
+            std::string::npos);
+  GemmProblem p = problem(1, 1, 1);
+  p.alignB = 3;
+  EXPECT_NE(checkProblem(p)->find("alignB = 3"), std::string::npos);
+  EXPECT_FALSE(checkProblem(problem(1, 1, 1)));
+}
+
+TEST(Limits, MessagesNameTheLimit) {
+  GemmProblem p = problem(4096, 4096, 4096);
+  GemmConfig c;
+  c.blockM = c.blockN = 256;
+  c.blockK = 64;
+  c.stages = 4;
+  auto e = checkConfig(p, c, Target::SM90A);
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->find("shared memory"), std::string::npos) << *e;
+  EXPECT_NE(e->find("232448"), std::string::npos) << *e;
+
+  GemmConfig amd;
+  amd.blockM = amd.blockN = 128;
+  amd.blockK = 64;
+  amd.stages = 2;
+  e = checkConfig(p, amd, Target::GFX90A);
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->find("65536"), std::string::npos) << *e;
+
+  GemmConfig threads;
+  threads.blockM = threads.blockN = 256;
+  threads.warpsM = threads.warpsN = 8;
+  threads.blockK = 32;
+  threads.stages = 2;
+  e = checkConfig(p, threads, Target::SM90A);
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->find("threads per block"), std::string::npos) << *e;
+
+  GemmConfig atom; // a 32-wide warp tile is fine on NVIDIA, not on MFMA 32x32
+  atom.blockM = 64;
+  atom.warpsM = 4;
+  e = checkConfig(p, atom, Target::GFX90A);
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->find("MFMA"), std::string::npos) << *e;
+
+  GemmConfig bk;
+  bk.blockK = 8;
+  EXPECT_NE(checkConfig(p, bk, Target::SM80)->find("blockK = 8"),
+            std::string::npos);
+  GemmConfig stages;
+  stages.stages = 1;
+  EXPECT_NE(checkConfig(p, stages, Target::SM80)->find("stages = 1"),
+            std::string::npos);
+  GemmConfig swz;
+  swz.smem = SmemLayout::Swizzled;
+  swz.smemPad = 8;
+  EXPECT_NE(checkConfig(p, swz, Target::SM80)->find("swizzled"),
+            std::string::npos);
+  GemmConfig acc;
+  acc.blockM = acc.blockN = 256;
+  acc.warpsM = acc.warpsN = 2;
+  acc.stages = 2;
+  EXPECT_NE(checkConfig(p, acc, Target::SM90A)->find("accumulators"),
+            std::string::npos);
+  EXPECT_FALSE(checkConfig(p, GemmConfig{}, Target::SM90A));
+}
+
+TEST(Candidates, EveryCandidateIsValidAndThereIsOne) {
+  const int64_t dims[][3] = {{1, 1, 1},       {1, 4096, 4096}, {127, 4099, 1023},
+                             {532, 2048, 2048}, {4096, 4096, 4096}, {3, 5, 7}};
+  for (Target t : kAllTargets)
+    for (auto &d : dims)
+      for (const char *layout : {"nn", "nt", "tn", "tt"})
+        for (DType c : {DType::BF16, DType::F32}) {
+          GemmProblem p = problem(d[0], d[1], d[2], layout, DType::BF16, c);
+          std::vector<GemmConfig> cs = enumerateConfigs(p, t);
+          ASSERT_FALSE(cs.empty()) << toString(t) << " " << d[0] << "x" << d[1];
+          EXPECT_LE(cs.size(), 12u);
+          for (const GemmConfig &cfg : cs)
+            EXPECT_FALSE(checkConfig(p, cfg, t));
+          EXPECT_EQ(defaultConfig(p, t), cs.front());
+        }
+}
+
+TEST(Candidates, SmallMGetsSmallTiles) {
+  GemmProblem p = problem(1, 4096, 4096);
+  for (const GemmConfig &c : enumerateConfigs(p, Target::SM90A))
+    EXPECT_LE(c.blockM, 16);
+  GemmProblem big = problem(4096, 4096, 4096);
+  EXPECT_GE(defaultConfig(big, Target::SM90A).blockM, 128);
+}
+
+TEST(Emitter, NamesAreStableAndDescriptive) {
+  GemmProblem p = problem(532, 2048, 2048);
+  GemmConfig c;
+  EXPECT_EQ(gemmKernelName(p, c, Target::SM90A),
+            "kgen_gemm_bf16_nt_mdyn_n2048_k2048_b128x128x32_w2x2_s3_pad8_v888");
+  p.staticM = true;
+  p.c = DType::F32;
+  c.smem = SmemLayout::Swizzled;
+  c.smemPad = 0;
+  EXPECT_EQ(gemmKernelName(p, c, Target::SM90A),
+            "kgen_gemm_bf16_cf32_nt_m532_n2048_k2048_b128x128x32_w2x2_s3_swz_v888");
+}
+
+TEST(Emitter, BakesConstantsAndChecksOnlyRaggedDims) {
+  GemmProblem p = problem(532, 2048, 2048);
+  KernelSource ks = emitGemm(p, GemmConfig{}, Target::SM90A);
+  EXPECT_NE(ks.source.find("kN = 2048;"), std::string::npos);
+  EXPECT_NE(ks.source.find("kK = 2048;"), std::string::npos);
+  EXPECT_NE(ks.source.find("kM = 0;"), std::string::npos);
+  EXPECT_NE(ks.source.find("kCheckM = true, kCheckN = false, kCheckK = false"),
+            std::string::npos);
+  EXPECT_NE(ks.source.find("#include \"kgen/gemm/gemm.h\""), std::string::npos);
+  EXPECT_NE(ks.source.find("extern \"C\" __global__"), std::string::npos);
+  EXPECT_EQ(ks.threads, 128);
+
+  GemmProblem ragged = problem(127, 4099, 1023);
+  ragged.staticM = true;
+  KernelSource rs = emitGemm(ragged, GemmConfig{}, Target::SM90A);
+  EXPECT_NE(rs.source.find("kCheckM = true, kCheckN = true, kCheckK = true"),
+            std::string::npos);
+  EXPECT_NE(rs.source.find("kVecA = 1, kVecB = 1, kVecC = 1"),
+            std::string::npos);
+
+  GemmProblem exact = problem(256, 256, 256);
+  exact.staticM = true;
+  EXPECT_NE(emitGemm(exact, GemmConfig{}, Target::SM90A)
+                .source.find("kCheckM = false, kCheckN = false, kCheckK = false"),
+            std::string::npos);
+}
+
+TEST(Emitter, HeadersPerVendorAndInline) {
+  GemmProblem p = problem(64, 64, 64);
+  GemmConfig amd;
+  amd.blockM = amd.blockN = 64;
+  KernelSource nv = emitGemm(p, GemmConfig{}, Target::SM80);
+  KernelSource am = emitGemm(p, amd, Target::GFX90A);
+  auto has = [](const KernelSource &k, std::string_view h) {
+    for (const std::string &x : k.headers)
+      if (x == h)
+        return true;
+    return false;
+  };
+  EXPECT_TRUE(has(nv, kHipRuntimeNvidia));
+  EXPECT_FALSE(has(am, kHipRuntimeNvidia));
+  EXPECT_TRUE(has(nv, "kgen/gemm/gemm.h"));
+  for (const std::string &h : nv.headers)
+    EXPECT_FALSE(templateText(h).empty()) << h;
+
+  KernelSource in = emitGemm(p, GemmConfig{}, Target::SM90A, true);
+  EXPECT_TRUE(in.headers.empty());
+  EXPECT_EQ(in.source.find("#include \"kgen/"), std::string::npos);
+  EXPECT_EQ(in.source.find("#include <hip/hip_runtime.h>"), std::string::npos);
+  KernelSource inAmd = emitGemm(p, amd, Target::GFX90A, true);
+  EXPECT_NE(inAmd.source.find("#include <hip/hip_runtime.h>"),
+            std::string::npos);
+}
+
+TEST(Emitter, LaunchDims) {
+  GemmProblem p = problem(532, 2048, 2048);
+  GemmConfig c;
+  LaunchDims d = gemmLaunchDims(p, c, Target::SM90A, 533);
+  EXPECT_EQ(d.grid[0], 16u);
+  EXPECT_EQ(d.grid[1], 5u);
+  EXPECT_EQ(d.block[0], 128u);
+  EXPECT_EQ(d.smemBytes, unsigned(gemmTraits(p, c, Target::SM90A).smemBytes));
+}

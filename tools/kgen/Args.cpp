@@ -1,0 +1,316 @@
+//===- Args.cpp - Command-line parsing for the kgen CLI -------------------===//
+
+#include "Args.h"
+
+#include "kgen/Codegen/Json.h"
+#include "kgen/Error.h"
+#ifdef KGEN_HAVE_MLIR
+#include "kgen/IR/MlirFile.h"
+#endif
+
+#include <fstream>
+#include <sstream>
+
+namespace kgen::cli {
+
+const char *kProblemHelp = R"(Problem (flags, or --problem FILE):
+  --problem FILE     .json (one problem object or an array of them) or .mlir
+                     (every kgen.gemm op; needs a build with MLIR)
+  --m M --n N --k K  GEMM shape (defaults 1)
+  --dtype T          A/B dtype: bf16 | f16 (default bf16)
+  --c-dtype T        C dtype: bf16 | f16 | f32 (default: the input dtype)
+  --layout L         nn | nt | tn | tt: A then B, 'n' = stored as op(X),
+                     't' = stored transposed (default nt: C = A * W^T)
+  --static DIMS      compile-time dimensions, e.g. n,k (default) or m,n,k
+  --align A,B,C      promised alignment in elements (default 8,8,8)
+)";
+
+const char *kConfigHelp = R"(Config (optional; default: the dispatcher's choice):
+  --config FILE      .json config ({"block":[128,128,32],"warps":[2,2],...})
+  --block MxNxK      block tile, e.g. 128x128x32
+  --warps MxN        warp grid, e.g. 2x2
+  --stages S         pipeline stages (2..8)
+  --smem padded|swizzled   shared-memory layout (default padded)
+  --pad P            padding elements per row when padded (default 8)
+)";
+
+Args::Args(int argc, char **argv, int first) {
+  for (int i = first; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--", 0) != 0 || a == "--") {
+      positional_.push_back(a);
+      continue;
+    }
+    std::string name = a.substr(2), val;
+    size_t eq = name.find('=');
+    if (eq != std::string::npos) {
+      val = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    } else if (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0) {
+      // A value follows unless this is a known bare flag.
+      static const char *bare[] = {"json", "inline", "help", "all",
+                                   "candidates", "verbose", "quiet"};
+      bool isBare = false;
+      for (const char *b : bare)
+        isBare |= name == b;
+      if (!isBare)
+        val = argv[++i];
+    }
+    opts_.emplace(name, val);
+  }
+}
+
+bool Args::flag(const std::string &name) {
+  used_[name] = true;
+  return opts_.count(name) != 0;
+}
+
+std::optional<std::string> Args::value(const std::string &name) {
+  used_[name] = true;
+  auto it = opts_.find(name);
+  if (it == opts_.end())
+    return std::nullopt;
+  if (it->second.empty())
+    throw Error("option --" + name + " needs a value");
+  return it->second;
+}
+
+std::vector<std::string> Args::values(const std::string &name) {
+  used_[name] = true;
+  std::vector<std::string> out;
+  auto [lo, hi] = opts_.equal_range(name);
+  for (auto it = lo; it != hi; ++it)
+    out.push_back(it->second);
+  return out;
+}
+
+void Args::finish(const std::string &command) const {
+  for (auto &[name, val] : opts_)
+    if (!used_.count(name))
+      throw Error("unknown option --" + name + " for 'kgen " + command +
+                  "' (see kgen " + command + " --help)");
+}
+
+namespace {
+
+std::vector<std::string> split(const std::string &s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string part; std::getline(ss, part, sep);)
+    if (!part.empty())
+      out.push_back(part);
+  return out;
+}
+
+int64_t toInt(const std::string &opt, const std::string &s) {
+  try {
+    size_t used = 0;
+    long long v = std::stoll(s, &used);
+    if (used != s.size())
+      throw std::invalid_argument(s);
+    return v;
+  } catch (const std::exception &) {
+    throw Error("option --" + opt + ": '" + s + "' is not an integer");
+  }
+}
+
+std::vector<int64_t> toInts(const std::string &opt, const std::string &s,
+                            char sep, size_t n) {
+  std::vector<int64_t> out;
+  for (const std::string &part : split(s, sep))
+    out.push_back(toInt(opt, part));
+  if (out.size() != n)
+    throw Error("option --" + opt + ": '" + s + "' must have " +
+                std::to_string(n) + " values separated by '" + sep + "'");
+  return out;
+}
+
+DType toDType(const std::string &opt, const std::string &s) {
+  if (auto d = parseDType(s))
+    return *d;
+  throw Error("option --" + opt + ": unknown dtype '" + s +
+              "' (bf16, f16, f32)");
+}
+
+std::string readFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw Error("cannot read " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool endsWith(const std::string &s, const std::string &suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+} // namespace
+
+std::vector<ProblemSpec> problemsFromArgs(Args &args) {
+  std::vector<ProblemSpec> out;
+  if (auto file = args.value("problem")) {
+    if (endsWith(*file, ".mlir")) {
+#ifdef KGEN_HAVE_MLIR
+      std::string err;
+      std::vector<MlirGemm> ops;
+      if (!readGemmsFromMlirFile(*file, ops, err))
+        throw Error(err);
+      for (MlirGemm &g : ops)
+        out.push_back({g.symbol, g.problem, g.config, g.target});
+      if (out.empty())
+        throw Error(*file + " holds no kgen.gemm op");
+      return out;
+#else
+      throw Error("cannot read " + *file +
+                  ": this kgen was built without MLIR (-DKGEN_ENABLE_MLIR=OFF);"
+                  " describe the problem in JSON or with flags");
+#endif
+    }
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(readFile(*file));
+    } catch (const nlohmann::json::parse_error &e) {
+      throw Error(*file + ": malformed JSON: " + e.what());
+    }
+    auto one = [&](const nlohmann::json &o, size_t i) {
+      try {
+        nlohmann::json pj = o;
+        std::optional<GemmConfig> cfg;
+        std::string label = *file;
+        if (o.is_object() && o.contains("config")) {
+          cfg = gemmConfigFromJson(o.at("config"));
+          pj.erase("config");
+        }
+        if (o.is_object() && o.contains("name")) {
+          label = o.at("name").get<std::string>();
+          pj.erase("name");
+        } else if (j.is_array()) {
+          label += "[" + std::to_string(i) + "]";
+        }
+        out.push_back({label, gemmProblemFromJson(pj), cfg, std::nullopt});
+      } catch (const Error &e) {
+        throw Error(*file + ": " + e.what());
+      } catch (const nlohmann::json::exception &e) {
+        throw Error(*file + ": " + e.what());
+      }
+    };
+    if (j.is_array())
+      for (size_t i = 0; i < j.size(); ++i)
+        one(j[i], i);
+    else
+      one(j, 0);
+    for (const char *f : {"m", "n", "k", "dtype", "c-dtype", "layout",
+                          "static", "align"})
+      if (args.value(f))
+        throw Error(std::string("--") + f +
+                    " cannot be combined with --problem");
+    return out;
+  }
+  GemmProblem p;
+  if (auto v = args.value("m"))
+    p.m = toInt("m", *v);
+  if (auto v = args.value("n"))
+    p.n = toInt("n", *v);
+  if (auto v = args.value("k"))
+    p.k = toInt("k", *v);
+  if (auto v = args.value("dtype"))
+    p.ab = toDType("dtype", *v);
+  p.c = p.ab;
+  if (auto v = args.value("c-dtype"))
+    p.c = toDType("c-dtype", *v);
+  p.transB = true;
+  if (auto v = args.value("layout")) {
+    if (v->size() != 2 || ((*v)[0] != 'n' && (*v)[0] != 't') ||
+        ((*v)[1] != 'n' && (*v)[1] != 't'))
+      throw Error("option --layout: '" + *v + "' must be nn, nt, tn or tt");
+    p.transA = (*v)[0] == 't';
+    p.transB = (*v)[1] == 't';
+  }
+  if (auto v = args.value("static")) {
+    p.staticM = p.staticN = p.staticK = false;
+    for (const std::string &d : split(*v, ',')) {
+      if (d == "m")
+        p.staticM = true;
+      else if (d == "n")
+        p.staticN = true;
+      else if (d == "k")
+        p.staticK = true;
+      else if (d != "none")
+        throw Error("option --static: '" + d + "' is not m, n, k or none");
+    }
+  }
+  if (auto v = args.value("align")) {
+    auto a = toInts("align", *v, ',', 3);
+    p.alignA = int(a[0]);
+    p.alignB = int(a[1]);
+    p.alignC = int(a[2]);
+  }
+  if (auto e = checkProblem(p))
+    throw Error(*e);
+  out.push_back({"gemm", p, std::nullopt, std::nullopt});
+  return out;
+}
+
+std::optional<GemmConfig> configFromArgs(Args &args) {
+  std::optional<GemmConfig> c;
+  if (auto file = args.value("config")) {
+    try {
+      c = gemmConfigFromJson(nlohmann::json::parse(readFile(*file)));
+    } catch (const nlohmann::json::exception &e) {
+      throw Error(*file + ": malformed JSON: " + e.what());
+    }
+  }
+  auto ensure = [&]() -> GemmConfig & {
+    if (!c)
+      c = GemmConfig{};
+    return *c;
+  };
+  if (auto v = args.value("block")) {
+    auto b = toInts("block", *v, 'x', 3);
+    ensure().blockM = int(b[0]);
+    c->blockN = int(b[1]);
+    c->blockK = int(b[2]);
+  }
+  if (auto v = args.value("warps")) {
+    auto w = toInts("warps", *v, 'x', 2);
+    ensure().warpsM = int(w[0]);
+    c->warpsN = int(w[1]);
+  }
+  if (auto v = args.value("stages"))
+    ensure().stages = int(toInt("stages", *v));
+  if (auto v = args.value("smem")) {
+    if (*v == "padded")
+      ensure().smem = SmemLayout::Padded;
+    else if (*v == "swizzled") {
+      ensure().smem = SmemLayout::Swizzled;
+      c->smemPad = 0;
+    } else
+      throw Error("option --smem: '" + *v + "' must be padded or swizzled");
+  }
+  if (auto v = args.value("pad"))
+    ensure().smemPad = int(toInt("pad", *v));
+  return c;
+}
+
+std::vector<Target> targetsFromArgs(Args &args, std::optional<Target> native) {
+  std::vector<Target> out;
+  for (const std::string &v : args.values("target"))
+    for (const std::string &name : split(v, ',')) {
+      if (name == "native") {
+        if (!native)
+          throw Error("--target native: no GPU was found on this machine; "
+                      "name a target (sm_80, sm_90a, gfx90a, gfx942)");
+        out.push_back(*native);
+      } else if (auto t = parseTarget(name)) {
+        out.push_back(*t);
+      } else {
+        throw Error("unknown target '" + name +
+                    "' (sm_80, sm_90a, gfx90a, gfx942, native)");
+      }
+    }
+  return out;
+}
+
+} // namespace kgen::cli
