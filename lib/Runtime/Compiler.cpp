@@ -1,0 +1,559 @@
+//===- Compiler.cpp - nvrtc and hiprtc, opened with dlopen ----------------===//
+//
+// Neither nvrtc.h nor hiprtc.h is needed to build: the handful of entry
+// points kgen calls are declared here with the C ABI both libraries have
+// kept stable (results are ints, programs are opaque pointers). That lets
+// one build run on a CUDA machine, a ROCm machine, or neither.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kgen/Runtime/Compiler.h"
+#include "kgen/Codegen/Templates.h"
+#include "kgen/Error.h"
+#include "kgen/Runtime/Cache.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace kgen;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Loading libraries
+//===----------------------------------------------------------------------===//
+
+const char *envOrNull(const char *name) {
+  const char *v = std::getenv(name);
+  return v && *v ? v : nullptr;
+}
+
+/// dlopens the first candidate that loads and exports `requiredSymbol`.
+/// Libraries are never dlclosed: the GPU runtimes register exit handlers
+/// and thread-local state that crash when their code is unmapped early.
+void *openFirst(const std::vector<std::string> &candidates,
+                const char *requiredSymbol, std::string *chosen,
+                std::string *tried) {
+  for (const std::string &c : candidates) {
+    dlerror();
+    void *h = ::dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+      const char *e = dlerror();
+      *tried += "\n  " + c + ": " + (e ? e : "not found");
+      continue;
+    }
+    if (!::dlsym(h, requiredSymbol)) {
+      *tried += "\n  " + c + ": loaded, but has no " + requiredSymbol;
+      continue;
+    }
+    *chosen = c;
+    return h;
+  }
+  return nullptr;
+}
+
+/// Resolves `name` in `lib` into the function pointer `fn`; false when absent.
+template <typename Fn> bool bind(void *lib, const char *name, Fn &fn) {
+  fn = reinterpret_cast<Fn>(::dlsym(lib, name));
+  return fn != nullptr;
+}
+
+//===----------------------------------------------------------------------===//
+// Failure reports
+//===----------------------------------------------------------------------===//
+
+bool writeFile(int fd, const std::string &text) {
+  const char *p = text.data();
+  size_t n = text.size();
+  while (n) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      return false;
+    p += w;
+    n -= size_t(w);
+  }
+  return true;
+}
+
+/// Saves a source that failed to compile, so the error can point at it:
+/// <cache root>/failed/<name>-<target>.hip, else a fresh file in the temp
+/// directory. Returns the path, or "" (with the reason in `why`).
+std::string saveFailedSource(const KernelSource &src, const std::string &header,
+                             std::string *why) {
+  std::string text = header + src.source;
+  std::string base = src.name.empty() ? "kernel" : src.name;
+  // The name comes from kgen's emitter, but it becomes a file name: keep it
+  // to characters that cannot leave the directory.
+  for (char &c : base)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'))
+      c = '_';
+  base += "-" + std::string(toString(src.target));
+
+  std::string root = CacheOptions::fromEnv().resolvedDir();
+  if (!root.empty()) {
+    std::string dir = root + "/failed";
+    ::mkdir(root.c_str(), 0700);
+    ::mkdir(dir.c_str(), 0700);
+    struct stat st;
+    if (::lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
+        st.st_uid == ::geteuid()) {
+      // Written aside and renamed, so two threads failing on one kernel
+      // leave one whole file.
+      std::string path = dir + "/" + base + ".hip";
+      std::string tmpPath = path + ".XXXXXX";
+      int fd = ::mkstemp(tmpPath.data());
+      if (fd >= 0) {
+        bool ok = writeFile(fd, text);
+        ::close(fd);
+        if (ok && ::rename(tmpPath.c_str(), path.c_str()) == 0)
+          return path;
+        ::unlink(tmpPath.c_str());
+      }
+      *why = "cannot write " + path + ": " + std::strerror(errno);
+    }
+  }
+  // A shared temp directory: a fresh, unpredictable name (mkstemps), never
+  // a fixed one another user could have planted a link at.
+  const char *tmp = envOrNull("TMPDIR");
+  std::string path =
+      std::string(tmp ? tmp : "/tmp") + "/kgen-failed-" + base + "-XXXXXX.hip";
+  int fd = ::mkstemps(path.data(), 4);
+  if (fd < 0) {
+    *why += (why->empty() ? "" : "; ") + std::string("cannot create ") + path +
+            ": " + std::strerror(errno);
+    return "";
+  }
+  bool ok = writeFile(fd, text);
+  ::close(fd);
+  if (!ok) {
+    *why += (why->empty() ? "" : "; ") + std::string("cannot write ") + path;
+    return "";
+  }
+  return path;
+}
+
+std::string joined(const std::vector<std::string> &v) {
+  std::string s;
+  for (const std::string &x : v)
+    s += (s.empty() ? "" : " ") + x;
+  return s;
+}
+
+bool contains(const std::string &hay, const char *needle) {
+  std::string h = hay;
+  for (char &c : h)
+    c = char(std::tolower(static_cast<unsigned char>(c)));
+  return h.find(needle) != std::string::npos;
+}
+
+/// Throws the error of a failed compile: what failed, the log, where the
+/// source is, and what to do about it.
+[[noreturn]] void throwCompileError(const std::string &compiler,
+                                    const std::string &version,
+                                    const KernelSource &src,
+                                    const std::vector<std::string> &options,
+                                    const std::string &result,
+                                    const std::string &log) {
+  std::string target(toString(src.target));
+  std::string header = "// kgen: " + compiler + " " + version +
+                       " failed on this file for " + target +
+                       "\n// options: " + joined(options) +
+                       "\n// included kgen/... headers are kgen's templates; "
+                       "`kgen emit --inline` prints them pasted in\n";
+  std::string why;
+  std::string saved = saveFailedSource(src, header, &why);
+
+  std::string hint;
+  if (contains(log, "unsupported gpu architecture") ||
+      contains(log, "invalid value for --gpu-architecture") ||
+      contains(log, "unknown target") || contains(log, "offload-arch"))
+    hint = "this " + compiler + " (" + version + ") does not support " +
+           target + ": install a newer " +
+           (compiler == "nvrtc" ? "CUDA toolkit (sm_90a needs CUDA 12.0+) or "
+                                  "set KGEN_NVRTC to a newer libnvrtc.so"
+                                : "ROCm (gfx942 needs ROCm 5.7+) or set "
+                                  "KGEN_HIPRTC to a newer libhiprtc.so");
+  else
+    hint = "the generated source is invalid for this problem and config, "
+           "which is a kgen bug: try another config (`kgen compile "
+           "--candidates` builds them all) and report it with the saved "
+           "source and this log";
+
+  std::string msg = compiler + " " + version + " failed to compile kernel '" +
+                    src.name + "' for " + target + " (" + result +
+                    ")\noptions: " + joined(options) + "\ncompiler log:\n" +
+                    (log.empty() ? std::string("  (empty)") : log);
+  if (!msg.empty() && msg.back() != '\n')
+    msg += '\n';
+  msg += saved.empty() ? "source: could not be saved (" + why + ")\n"
+                       : "source saved to: " + saved + "\n";
+  msg += "fix: " + hint;
+  throw Error(msg);
+}
+
+/// The embedded templates as NUL-terminated strings, built once: nvrtc and
+/// hiprtc take C strings.
+struct HeaderSet {
+  std::vector<std::string> names, texts;
+  std::vector<const char *> namePtrs, textPtrs;
+
+  explicit HeaderSet(bool nvidia) {
+    for (const TemplateHeader &h : templateHeaders()) {
+      names.emplace_back(h.includeName);
+      texts.emplace_back(h.text);
+    }
+    // nvrtc has no HIP: the prelude that maps HIP's kernel language onto
+    // CUDA's answers `#include <hip/hip_runtime.h>`.
+    std::string_view shim = templateText("kgen/common/hip_runtime_nvidia.h");
+    if (nvidia && !shim.empty()) {
+      names.emplace_back("hip/hip_runtime.h");
+      texts.emplace_back(shim);
+    }
+    for (size_t i = 0; i < names.size(); ++i) {
+      namePtrs.push_back(names[i].c_str());
+      textPtrs.push_back(texts[i].c_str());
+    }
+  }
+};
+
+void checkVendor(const std::string &compiler, Vendor want,
+                 const KernelSource &src) {
+  if (targetInfo(src.target).vendor != want)
+    throw Error(
+        compiler + " cannot compile kernel '" + src.name + "' for " +
+        std::string(toString(src.target)) + ": it compiles " +
+        (want == Vendor::NVIDIA ? "sm_80 and sm_90a" : "gfx90a and gfx942") +
+        " only; open the compiler of the target's vendor");
+}
+
+//===----------------------------------------------------------------------===//
+// nvrtc
+//===----------------------------------------------------------------------===//
+
+/// The nvrtc C API, as of CUDA 11-13.
+struct NvrtcApi {
+  using Program = void *;
+  const char *(*getErrorString)(int);
+  int (*version)(int *, int *);
+  int (*createProgram)(Program *, const char *, const char *, int,
+                       const char *const *, const char *const *);
+  int (*destroyProgram)(Program *);
+  int (*compileProgram)(Program, int, const char *const *);
+  int (*getProgramLogSize)(Program, size_t *);
+  int (*getProgramLog)(Program, char *);
+  int (*getCubinSize)(Program, size_t *);
+  int (*getCubin)(Program, char *);
+};
+
+class NvrtcCompiler : public Compiler {
+public:
+  NvrtcCompiler(const NvrtcApi &api, std::string version)
+      : api_(api), version_(std::move(version)), headers_(true) {}
+
+  Vendor vendor() const override { return Vendor::NVIDIA; }
+  std::string name() const override { return "nvrtc"; }
+  std::string version() const override { return version_; }
+
+  std::vector<std::string> options(Target t) const override {
+    // No --use_fast_math: kernels keep IEEE division and sqrt; -lineinfo
+    // costs nothing at run time and makes profiler and sanitizer reports
+    // point at source lines.
+    return {"--gpu-architecture=" + std::string(toString(t)), "-std=c++17",
+            "-default-device", "-lineinfo"};
+  }
+
+  std::string compile(const KernelSource &src) override {
+    checkVendor("nvrtc", Vendor::NVIDIA, src);
+    std::vector<std::string> opts = options(src.target);
+    std::vector<const char *> optPtrs;
+    for (const std::string &o : opts)
+      optPtrs.push_back(o.c_str());
+
+    NvrtcApi::Program prog = nullptr;
+    std::string file = src.name + ".hip";
+    int rc = api_.createProgram(
+        &prog, src.source.c_str(), file.c_str(), int(headers_.textPtrs.size()),
+        headers_.textPtrs.data(), headers_.namePtrs.data());
+    if (rc != 0)
+      throw Error("nvrtcCreateProgram failed for kernel '" + src.name +
+                  "': " + api_.getErrorString(rc));
+    struct Destroy {
+      const NvrtcApi &api;
+      NvrtcApi::Program &p;
+      ~Destroy() { api.destroyProgram(&p); }
+    } destroy{api_, prog};
+
+    rc = api_.compileProgram(prog, int(optPtrs.size()), optPtrs.data());
+    if (rc != 0)
+      throwCompileError("nvrtc", version_, src, opts, api_.getErrorString(rc),
+                        log(prog));
+    size_t size = 0;
+    if ((rc = api_.getCubinSize(prog, &size)) != 0 || size == 0)
+      throw Error("nvrtcGetCUBINSize failed for kernel '" + src.name +
+                  "': " + api_.getErrorString(rc) +
+                  " (a --gpu-architecture=compute_* target makes PTX only)");
+    std::string cubin(size, '\0');
+    if ((rc = api_.getCubin(prog, cubin.data())) != 0)
+      throw Error("nvrtcGetCUBIN failed for kernel '" + src.name +
+                  "': " + api_.getErrorString(rc));
+    return cubin;
+  }
+
+private:
+  std::string log(NvrtcApi::Program prog) {
+    size_t n = 0;
+    if (api_.getProgramLogSize(prog, &n) != 0 || n == 0)
+      return "";
+    std::string s(n, '\0');
+    if (api_.getProgramLog(prog, s.data()) != 0)
+      return "";
+    while (!s.empty() && s.back() == '\0')
+      s.pop_back();
+    return s;
+  }
+
+  NvrtcApi api_;
+  std::string version_;
+  HeaderSet headers_;
+};
+
+std::unique_ptr<Compiler> openNvrtc(std::string *whyNot) {
+  std::vector<std::string> candidates;
+  if (const char *over = envOrNull("KGEN_NVRTC")) {
+    candidates.push_back(over);
+  } else {
+    const char *names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};
+    for (const char *n : names)
+      candidates.push_back(n);
+    std::vector<std::string> dirs;
+    if (const char *home = envOrNull("CUDA_HOME"))
+      dirs.push_back(std::string(home) + "/lib64");
+    dirs.push_back("/usr/local/cuda/lib64");
+    for (const std::string &d : dirs)
+      for (const char *n : names)
+        candidates.push_back(d + "/" + n);
+  }
+  std::string chosen, tried;
+  void *lib = openFirst(candidates, "nvrtcCreateProgram", &chosen, &tried);
+  if (!lib) {
+    if (whyNot)
+      *whyNot = "nvrtc not found (install the CUDA toolkit's nvrtc, or set "
+                "KGEN_NVRTC or CUDA_HOME); tried:" +
+                tried;
+    return nullptr;
+  }
+  NvrtcApi api{};
+  const char *missing = nullptr;
+  if (!bind(lib, "nvrtcGetErrorString", api.getErrorString))
+    missing = "nvrtcGetErrorString";
+  else if (!bind(lib, "nvrtcVersion", api.version))
+    missing = "nvrtcVersion";
+  else if (!bind(lib, "nvrtcCreateProgram", api.createProgram))
+    missing = "nvrtcCreateProgram";
+  else if (!bind(lib, "nvrtcDestroyProgram", api.destroyProgram))
+    missing = "nvrtcDestroyProgram";
+  else if (!bind(lib, "nvrtcCompileProgram", api.compileProgram))
+    missing = "nvrtcCompileProgram";
+  else if (!bind(lib, "nvrtcGetProgramLogSize", api.getProgramLogSize))
+    missing = "nvrtcGetProgramLogSize";
+  else if (!bind(lib, "nvrtcGetProgramLog", api.getProgramLog))
+    missing = "nvrtcGetProgramLog";
+  else if (!bind(lib, "nvrtcGetCUBINSize", api.getCubinSize))
+    missing = "nvrtcGetCUBINSize";
+  else if (!bind(lib, "nvrtcGetCUBIN", api.getCubin))
+    missing = "nvrtcGetCUBIN"; // CUDA 11.1+
+  if (missing) {
+    if (whyNot)
+      *whyNot = chosen + " has no " + missing + " (kgen needs CUDA 11.1+)";
+    return nullptr;
+  }
+  int major = 0, minor = 0;
+  if (api.version(&major, &minor) != 0) {
+    if (whyNot)
+      *whyNot = "nvrtcVersion failed in " + chosen;
+    return nullptr;
+  }
+  return std::make_unique<NvrtcCompiler>(api, std::to_string(major) + "." +
+                                                  std::to_string(minor));
+}
+
+//===----------------------------------------------------------------------===//
+// hiprtc
+//===----------------------------------------------------------------------===//
+
+/// The hiprtc C API (ROCm 5.x and 6.x; in 5.x it lives in libamdhip64).
+struct HiprtcApi {
+  using Program = void *;
+  const char *(*getErrorString)(int);
+  int (*createProgram)(Program *, const char *, const char *, int,
+                       const char *const *, const char *const *);
+  int (*destroyProgram)(Program *);
+  int (*compileProgram)(Program, int, const char *const *);
+  int (*getProgramLogSize)(Program, size_t *);
+  int (*getProgramLog)(Program, char *);
+  int (*getCodeSize)(Program, size_t *);
+  int (*getCode)(Program, char *);
+};
+
+/// hiprtc of ROCm 5.x drives comgr and LLVM through process-wide state that
+/// was not safe to enter from several threads at once; compiles are
+/// serialized (they are minutes of work only in `kgen tune`, which runs
+/// compiles in processes, not threads).
+std::mutex &hiprtcMutex() {
+  static std::mutex m;
+  return m;
+}
+
+class HiprtcCompiler : public Compiler {
+public:
+  HiprtcCompiler(const HiprtcApi &api, std::string version)
+      : api_(api), version_(std::move(version)), headers_(false) {}
+
+  Vendor vendor() const override { return Vendor::AMD; }
+  std::string name() const override { return "hiprtc"; }
+  std::string version() const override { return version_; }
+
+  std::vector<std::string> options(Target t) const override {
+    return {"--offload-arch=" + std::string(toString(t)), "-O3", "-std=c++17"};
+  }
+
+  std::string compile(const KernelSource &src) override {
+    checkVendor("hiprtc", Vendor::AMD, src);
+    std::vector<std::string> opts = options(src.target);
+    std::vector<const char *> optPtrs;
+    for (const std::string &o : opts)
+      optPtrs.push_back(o.c_str());
+
+    std::lock_guard<std::mutex> serial(hiprtcMutex());
+    HiprtcApi::Program prog = nullptr;
+    std::string file = src.name + ".hip";
+    int rc = api_.createProgram(
+        &prog, src.source.c_str(), file.c_str(), int(headers_.textPtrs.size()),
+        headers_.textPtrs.data(), headers_.namePtrs.data());
+    if (rc != 0)
+      throw Error("hiprtcCreateProgram failed for kernel '" + src.name +
+                  "': " + api_.getErrorString(rc));
+    struct Destroy {
+      const HiprtcApi &api;
+      HiprtcApi::Program &p;
+      ~Destroy() { api.destroyProgram(&p); }
+    } destroy{api_, prog};
+
+    rc = api_.compileProgram(prog, int(optPtrs.size()), optPtrs.data());
+    if (rc != 0)
+      throwCompileError("hiprtc", version_, src, opts, api_.getErrorString(rc),
+                        log(prog));
+    size_t size = 0;
+    if ((rc = api_.getCodeSize(prog, &size)) != 0 || size == 0)
+      throw Error("hiprtcGetCodeSize failed for kernel '" + src.name +
+                  "': " + api_.getErrorString(rc));
+    std::string code(size, '\0');
+    if ((rc = api_.getCode(prog, code.data())) != 0)
+      throw Error("hiprtcGetCode failed for kernel '" + src.name +
+                  "': " + api_.getErrorString(rc));
+    return code;
+  }
+
+private:
+  std::string log(HiprtcApi::Program prog) {
+    size_t n = 0;
+    if (api_.getProgramLogSize(prog, &n) != 0 || n == 0)
+      return "";
+    std::string s(n, '\0');
+    if (api_.getProgramLog(prog, s.data()) != 0)
+      return "";
+    while (!s.empty() && s.back() == '\0')
+      s.pop_back();
+    return s;
+  }
+
+  HiprtcApi api_;
+  std::string version_;
+  HeaderSet headers_;
+};
+
+/// The version part of the cache key: HIP's full version (with the build
+/// number) when the library reports it, else hiprtc's major.minor.
+std::string hiprtcVersionOf(void *lib) {
+  int (*hipVersion)(int *) = nullptr;
+  int v = 0;
+  if (bind(lib, "hipRuntimeGetVersion", hipVersion) && hipVersion(&v) == 0 &&
+      v > 0)
+    // HIP_VERSION = major * 10000000 + minor * 100000 + patch.
+    return std::to_string(v / 10000000) + "." +
+           std::to_string(v / 100000 % 100) + "." + std::to_string(v % 100000);
+  int (*rtcVersion)(int *, int *) = nullptr;
+  int major = 0, minor = 0;
+  if (bind(lib, "hiprtcVersion", rtcVersion) && rtcVersion(&major, &minor) == 0)
+    return std::to_string(major) + "." + std::to_string(minor);
+  return "unknown";
+}
+
+std::unique_ptr<Compiler> openHiprtc(std::string *whyNot) {
+  std::vector<std::string> candidates;
+  if (const char *over = envOrNull("KGEN_HIPRTC")) {
+    candidates.push_back(over);
+  } else {
+    // ROCm 6 ships hiprtc as its own library; ROCm 5.x (and Debian's 5.2
+    // packages) have it inside libamdhip64.
+    const char *names[] = {"libhiprtc.so",     "libhiprtc.so.6",
+                           "libhiprtc.so.5",   "libamdhip64.so",
+                           "libamdhip64.so.6", "libamdhip64.so.5"};
+    std::vector<std::string> dirs = {""};
+    if (const char *rocm = envOrNull("ROCM_PATH"))
+      dirs.push_back(std::string(rocm) + "/lib/");
+    dirs.push_back("/opt/rocm/lib/");
+    for (const std::string &d : dirs)
+      for (const char *n : names)
+        candidates.push_back(d + n);
+  }
+  std::string chosen, tried;
+  void *lib = openFirst(candidates, "hiprtcCreateProgram", &chosen, &tried);
+  if (!lib) {
+    if (whyNot)
+      *whyNot = "hiprtc not found (install ROCm's hiprtc, e.g. Debian's "
+                "libamdhip64-dev, or set KGEN_HIPRTC or ROCM_PATH); tried:" +
+                tried;
+    return nullptr;
+  }
+  HiprtcApi api{};
+  const char *missing = nullptr;
+  if (!bind(lib, "hiprtcGetErrorString", api.getErrorString))
+    missing = "hiprtcGetErrorString";
+  else if (!bind(lib, "hiprtcCreateProgram", api.createProgram))
+    missing = "hiprtcCreateProgram";
+  else if (!bind(lib, "hiprtcDestroyProgram", api.destroyProgram))
+    missing = "hiprtcDestroyProgram";
+  else if (!bind(lib, "hiprtcCompileProgram", api.compileProgram))
+    missing = "hiprtcCompileProgram";
+  else if (!bind(lib, "hiprtcGetProgramLogSize", api.getProgramLogSize))
+    missing = "hiprtcGetProgramLogSize";
+  else if (!bind(lib, "hiprtcGetProgramLog", api.getProgramLog))
+    missing = "hiprtcGetProgramLog";
+  else if (!bind(lib, "hiprtcGetCodeSize", api.getCodeSize))
+    missing = "hiprtcGetCodeSize";
+  else if (!bind(lib, "hiprtcGetCode", api.getCode))
+    missing = "hiprtcGetCode";
+  if (missing) {
+    if (whyNot)
+      *whyNot = chosen + " has no " + missing;
+    return nullptr;
+  }
+  return std::make_unique<HiprtcCompiler>(api, hiprtcVersionOf(lib));
+}
+
+} // namespace
+
+std::unique_ptr<Compiler> kgen::openCompiler(Vendor v, std::string *whyNot) {
+  return v == Vendor::NVIDIA ? openNvrtc(whyNot) : openHiprtc(whyNot);
+}
