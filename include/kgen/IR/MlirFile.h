@@ -20,7 +20,7 @@ namespace kgen {
 
 /// One kgen.gemm op of a file.
 struct MlirGemm {
-  std::string name; ///< the op's symbol, without '@'
+  std::string symbol; ///< the op's symbol name, without '@'
   GemmProblem problem;
   std::optional<GemmConfig> config;
   std::optional<Target> target;

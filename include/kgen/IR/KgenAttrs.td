@@ -1,0 +1,63 @@
+//===- KgenAttrs.td - kgen attributes ----------------------*- tablegen -*-===//
+
+#ifndef KGEN_IR_KGENATTRS_TD
+#define KGEN_IR_KGENATTRS_TD
+
+include "kgen/IR/KgenDialect.td"
+include "mlir/IR/AttrTypeBase.td"
+
+/// kgen::SmemLayout, spelled `padded` or `swizzled`.
+def Kgen_SmemLayoutParameter
+    : AttrParameter<"::kgen::SmemLayout", "shared-memory row layout"> {
+  let parser = "::kgen::ir::parseSmemLayout($_parser)";
+  let printer = "::kgen::ir::printSmemLayout($_printer, $_self)";
+}
+
+def Kgen_GemmConfigAttr : AttrDef<Kgen_Dialect, "GemmConfig"> {
+  let mnemonic = "gemm_config";
+  let summary = "A GEMM tile configuration (kgen::GemmConfig)";
+  let description = [{
+    Everything that changes a generated GEMM kernel but not the function it
+    computes: the block tile (`block = [blockM, blockN, blockK]`), the warp
+    grid inside a block (`warps = [warpsM, warpsN]`; wavefronts of 64 on
+    AMD), the depth of the shared-memory pipeline (`stages`), and how shared
+    rows avoid bank conflicts: `smem = padded` with `pad` extra elements per
+    row (0 when omitted), or `smem = swizzled` (XOR swizzle, no padding).
+
+    Whether a configuration is valid depends on the problem and the target;
+    `kgen.gemm` checks it with `kgen::checkConfig` once both are known.
+
+    Example:
+
+    ```mlir
+    #kgen.gemm_config<block = [128, 128, 32], warps = [2, 2], stages = 3, smem = padded, pad = 8>
+    #kgen.gemm_config<block = [64, 128, 64], warps = [2, 2], stages = 4, smem = swizzled>
+    ```
+  }];
+  let parameters = (ins
+    "int":$blockM, "int":$blockN, "int":$blockK,
+    "int":$warpsM, "int":$warpsN,
+    "int":$stages,
+    Kgen_SmemLayoutParameter:$smem,
+    DefaultValuedParameter<"int", "0">:$pad
+  );
+  let assemblyFormat = [{
+    `<` `block` `=` `[` $blockM `,` $blockN `,` $blockK `]` `,`
+    `warps` `=` `[` $warpsM `,` $warpsN `]` `,`
+    `stages` `=` $stages `,`
+    `smem` `=` $smem (`,` `pad` `=` $pad^)? `>`
+  }];
+  let builders = [
+    AttrBuilder<(ins "const ::kgen::GemmConfig &":$config), [{
+      return $_get($_ctxt, config.blockM, config.blockN, config.blockK,
+                   config.warpsM, config.warpsN, config.stages, config.smem,
+                   config.smemPad);
+    }]>
+  ];
+  let extraClassDeclaration = [{
+    /// The plain C++ configuration this attribute spells.
+    ::kgen::GemmConfig getConfig() const;
+  }];
+}
+
+#endif // KGEN_IR_KGENATTRS_TD

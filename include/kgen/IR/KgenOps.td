@@ -1,0 +1,63 @@
+//===- KgenOps.td - kgen operations ------------------------*- tablegen -*-===//
+
+#ifndef KGEN_IR_KGENOPS_TD
+#define KGEN_IR_KGENOPS_TD
+
+include "kgen/IR/KgenDialect.td"
+include "kgen/IR/KgenAttrs.td"
+include "mlir/IR/SymbolInterfaces.td"
+
+def Kgen_GemmOp : Kgen_Op<"gemm", [Symbol]> {
+  let summary = "Declares a GEMM kernel: C = alpha * op(A) * op(B) + beta * C";
+  let description = [{
+    One GEMM problem (kgen::GemmProblem) to generate a kernel for, named by a
+    symbol. `op(A)` is M x K and `op(B)` is K x N; accumulation is fp32.
+
+    Attributes:
+    - `m`, `n`, `k`: the problem size (the baked value of each static
+      dimension; for a run-time dimension, the size the model tunes for).
+    - `ab`, `c`: element types of A and B (`bf16` or `f16`) and of C
+      (`bf16`, `f16` or `f32`).
+    - `layout`: `"nn"`, `"nt"`, `"tn"` or `"tt"`; the first letter says
+      whether A is stored transposed (K x M), the second B (N x K). `"nt"` is
+      a linear layer, y = x * W^T.
+    - `static_dims` (optional, default `["n", "k"]`): the dimensions baked
+      into the kernel as compile-time constants; the others are kernel
+      arguments. M defaults to run time since the batch changes every step.
+    - `align` (optional, default `[8, 8, 8]`): alignment in elements (1, 2, 4
+      or 8) promised for A, B and C: pointers, leading dimensions and
+      contiguous extents.
+    - `target` (optional): `gfx90a`, `gfx942`, `sm_80` or `sm_90a`.
+    - `config` (optional): a `#kgen.gemm_config`; `kgen-select-config` fills
+      it in, `kgen-expand-variants` makes one op per candidate.
+
+    The verifier checks the problem with `kgen::checkProblem`, and, when a
+    target is set, with `kgen::checkProblemOnTarget` and the config with
+    `kgen::checkConfig`.
+
+    Example:
+
+    ```mlir
+    kgen.gemm @llama_qkv {m = 532, n = 6144, k = 4096, ab = bf16, c = bf16,
+                          layout = "nt", target = "sm_90a",
+                          config = #kgen.gemm_config<block = [128, 128, 32],
+                                     warps = [2, 2], stages = 3, smem = padded, pad = 8>}
+    ```
+  }];
+
+  let arguments = (ins
+    SymbolNameAttr:$sym_name,
+    I64Attr:$m, I64Attr:$n, I64Attr:$k,
+    TypeAttr:$ab, TypeAttr:$c,
+    StrAttr:$layout,
+    OptionalAttr<StrArrayAttr>:$static_dims,
+    OptionalAttr<I64ArrayAttr>:$align,
+    OptionalAttr<StrAttr>:$target,
+    OptionalAttr<Kgen_GemmConfigAttr>:$config
+  );
+
+  let hasCustomAssemblyFormat = 1;
+  let hasVerifier = 1;
+}
+
+#endif // KGEN_IR_KGENOPS_TD

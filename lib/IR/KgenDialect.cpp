@@ -1,0 +1,59 @@
+//===- KgenDialect.cpp - The kgen dialect and its attributes --------------===//
+
+#include "kgen/IR/KgenDialect.h"
+#include "kgen/IR/KgenAttrs.h"
+#include "kgen/IR/KgenOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace kgen::ir;
+
+#include "kgen/IR/KgenDialect.cpp.inc"
+
+void KgenDialect::initialize() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "kgen/IR/KgenAttrs.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "kgen/IR/KgenOps.cpp.inc"
+      >();
+}
+
+FailureOr<kgen::SmemLayout> kgen::ir::parseSmemLayout(AsmParser &parser) {
+  SMLoc loc = parser.getCurrentLocation();
+  StringRef keyword;
+  if (parser.parseKeyword(&keyword))
+    return failure();
+  if (keyword == "padded")
+    return SmemLayout::Padded;
+  if (keyword == "swizzled")
+    return SmemLayout::Swizzled;
+  parser.emitError(loc) << "unknown shared-memory layout '" << keyword
+                        << "'; expected padded or swizzled";
+  return failure();
+}
+
+void kgen::ir::printSmemLayout(AsmPrinter &printer, SmemLayout layout) {
+  printer << (layout == SmemLayout::Swizzled ? "swizzled" : "padded");
+}
+
+kgen::GemmConfig GemmConfigAttr::getConfig() const {
+  GemmConfig c;
+  c.blockM = getBlockM();
+  c.blockN = getBlockN();
+  c.blockK = getBlockK();
+  c.warpsM = getWarpsM();
+  c.warpsN = getWarpsN();
+  c.stages = getStages();
+  c.smem = getSmem();
+  c.smemPad = getPad();
+  return c;
+}
+
+#define GET_ATTRDEF_CLASSES
+#include "kgen/IR/KgenAttrs.cpp.inc"

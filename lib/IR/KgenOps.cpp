@@ -1,0 +1,87 @@
+//===- KgenOps.cpp - kgen operations --------------------------------------===//
+
+#include "kgen/IR/KgenOps.h"
+#include "kgen/Codegen/Limits.h"
+#include "kgen/IR/Convert.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace kgen::ir;
+
+//===----------------------------------------------------------------------===//
+// GemmOp
+//===----------------------------------------------------------------------===//
+
+// kgen.gemm @name {m = ..., n = ..., ...}
+ParseResult GemmOp::parse(OpAsmParser &parser, OperationState &result) {
+  StringAttr name;
+  if (parser.parseSymbolName(name, getSymNameAttrName(result.name),
+                             result.attributes) ||
+      parser.parseOptionalAttrDict(result.attributes))
+    return failure();
+  return success();
+}
+
+void GemmOp::print(OpAsmPrinter &p) {
+  p << ' ';
+  p.printSymbolName(getSymName());
+  // The attributes in an order that reads as a sentence (shape, types,
+  // layout, then where and how) rather than the dictionary's alphabetical
+  // one; attributes kgen does not know come last.
+  SmallVector<NamedAttribute> attrs;
+  StringAttr order[] = {getMAttrName(),          getNAttrName(),
+                        getKAttrName(),          getAbAttrName(),
+                        getCAttrName(),          getLayoutAttrName(),
+                        getStaticDimsAttrName(), getAlignAttrName(),
+                        getTargetAttrName(),     getConfigAttrName()};
+  for (StringAttr name : order)
+    if (Attribute value = (*this)->getAttr(name))
+      attrs.emplace_back(name, value);
+  for (NamedAttribute attr : (*this)->getAttrs())
+    if (attr.getName() != getSymNameAttrName() &&
+        !llvm::is_contained(order, attr.getName()))
+      attrs.push_back(attr);
+  // m, n and k are i64 by the op's definition: print `m = 532`, which parses
+  // back as i64, rather than the dictionary's `m = 532 : i64`.
+  StringAttr untyped[] = {getMAttrName(), getNAttrName(), getKAttrName()};
+  p << " {";
+  llvm::interleaveComma(attrs, p, [&](NamedAttribute attr) {
+    p.printKeywordOrString(attr.getName());
+    if (isa<UnitAttr>(attr.getValue()))
+      return;
+    p << " = ";
+    if (llvm::is_contained(untyped, attr.getName()))
+      p.printAttributeWithoutType(attr.getValue());
+    else
+      p.printAttribute(attr.getValue());
+  });
+  p << '}';
+}
+
+LogicalResult GemmOp::verify() {
+  FailureOr<GemmProblem> problem = getGemmProblem(*this);
+  if (failed(problem))
+    return failure();
+  if (std::optional<std::string> error = checkProblem(*problem))
+    return emitError(*error);
+  FailureOr<std::optional<Target>> target = getGemmTarget(*this);
+  if (failed(target))
+    return failure();
+  // Without a target only the problem can be checked: whether a config is
+  // valid depends on the target's limits.
+  if (!*target)
+    return success();
+  if (std::optional<std::string> error =
+          checkProblemOnTarget(*problem, **target))
+    return emitError(*error);
+  if (std::optional<GemmConfig> config = getGemmConfig(*this))
+    if (std::optional<std::string> error =
+            checkConfig(*problem, *config, **target))
+      return emitError(*error);
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "kgen/IR/KgenOps.cpp.inc"

@@ -1,0 +1,78 @@
+//===- MlirFile.cpp - Read kgen problems from .mlir files -----------------===//
+
+#include "kgen/IR/MlirFile.h"
+#include "kgen/IR/Convert.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace kgen {
+
+bool readGemmsFromMlirFile(const std::string &path, std::vector<MlirGemm> &out,
+                           std::string &err) {
+  mlir::DialectRegistry registry;
+  registry.insert<ir::KgenDialect>();
+  // The CLI reads one small file; no thread pool.
+  mlir::MLIRContext ctx(registry, mlir::MLIRContext::Threading::DISABLED);
+  // The op's own line is in the message; its generic form would be noise.
+  ctx.printOpOnDiagnostic(false);
+
+  std::string openError;
+  std::unique_ptr<llvm::MemoryBuffer> buffer =
+      mlir::openInputFile(path, &openError);
+  if (!buffer) {
+    err = openError;
+    return false;
+  }
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
+  std::string diagnostics;
+  llvm::raw_string_ostream os(diagnostics);
+  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &ctx, os);
+
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr,
+                                            mlir::ParserConfig(&ctx));
+  bool ok = bool(module);
+  if (ok)
+    module->walk([&](ir::GemmOp op) {
+      auto problem = ir::toProblem(op);
+      auto target = ir::getGemmTarget(op);
+      if (failed(problem) || failed(target)) {
+        ok = false;
+        return mlir::WalkResult::interrupt();
+      }
+      out.push_back(
+          {op.getSymName().str(), problem->first, problem->second, *target});
+      return mlir::WalkResult::advance();
+    });
+  if (!ok)
+    err = llvm::StringRef(diagnostics).rtrim().str();
+  return ok;
+}
+
+bool parseGemmFromMlirFile(const std::string &path, GemmProblem &problem,
+                           std::optional<GemmConfig> &config, std::string &err,
+                           std::optional<Target> *target) {
+  std::vector<MlirGemm> gemms;
+  if (!readGemmsFromMlirFile(path, gemms, err))
+    return false;
+  if (gemms.size() != 1) {
+    err = path + ": holds " + std::to_string(gemms.size()) +
+          " kgen.gemm ops; expected exactly one";
+    return false;
+  }
+  problem = gemms.front().problem;
+  config = gemms.front().config;
+  if (target)
+    *target = gemms.front().target;
+  return true;
+}
+
+} // namespace kgen
