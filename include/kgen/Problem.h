@@ -39,6 +39,8 @@ enum class Vendor { AMD, NVIDIA };
 
 /// Targets carry the vendors' own names. `native` is resolved by the runtime.
 enum class Target { GFX90A, GFX942, SM80, SM90A };
+inline constexpr Target kAllTargets[] = {Target::GFX90A, Target::GFX942,
+                                         Target::SM80, Target::SM90A};
 
 std::string_view toString(Target t);
 std::optional<Target> parseTarget(std::string_view s);

@@ -137,6 +137,10 @@ KernelSource emitGemm(const GemmProblem &p, const GemmConfig &c, Target t,
              ? std::string("swizzled")
              : "padded (+" + std::to_string(c.smemPad) + ")")
      << " shared memory\n"
+     << "// instructions: "
+     << (nvidia ? "mma.sync m16n8k16, ldmatrix, cp.async (kgen/common/mma_sm80.h)"
+                : "MFMA 32x32x8, wave64 (kgen/common/mfma_cdna.h)")
+     << "\n"
      << "// launch: grid (ceil(N/" << c.blockN << "), ceil(M/" << c.blockM
      << ")), " << tr.threads << " threads, " << tr.smemBytes
      << " B dynamic shared memory\n";

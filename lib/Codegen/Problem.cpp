@@ -45,7 +45,7 @@ std::string_view toString(Target t) {
 }
 
 std::optional<Target> parseTarget(std::string_view s) {
-  for (Target t : {Target::GFX90A, Target::GFX942, Target::SM80, Target::SM90A})
+  for (Target t : kAllTargets)
     if (s == toString(t))
       return t;
   return std::nullopt;

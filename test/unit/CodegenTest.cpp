@@ -26,9 +26,6 @@ GemmProblem problem(int64_t m, int64_t n, int64_t k, const char *layout = "nt",
   return p;
 }
 
-const Target kAllTargets[] = {Target::SM80, Target::SM90A, Target::GFX90A,
-                              Target::GFX942};
-
 } // namespace
 
 TEST(Json, ProblemRoundTrip) {

@@ -162,19 +162,19 @@ int compileAll(Runtime &rt, const std::vector<ProblemSpec> &specs,
                      .dump(2)
               << "\n";
   } else {
-    std::printf("%-24s %-18s %-7s %-20s %-5s %10s  %s\n", "problem", "shape",
+    std::printf("%-24s %-24s %-7s %-20s %-5s %10s  %s\n", "problem", "shape",
                 "target", "config", "cache", "compile ms", "kernel");
     for (const json &r : rows) {
       std::string cfg = configText(gemmConfigFromJson(r["config"]));
       if (r.contains("error")) {
-        std::printf("%-24s %-18s %-7s %-20s %-5s %10s  %s\n",
+        std::printf("%-24s %-24s %-7s %-20s %-5s %10s  %s\n",
                     r["problem"].get<std::string>().c_str(),
                     r["shape"].get<std::string>().c_str(),
                     r["target"].get<std::string>().c_str(), cfg.c_str(),
                     "FAIL", "-", "(see below)");
         continue;
       }
-      std::printf("%-24s %-18s %-7s %-20s %-5s %10.1f  %s\n",
+      std::printf("%-24s %-24s %-7s %-20s %-5s %10.1f  %s\n",
                   r["problem"].get<std::string>().c_str(),
                   r["shape"].get<std::string>().c_str(),
                   r["target"].get<std::string>().c_str(), cfg.c_str(),
