@@ -78,6 +78,11 @@ public:
   /// for this problem (lowered to the alignment the arguments allow).
   void gemm(const GemmProblem &p, const GemmArgs &args, void *stream = nullptr);
 
+  /// The kernel `gemm` runs for this call: the dispatcher's choice for the
+  /// resolved problem, built or loaded on first use, then remembered.
+  std::shared_ptr<Kernel> select(const GemmProblem &p, const GemmArgs &args,
+                                 void *stream = nullptr);
+
   /// Launch a compiled variant; checks the arguments against its problem.
   void launch(const Kernel &k, const GemmArgs &args, void *stream = nullptr);
 
@@ -93,7 +98,8 @@ private:
   DiskCache cache_;
   std::unique_ptr<Compiler> compilers_[2];
   std::mutex mu_;
-  std::map<std::string, std::shared_ptr<Kernel>> loaded_; ///< by cache key
+  std::map<std::string, std::shared_ptr<Kernel>> loaded_;   ///< by cache key
+  std::map<std::string, std::shared_ptr<Kernel>> dispatch_; ///< by resolved problem
 
   std::shared_ptr<Kernel> build(const GemmProblem &p, const GemmConfig &c,
                                 Target t, void *captureStream);

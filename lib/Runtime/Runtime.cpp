@@ -167,11 +167,38 @@ GemmProblem Runtime::resolve(const GemmProblem &p, const GemmArgs &args) {
   return r;
 }
 
-void Runtime::gemm(const GemmProblem &p, const GemmArgs &args, void *stream) {
-  if (!backend_)
-    throw Error("gemm: no GPU runtime with a device was found, so nothing "
-                "can run (kernels can still be compiled: kgen compile)");
+namespace {
+
+/// The fields of a resolved problem that pick a kernel; the key of the
+/// per-call dispatch table.
+std::string dispatchKey(const GemmProblem &r) {
+  std::string k;
+  for (int64_t v : {r.m, r.n, r.k, int64_t(r.ab), int64_t(r.c),
+                    int64_t(r.transA), int64_t(r.transB), int64_t(r.staticM),
+                    int64_t(r.staticN), int64_t(r.staticK), int64_t(r.alignA),
+                    int64_t(r.alignB), int64_t(r.alignC)})
+    k += std::to_string(v) + ",";
+  return k;
+}
+
+} // namespace
+
+std::shared_ptr<Kernel> Runtime::select(const GemmProblem &p,
+                                        const GemmArgs &args, void *stream) {
   GemmProblem r = resolve(p, args);
+  std::string key = dispatchKey(r);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = dispatch_.find(key); it != dispatch_.end())
+      return it->second;
+  }
+  // Loading a module (let alone compiling) inside graph capture is not
+  // allowed: the first call must happen before capture.
+  if (stream && backend_ && backend_->isCapturing(stream))
+    throw Error("gemm: no kernel is loaded yet for this problem and the "
+                "stream is being captured into a graph; run the call once "
+                "before capture (a cached or bundled kernel is then loaded "
+                "without compiling)");
   // Kernels with M at run time are shared across M: key them on the
   // problem's M hint, not the call's, so one variant serves every M.
   GemmProblem keyed = r;
@@ -179,7 +206,15 @@ void Runtime::gemm(const GemmProblem &p, const GemmArgs &args, void *stream) {
     keyed.m = p.m;
   std::shared_ptr<Kernel> k =
       build(keyed, defaultConfig(r, target_), target_, stream);
-  launch(*k, args, stream);
+  std::lock_guard<std::mutex> lock(mu_);
+  return dispatch_.emplace(key, k).first->second;
+}
+
+void Runtime::gemm(const GemmProblem &p, const GemmArgs &args, void *stream) {
+  if (!backend_)
+    throw Error("gemm: no GPU runtime with a device was found, so nothing "
+                "can run (kernels can still be compiled: kgen compile)");
+  launch(*select(p, args, stream), args, stream);
 }
 
 void Runtime::launch(const Kernel &k, const GemmArgs &args, void *stream) {
@@ -189,10 +224,13 @@ void Runtime::launch(const Kernel &k, const GemmArgs &args, void *stream) {
                 std::string(toString(k.source.target)) + ")");
   GemmProblem r = resolve(k.problem, args);
   const GemmProblem &kp = k.problem;
-  if (r.alignA < kp.alignA || r.alignB < kp.alignB || r.alignC < kp.alignC)
+  // The kernel needs its vector widths, which may be below the problem's
+  // promise (a ragged baked extent lowers them).
+  GemmTraits tr = gemmTraits(kp, k.config, k.source.target);
+  if (r.alignA < tr.vecA || r.alignB < tr.vecB || r.alignC < tr.vecC)
     throw Error("launch: kernel " + k.source.name + " needs alignments (" +
-                std::to_string(kp.alignA) + ", " + std::to_string(kp.alignB) +
-                ", " + std::to_string(kp.alignC) +
+                std::to_string(tr.vecA) + ", " + std::to_string(tr.vecB) +
+                ", " + std::to_string(tr.vecC) +
                 ") elements for A, B, C but the arguments allow only (" +
                 std::to_string(r.alignA) + ", " + std::to_string(r.alignB) +
                 ", " + std::to_string(r.alignC) +

@@ -1,0 +1,218 @@
+#!/usr/bin/env python3
+"""GEMM: kgen against cuBLAS (torch.matmul), same process, same inputs.
+
+    python3 bench/gemm.py                                 # the default shapes
+    python3 bench/gemm.py --shapes 532x2048x2048,4096x4096x4096 --layout tn
+    python3 bench/gemm.py --out bench/results/{gpu}.md    # append a results table
+
+Shapes are MxNxK; C (M x N) = A (M x K) * B (K x N) in --dtype with fp32
+accumulation; layout "nt" stores B as N x K (a linear layer, y = x W^T).
+Each shape is checked once against a float64 reference (DESIGN.md's rule)
+before it is timed. Timing: each side is captured in a CUDA graph that calls
+it over rotating copies of the inputs (more than 64 MB in all, beyond the
+L2), the graph is replayed at least 50 times and for at least 30 ms, and the
+median per call is reported with TFLOP/s, GB/s (A, B read once and C written
+once) and the speedup cuBLAS time / kgen time. --no-graph times plain
+launches instead (launch overhead included).
+
+Needs torch with CUDA and libkgen.so (build/lib, or $KGEN_LIB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import math
+import pathlib
+import re
+import statistics
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "python"))
+
+DEFAULT_SHAPES = "4096x4096x4096,532x2048x2048,127x4099x1023,1x4096x4096,4096x14336x4096"
+ROTATE_BYTES = 64 << 20  # H100/H200 L2 is 50-60 MB
+
+
+def parse_shapes(text: str):
+    shapes = []
+    for item in text.split(","):
+        m = re.fullmatch(r"\s*(\d+)x(\d+)x(\d+)\s*", item)
+        if not m:
+            raise SystemExit(f"--shapes: '{item}' is not MxNxK")
+        shapes.append(tuple(int(g) for g in m.groups()))
+    return shapes
+
+
+def git_commit() -> str:
+    try:
+        sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True).stdout.strip()
+        return sha + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def make_inputs(torch, m, n, k, layout, dtype, sets, seed):
+    """`sets` copies of (a, b, c_kgen, c_torch); a is M x K and b is K x N as
+    torch sees them, stored as `layout` says."""
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+
+    def uniform(shape):
+        return (torch.rand(shape, generator=gen, device="cuda") * 2 - 1).to(dtype)
+
+    out = []
+    for _ in range(sets):
+        a = uniform((k, m)).t() if layout[0] == "t" else uniform((m, k))
+        b = uniform((n, k)).t() if layout[1] == "t" else uniform((k, n))
+        out.append((a, b, torch.empty(m, n, device="cuda", dtype=dtype), torch.empty(m, n, device="cuda", dtype=dtype)))
+    return out
+
+
+def half_ulp(torch, dtype, x):
+    if x == 0:
+        return 0.0
+    _, e = math.frexp(x)
+    return math.ldexp(torch.finfo(dtype).eps, e - 1) / 2
+
+
+def check(torch, kgen, a, b, c, dtype):
+    """DESIGN.md's rule against a float64 reference; returns (ok, text)."""
+    kgen.gemm(a, b, c)
+    ref = a.double() @ b.double()
+    naive = torch.matmul(a, b)
+    err = float((c.double() - ref).abs().max())
+    err_naive = float((naive.double() - ref).abs().max())
+    ok = math.isfinite(err) and err <= max(2 * err_naive, half_ulp(torch, dtype, float(ref.abs().max())))
+    return ok, f"err {err:.3g} vs cuBLAS {err_naive:.3g}"
+
+
+def time_calls(torch, calls, use_graph: bool, min_ms: float = 30.0, min_trials: int = 50):
+    """Median seconds per call of `calls` (each a no-argument function; they
+    are run in turn, so they can rotate over input copies)."""
+    inner = len(calls) * max(1, math.ceil(20 / len(calls)))  # calls per trial
+    seq = [calls[i % len(calls)] for i in range(inner)]
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for fn in calls:  # warm up outside capture: kgen compiles on first use
+            fn()
+    stream.synchronize()
+    if use_graph:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for fn in seq:
+                fn()
+        trial = graph.replay
+    else:
+        def trial():
+            for fn in seq:
+                fn()
+
+    trial()  # warm
+    torch.cuda.synchronize()
+    times = []
+    total = 0.0
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    while len(times) < min_trials or total < min_ms:
+        start.record()
+        trial()
+        end.record()
+        end.synchronize()
+        ms = start.elapsed_time(end)
+        times.append(ms)
+        total += ms
+        if len(times) >= 100000:
+            break
+    return statistics.median(times) / 1e3 / inner
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shapes", default=DEFAULT_SHAPES, help="comma-separated MxNxK (default: %(default)s)")
+    ap.add_argument("--layout", default="nt", choices=["nn", "nt", "tn", "tt"])
+    ap.add_argument("--dtype", default="bf16", choices=["bf16", "f16"])
+    ap.add_argument("--no-graph", action="store_true", help="time plain launches instead of CUDA graph replay")
+    ap.add_argument("--out", help="append a markdown table to this file ({gpu} becomes the device's name)")
+    args = ap.parse_args()
+
+    try:
+        import torch
+    except ImportError:
+        raise SystemExit("bench/gemm.py needs torch with CUDA")
+
+    import kgen
+
+    if not torch.cuda.is_available():
+        raise SystemExit("bench/gemm.py needs a CUDA GPU")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    dtype = {"bf16": torch.bfloat16, "f16": torch.float16}[args.dtype]
+    device = torch.cuda.get_device_name()
+    method = "plain launches" if args.no_graph else "CUDA graph replay"
+    print(f"kgen {kgen.version()} ({kgen.library_path()}) vs torch {torch.__version__} cuBLAS on {device}; "
+          f"{args.dtype} {args.layout}, fp32 accumulation, {method}, inputs rotated over > 64 MB")
+    header = (f"{'M x N x K':>18} | {'kgen us':>9} {'TFLOP/s':>8} {'GB/s':>7} | {'cuBLAS us':>9} {'TFLOP/s':>8} "
+              f"{'GB/s':>7} | {'speedup':>7} | check")
+    print(header)
+    print("-" * len(header))
+    rows = []
+    failed = False
+    for m, n, k in parse_shapes(args.shapes):
+        esize = torch.finfo(dtype).bits // 8
+        bytes_moved = (m * k + k * n + m * n) * esize
+        set_bytes = bytes_moved + m * n * esize  # one C for each side
+        sets = max(1, math.ceil(ROTATE_BYTES / set_bytes))
+        data = make_inputs(torch, m, n, k, args.layout, dtype, sets, seed=m * 1000003 + n * 1009 + k)
+        ok, why = check(torch, kgen, data[0][0], data[0][1], data[0][2], dtype)
+        failed |= not ok
+        ours = time_calls(torch, [lambda a=a, b=b, c=c: kgen.gemm(a, b, c) for a, b, c, _ in data],
+                          not args.no_graph)
+        theirs = time_calls(torch, [lambda a=a, b=b, c=c: torch.matmul(a, b, out=c) for a, b, _, c in data],
+                            not args.no_graph)
+        flops = 2.0 * m * n * k
+        kernel = kgen.compile(kgen.problem(m, n, k, ab=args.dtype, layout=args.layout)).name
+        row = dict(shape=f"{m}x{n}x{k}", ours_us=ours * 1e6, ours_tflops=flops / ours / 1e12,
+                   ours_gbs=bytes_moved / ours / 1e9, cublas_us=theirs * 1e6, cublas_tflops=flops / theirs / 1e12,
+                   cublas_gbs=bytes_moved / theirs / 1e9, speedup=theirs / ours, check=("ok, " if ok else "FAIL, ")
+                   + why, kernel=kernel)
+        rows.append(row)
+        print(f"{row['shape']:>18} | {row['ours_us']:9.1f} {row['ours_tflops']:8.1f} {row['ours_gbs']:7.0f} | "
+              f"{row['cublas_us']:9.1f} {row['cublas_tflops']:8.1f} {row['cublas_gbs']:7.0f} | "
+              f"{row['speedup']:7.2f} | {row['check']}")
+        del data
+        torch.cuda.empty_cache()
+
+    if args.out:
+        slug = re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-")
+        path = pathlib.Path(args.out.replace("{gpu}", slug))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        new = not path.exists()
+        with open(path, "a") as f:
+            if new:
+                f.write(f"# kgen benchmarks on {device}\n\nWritten by bench/*.py. NVIDIA only: the AMD targets "
+                        f"(gfx90a, gfx942) are compile-checked in CI, never measured here.\n")
+            now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+            f.write(f"\n## GEMM {args.dtype} {args.layout} — {now}\n\n"
+                    f"- device: {device} (torch {torch.__version__}, CUDA {torch.version.cuda})\n"
+                    f"- kgen {kgen.version()}, commit {git_commit()}\n"
+                    f"- method: {method}, median per call, inputs rotated over > 64 MB; speedup = cuBLAS time / "
+                    f"kgen time; GB/s counts A and B read once and C written once\n\n"
+                    "| M x N x K | kgen µs | TFLOP/s | GB/s | cuBLAS µs | TFLOP/s | GB/s | speedup | check | "
+                    "kgen kernel (default config) |\n"
+                    "|---|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
+            for r in rows:
+                f.write(f"| {r['shape']} | {r['ours_us']:.1f} | {r['ours_tflops']:.1f} | {r['ours_gbs']:.0f} | "
+                        f"{r['cublas_us']:.1f} | {r['cublas_tflops']:.1f} | {r['cublas_gbs']:.0f} | "
+                        f"{r['speedup']:.2f} | {r['check']} | `{r['kernel']}` |\n")
+        print(f"wrote {path}")
+    if failed:
+        print("some results failed the numeric check: their timings are not meaningful")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+/*===- kgen_c.h - The C API: JIT GEMM kernels from any language ---*- C -*-===*
+ *
+ * A C99 interface over kgen::Runtime for bindings (python/kgen uses it
+ * through ctypes) and C host programs:
+ *
+ *   kgen_runtime_t *rt;
+ *   if (kgen_runtime_create(NULL, &rt) != KGEN_OK)
+ *     fprintf(stderr, "%s\n", kgen_last_error());
+ *   kgen_gemm(rt, "{\"m\":532,\"n\":2048,\"k\":2048,\"layout\":\"nt\"}",
+ *             dA, dB, dC, 532, 0, 0, 0, 1.0f, 0.0f, stream);
+ *   kgen_runtime_destroy(rt);
+ *
+ * Problems and configs are the JSON of `kgen emit` / `kgen compile`:
+ *   problem: {"m":532,"n":2048,"k":2048,"ab":"bf16","c":"bf16",
+ *             "layout":"nt","static":["n","k"],"align":[8,8,8]}
+ *   config:  {"block":[128,128,32],"warps":[2,2],"stages":3,
+ *             "smem":"padded","pad":8}
+ * Only m, n and k are required; the rest default as shown.
+ *
+ * Every function that returns kgen_status_t catches all errors at the
+ * boundary: nothing aborts and no C++ exception crosses it. On failure the
+ * message (what went wrong and how to fix it) is kgen_last_error().
+ *
+ *===----------------------------------------------------------------------===*/
+
+#ifndef KGEN_KGEN_C_H
+#define KGEN_KGEN_C_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define KGEN_C_API __attribute__((visibility("default")))
+#else
+#define KGEN_C_API
+#endif
+
+typedef enum kgen_status {
+  KGEN_OK = 0,
+  /** Bad JSON, an invalid problem or config, a bad argument (null pointer,
+   *  leading dimension smaller than a row, unknown target). */
+  KGEN_ERROR_INVALID_ARGUMENT = 1,
+  /** No GPU runtime with a device: kernels compile but cannot run. */
+  KGEN_ERROR_NO_DEVICE = 2,
+  /** Anything the pipeline reports: compile errors (with the compiler log
+   *  and where the source was saved), cache, module load, launch. */
+  KGEN_ERROR_RUNTIME = 3,
+  KGEN_ERROR_OUT_OF_MEMORY = 4,
+  /** An unexpected error inside kgen; please report it. */
+  KGEN_ERROR_INTERNAL = 5
+} kgen_status_t;
+
+/** A kgen::Runtime: the GPU (if any), the compilers and the kernel cache.
+ *  Safe to use from several threads. */
+typedef struct kgen_runtime kgen_runtime_t;
+
+/** What kgen_compile built. Strings are NUL-terminated. */
+typedef struct kgen_kernel_info {
+  char name[256];        /**< the stable kernel name */
+  char target[16];       /**< "sm_90a", "gfx942", ... */
+  char config_json[256]; /**< the config that was compiled, as JSON */
+  char cache_key[72];    /**< 64 hex chars */
+  int cache_hit;         /**< 1 when it came from the cache */
+  int loaded;            /**< 1 when loaded on this runtime's GPU */
+  double compile_ms;     /**< time spent compiling (0 on a hit) */
+  int64_t binary_bytes;  /**< size of the cubin / code object */
+} kgen_kernel_info_t;
+
+/** kgen's version, e.g. "0.1.0". */
+KGEN_C_API const char *kgen_version(void);
+
+/** The message of the last failing call on this thread, or "" when the
+ *  last call succeeded. Valid until the next kgen call on this thread. */
+KGEN_C_API const char *kgen_last_error(void);
+
+/** A short name of a status code ("KGEN_ERROR_NO_DEVICE"). */
+KGEN_C_API const char *kgen_status_name(kgen_status_t s);
+
+/** Opens the GPU (CUDA or HIP, whichever has a device) and the cache.
+ *  `target`: NULL or "native" = the GPU's target (sm_90a without a GPU),
+ *  else "sm_80", "sm_90a", "gfx90a" or "gfx942". Works without a GPU. */
+KGEN_C_API kgen_status_t kgen_runtime_create(const char *target,
+                                             kgen_runtime_t **out);
+KGEN_C_API void kgen_runtime_destroy(kgen_runtime_t *rt);
+
+/** 1 when `rt` has a GPU to run on, else 0. */
+KGEN_C_API int kgen_has_device(kgen_runtime_t *rt);
+/** The target `rt` compiles for ("sm_90a"); NULL for a NULL runtime. */
+KGEN_C_API const char *kgen_runtime_target(kgen_runtime_t *rt);
+
+/** C = alpha * op(A) * op(B) + beta * C on `stream` (CUstream / hipStream_t,
+ *  NULL = the default stream), with the kernel the dispatcher picks for the
+ *  problem, compiled on first use. `m` is the run-time M (-1: the problem's
+ *  m). Leading dimensions of 0 mean packed. Storage is row-major:
+ *    A 'n': M x K (lda >= K)   A 't': K x M (lda >= M)
+ *    B 'n': K x N (ldb >= N)   B 't': N x K (ldb >= K)
+ *    C    : M x N (ldc >= N)
+ *  With beta == 0, C is not read. */
+KGEN_C_API kgen_status_t kgen_gemm(kgen_runtime_t *rt, const char *problem_json,
+                                   const void *a, const void *b, void *c,
+                                   int64_t m, int64_t lda, int64_t ldb,
+                                   int64_t ldc, float alpha, float beta,
+                                   void *stream);
+
+/** The generated HIP source of a problem for `target` (required: "sm_90a",
+ *  ...) under `config_json` (NULL: the dispatcher's default for the
+ *  problem). With `inline_` nonzero, template headers are pasted in.
+ *  `*source_out` is allocated by kgen: release it with kgen_free. */
+KGEN_C_API kgen_status_t kgen_emit(const char *problem_json,
+                                   const char *config_json, const char *target,
+                                   int inline_, char **source_out);
+
+/** Builds one variant through the cache (compiling on a miss) and loads it
+ *  when `rt` has a GPU of that target. `config_json` NULL: the default
+ *  config; `target` NULL or "native": the runtime's target. */
+KGEN_C_API kgen_status_t kgen_compile(kgen_runtime_t *rt,
+                                      const char *problem_json,
+                                      const char *config_json,
+                                      const char *target,
+                                      kgen_kernel_info_t *info_out);
+
+/** Frees memory kgen allocated (kgen_emit's source). NULL is fine. */
+KGEN_C_API void kgen_free(void *p);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* KGEN_KGEN_C_H */

@@ -1,0 +1,274 @@
+//===- CAPI.cpp - The C API over kgen::Runtime ----------------------------===//
+//
+// Every entry point runs its body inside `guard`, which turns each C++
+// exception into a status code and a thread-local message: no exception
+// crosses the C boundary and nothing aborts.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kgen/kgen_c.h"
+
+#include "kgen/Codegen/Candidates.h"
+#include "kgen/Codegen/Json.h"
+#include "kgen/Codegen/Limits.h"
+#include "kgen/kgen.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+struct kgen_runtime {
+  explicit kgen_runtime(kgen::RuntimeOptions o) : rt(std::move(o)) {
+    target = std::string(kgen::toString(rt.target()));
+  }
+  kgen::Runtime rt;
+  std::string target;
+};
+
+namespace {
+
+thread_local std::string lastError;
+
+/// The caller's mistake (bad JSON, invalid problem, bad argument).
+struct InvalidArgument : kgen::Error {
+  using kgen::Error::Error;
+};
+/// A call that needs a GPU on a runtime that has none.
+struct NoDevice : kgen::Error {
+  using kgen::Error::Error;
+};
+
+template <class F> kgen_status_t guard(F &&body) {
+  lastError.clear();
+  try {
+    body();
+    return KGEN_OK;
+  } catch (const InvalidArgument &e) {
+    lastError = e.what();
+    return KGEN_ERROR_INVALID_ARGUMENT;
+  } catch (const NoDevice &e) {
+    lastError = e.what();
+    return KGEN_ERROR_NO_DEVICE;
+  } catch (const kgen::Error &e) {
+    lastError = e.what();
+    return KGEN_ERROR_RUNTIME;
+  } catch (const std::bad_alloc &) {
+    lastError = "kgen: out of host memory";
+    return KGEN_ERROR_OUT_OF_MEMORY;
+  } catch (const std::exception &e) {
+    lastError = std::string("kgen internal error: ") + e.what();
+    return KGEN_ERROR_INTERNAL;
+  } catch (...) {
+    lastError = "kgen internal error: unknown exception";
+    return KGEN_ERROR_INTERNAL;
+  }
+}
+
+nlohmann::json parseJson(const char *text, const char *what) {
+  if (!text)
+    throw InvalidArgument(std::string(what) + " is NULL");
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception &e) {
+    throw InvalidArgument(std::string(what) +
+                          " is not valid JSON: " + e.what());
+  }
+}
+
+kgen::GemmProblem parseProblem(const char *text) {
+  nlohmann::json j = parseJson(text, "problem_json");
+  kgen::GemmProblem p;
+  try {
+    p = kgen::gemmProblemFromJson(j);
+  } catch (const kgen::Error &e) {
+    throw InvalidArgument(e.what());
+  }
+  if (auto e = kgen::checkProblem(p))
+    throw InvalidArgument(*e);
+  return p;
+}
+
+/// The config in `text`, or the dispatcher's default when `text` is NULL;
+/// checked against the target's limits either way.
+kgen::GemmConfig parseConfig(const char *text, const kgen::GemmProblem &p,
+                             kgen::Target t) {
+  kgen::GemmConfig c;
+  if (!text) {
+    c = kgen::defaultConfig(p, t);
+  } else {
+    nlohmann::json j = parseJson(text, "config_json");
+    try {
+      c = kgen::gemmConfigFromJson(j);
+    } catch (const kgen::Error &e) {
+      throw InvalidArgument(e.what());
+    }
+  }
+  if (auto e = kgen::checkConfig(p, c, t))
+    throw InvalidArgument(*e);
+  return c;
+}
+
+/// `name` as a target; NULL and "native" give `native`.
+kgen::Target parseTarget(const char *name, std::optional<kgen::Target> native) {
+  if ((!name || std::strcmp(name, "native") == 0) && native)
+    return *native;
+  if (!name)
+    throw InvalidArgument("target is NULL; pass sm_80, sm_90a, gfx90a or "
+                          "gfx942");
+  if (auto t = kgen::parseTarget(name))
+    return *t;
+  throw InvalidArgument(std::string("unknown target '") + name +
+                        "'; kgen targets are sm_80, sm_90a, gfx90a, gfx942" +
+                        (native ? " and native" : ""));
+}
+
+kgen_runtime &runtime(kgen_runtime_t *rt) {
+  if (!rt)
+    throw InvalidArgument("runtime is NULL; create one with "
+                          "kgen_runtime_create");
+  return *rt;
+}
+
+/// Copies `s` into a fixed-size field of kgen_kernel_info_t.
+template <size_t N>
+void copyField(char (&dst)[N], const std::string &s, const char *what) {
+  if (s.size() >= N)
+    throw kgen::Error(std::string("kgen_compile: the ") + what + " (" +
+                      std::to_string(s.size()) +
+                      " chars) does not fit kgen_kernel_info_t");
+  std::memcpy(dst, s.c_str(), s.size() + 1);
+}
+
+} // namespace
+
+extern "C" {
+
+const char *kgen_version(void) {
+  static const std::string v(kgen::kVersion);
+  return v.c_str();
+}
+
+const char *kgen_last_error(void) { return lastError.c_str(); }
+
+const char *kgen_status_name(kgen_status_t s) {
+  switch (s) {
+  case KGEN_OK:
+    return "KGEN_OK";
+  case KGEN_ERROR_INVALID_ARGUMENT:
+    return "KGEN_ERROR_INVALID_ARGUMENT";
+  case KGEN_ERROR_NO_DEVICE:
+    return "KGEN_ERROR_NO_DEVICE";
+  case KGEN_ERROR_RUNTIME:
+    return "KGEN_ERROR_RUNTIME";
+  case KGEN_ERROR_OUT_OF_MEMORY:
+    return "KGEN_ERROR_OUT_OF_MEMORY";
+  case KGEN_ERROR_INTERNAL:
+    return "KGEN_ERROR_INTERNAL";
+  }
+  return "KGEN_ERROR_UNKNOWN";
+}
+
+kgen_status_t kgen_runtime_create(const char *target, kgen_runtime_t **out) {
+  return guard([&] {
+    if (!out)
+      throw InvalidArgument("kgen_runtime_create: out is NULL");
+    *out = nullptr;
+    kgen::RuntimeOptions opts;
+    if (target && std::strcmp(target, "native") != 0)
+      opts.target = parseTarget(target, std::nullopt);
+    *out = new kgen_runtime(std::move(opts));
+  });
+}
+
+void kgen_runtime_destroy(kgen_runtime_t *rt) {
+  // A destructor that throws would be a kgen bug; still never let it out.
+  try {
+    delete rt;
+  } catch (...) {
+  }
+}
+
+int kgen_has_device(kgen_runtime_t *rt) {
+  return rt && rt->rt.backend() ? 1 : 0;
+}
+
+const char *kgen_runtime_target(kgen_runtime_t *rt) {
+  return rt ? rt->target.c_str() : nullptr;
+}
+
+kgen_status_t kgen_gemm(kgen_runtime_t *rt, const char *problem_json,
+                        const void *a, const void *b, void *c, int64_t m,
+                        int64_t lda, int64_t ldb, int64_t ldc, float alpha,
+                        float beta, void *stream) {
+  return guard([&] {
+    kgen_runtime &r = runtime(rt);
+    kgen::GemmProblem p = parseProblem(problem_json);
+    if (!r.rt.backend())
+      throw NoDevice("kgen_gemm: no GPU runtime with a device was found, so "
+                     "nothing can run; kernels can still be built with "
+                     "kgen_compile or `kgen compile`");
+    kgen::GemmArgs args;
+    args.a = a;
+    args.b = b;
+    args.c = c;
+    args.m = m;
+    args.lda = lda;
+    args.ldb = ldb;
+    args.ldc = ldc;
+    args.alpha = alpha;
+    args.beta = beta;
+    // Argument errors are the caller's: classify them before the pipeline
+    // runs (Runtime::gemm checks the same things again).
+    try {
+      kgen::Runtime::resolve(p, args);
+    } catch (const kgen::Error &e) {
+      throw InvalidArgument(e.what());
+    }
+    r.rt.gemm(p, args, stream);
+  });
+}
+
+kgen_status_t kgen_emit(const char *problem_json, const char *config_json,
+                        const char *target, int inline_, char **source_out) {
+  return guard([&] {
+    if (!source_out)
+      throw InvalidArgument("kgen_emit: source_out is NULL");
+    *source_out = nullptr;
+    kgen::GemmProblem p = parseProblem(problem_json);
+    kgen::Target t = parseTarget(target, std::nullopt);
+    kgen::GemmConfig c = parseConfig(config_json, p, t);
+    kgen::KernelSource ks = kgen::emitGemm(p, c, t, inline_ != 0);
+    char *s = static_cast<char *>(std::malloc(ks.source.size() + 1));
+    if (!s)
+      throw std::bad_alloc();
+    std::memcpy(s, ks.source.c_str(), ks.source.size() + 1);
+    *source_out = s;
+  });
+}
+
+kgen_status_t kgen_compile(kgen_runtime_t *rt, const char *problem_json,
+                           const char *config_json, const char *target,
+                           kgen_kernel_info_t *info_out) {
+  return guard([&] {
+    kgen_runtime &r = runtime(rt);
+    if (!info_out)
+      throw InvalidArgument("kgen_compile: info_out is NULL");
+    std::memset(info_out, 0, sizeof(*info_out));
+    kgen::GemmProblem p = parseProblem(problem_json);
+    kgen::Target t = parseTarget(target, r.rt.target());
+    kgen::GemmConfig c = parseConfig(config_json, p, t);
+    std::shared_ptr<kgen::Kernel> k = r.rt.compile(p, c, t);
+    copyField(info_out->name, k->source.name, "kernel name");
+    copyField(info_out->target, std::string(kgen::toString(t)), "target");
+    copyField(info_out->config_json, kgen::toJson(c).dump(), "config JSON");
+    copyField(info_out->cache_key, k->cacheKey, "cache key");
+    info_out->cache_hit = k->cacheHit ? 1 : 0;
+    info_out->loaded = k->function ? 1 : 0;
+    info_out->compile_ms = k->compileMs;
+    info_out->binary_bytes = int64_t(k->binary.size());
+  });
+}
+
+void kgen_free(void *p) { std::free(p); }
+
+} // extern "C"

@@ -1,0 +1,391 @@
+"""kgen: GPU kernels generated for one exact problem, from Python.
+
+A ctypes binding over kgen's C API (libkgen.so, include/kgen/kgen_c.h)::
+
+    import kgen, torch
+    x = torch.randn(532, 4096, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(2048, 4096, device="cuda", dtype=torch.bfloat16)
+    y = kgen.gemm(x, w.t())            # x @ w.T, layout "nt", on torch's stream
+
+    print(kgen.emit(kgen.problem(532, 2048, 4096), target="sm_90a"))
+    info = kgen.compile(kgen.problem(532, 2048, 4096))   # through the cache
+
+The library is found through $KGEN_LIB, else build/lib/libkgen.so of the
+source tree this package lives in, else the system's library path. Errors
+raise kgen.Error carrying the C API's message.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import json
+import os
+import pathlib
+import sys
+import threading
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Sequence, Union
+
+__all__ = [
+    "Error",
+    "KernelInfo",
+    "Runtime",
+    "compile",
+    "emit",
+    "gemm",
+    "has_device",
+    "library_path",
+    "problem",
+    "default_runtime",
+    "version",
+]
+
+# Status codes of kgen_c.h.
+OK = 0
+ERROR_INVALID_ARGUMENT = 1
+ERROR_NO_DEVICE = 2
+ERROR_RUNTIME = 3
+ERROR_OUT_OF_MEMORY = 4
+ERROR_INTERNAL = 5
+
+
+class Error(RuntimeError):
+    """A kgen error: `status` is the C API's code (kgen.ERROR_*), the message
+    says what went wrong and how to fix it."""
+
+    def __init__(self, message: str, status: int = ERROR_INVALID_ARGUMENT):
+        super().__init__(message)
+        self.status = status
+
+
+class _KernelInfo(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_char * 256),
+        ("target", ctypes.c_char * 16),
+        ("config_json", ctypes.c_char * 256),
+        ("cache_key", ctypes.c_char * 72),
+        ("cache_hit", ctypes.c_int),
+        ("loaded", ctypes.c_int),
+        ("compile_ms", ctypes.c_double),
+        ("binary_bytes", ctypes.c_int64),
+    ]
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """What kgen.compile built."""
+
+    name: str
+    target: str
+    config: dict
+    cache_key: str
+    cache_hit: bool
+    loaded: bool  # loaded on this process's GPU
+    compile_ms: float
+    binary_bytes: int
+
+
+_lib: Optional[ctypes.CDLL] = None
+_lib_path: Optional[str] = None
+_lock = threading.RLock()
+
+
+def _candidates() -> list:
+    env = os.environ.get("KGEN_LIB")
+    if env:
+        return [env]  # an explicit choice is never second-guessed
+    out = [str(pathlib.Path(__file__).resolve().parents[2] / "build" / "lib" / "libkgen.so")]
+    found = ctypes.util.find_library("kgen")
+    if found:
+        out.append(found)
+    return out
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    c_char_p, c_void_p, c_int, c_int64 = ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
+    sigs = {
+        "kgen_version": (c_char_p, []),
+        "kgen_last_error": (c_char_p, []),
+        "kgen_runtime_create": (c_int, [c_char_p, ctypes.POINTER(c_void_p)]),
+        "kgen_runtime_destroy": (None, [c_void_p]),
+        "kgen_has_device": (c_int, [c_void_p]),
+        "kgen_runtime_target": (c_char_p, [c_void_p]),
+        "kgen_gemm": (
+            c_int,
+            [c_void_p, c_char_p, c_void_p, c_void_p, c_void_p, c_int64, c_int64, c_int64, c_int64,
+             ctypes.c_float, ctypes.c_float, c_void_p],
+        ),
+        "kgen_emit": (c_int, [c_char_p, c_char_p, c_char_p, c_int, ctypes.POINTER(c_void_p)]),
+        "kgen_compile": (c_int, [c_void_p, c_char_p, c_char_p, c_char_p, ctypes.POINTER(_KernelInfo)]),
+        "kgen_free": (None, [c_void_p]),
+    }
+    for name, (res, args) in sigs.items():
+        fn = getattr(lib, name)
+        fn.restype = res
+        fn.argtypes = args
+
+
+def _library() -> ctypes.CDLL:
+    global _lib, _lib_path
+    if _lib is not None:
+        return _lib
+    with _lock:
+        if _lib is None:
+            tried = []
+            for path in _candidates():
+                try:
+                    lib = ctypes.CDLL(path)
+                    _declare(lib)
+                except (OSError, AttributeError) as e:
+                    tried.append(f"{path}: {e}")
+                    continue
+                _lib, _lib_path = lib, path
+                break
+            else:
+                raise Error(
+                    "cannot load kgen's C library (libkgen.so); build it (ninja -C build kgen_c) "
+                    "or set KGEN_LIB to its path. Tried:\n  " + "\n  ".join(tried or ["(nothing)"]),
+                    ERROR_RUNTIME,
+                )
+    return _lib
+
+
+def library_path() -> str:
+    """The path of the libkgen.so in use."""
+    _library()
+    return _lib_path
+
+
+def _check(status: int) -> None:
+    if status != OK:
+        msg = _library().kgen_last_error().decode("utf-8", "replace")
+        raise Error(msg or f"kgen failed with status {status}", status)
+
+
+def _encode(x: Union[None, str, Mapping]) -> Optional[bytes]:
+    if x is None:
+        return None
+    if isinstance(x, (bytes, bytearray)):
+        return bytes(x)
+    if isinstance(x, str):
+        return x.encode()
+    return json.dumps(dict(x), separators=(",", ":")).encode()
+
+
+def version() -> str:
+    return _library().kgen_version().decode()
+
+
+class Runtime:
+    """A kgen::Runtime: the GPU (if any), the run-time compiler and the disk
+    cache. `target`: None or "native" for the GPU's own (sm_90a without one),
+    else "sm_80", "sm_90a", "gfx90a", "gfx942"."""
+
+    def __init__(self, target: Optional[str] = None):
+        self._lib = _library()
+        handle = ctypes.c_void_p()
+        _check(self._lib.kgen_runtime_create(_encode(target), ctypes.byref(handle)))
+        self._handle = handle
+
+    def close(self) -> None:
+        if getattr(self, "_handle", None):
+            self._lib.kgen_runtime_destroy(self._handle)
+            self._handle = None
+
+    def __del__(self):
+        # At interpreter exit the GPU runtimes may already be torn down; the
+        # process is ending anyway, so leave the runtime to it.
+        if not sys.is_finalizing():
+            self.close()
+
+    @property
+    def handle(self) -> ctypes.c_void_p:
+        if not self._handle:
+            raise Error("the kgen runtime is closed")
+        return self._handle
+
+    @property
+    def has_device(self) -> bool:
+        return bool(self._lib.kgen_has_device(self.handle))
+
+    @property
+    def target(self) -> str:
+        return self._lib.kgen_runtime_target(self.handle).decode()
+
+    def compile(self, problem, config=None, *, target: Optional[str] = None) -> KernelInfo:
+        info = _KernelInfo()
+        _check(self._lib.kgen_compile(self.handle, _encode(problem), _encode(config), _encode(target),
+                                      ctypes.byref(info)))
+        return KernelInfo(
+            name=info.name.decode(),
+            target=info.target.decode(),
+            config=json.loads(info.config_json.decode()),
+            cache_key=info.cache_key.decode(),
+            cache_hit=bool(info.cache_hit),
+            loaded=bool(info.loaded),
+            compile_ms=float(info.compile_ms),
+            binary_bytes=int(info.binary_bytes),
+        )
+
+    def gemm_raw(self, problem, a: int, b: int, c: int, m: int = -1, lda: int = 0, ldb: int = 0,
+                 ldc: int = 0, alpha: float = 1.0, beta: float = 0.0, stream: int = 0) -> None:
+        """kgen_gemm on raw device pointers (ints): C = alpha*op(A)*op(B) + beta*C."""
+        _check(self._lib.kgen_gemm(self.handle, _encode(problem), a, b, c, m, lda, ldb, ldc,
+                                   float(alpha), float(beta), stream or None))
+
+
+_default: Optional[Runtime] = None
+
+
+def default_runtime() -> Runtime:
+    """The process's default runtime, created on first use."""
+    global _default
+    if _default is None:
+        with _lock:
+            if _default is None:
+                _default = Runtime()
+    return _default
+
+
+def has_device() -> bool:
+    return default_runtime().has_device
+
+
+def problem(m: int, n: int, k: int, *, ab: str = "bf16", c: Optional[str] = None, layout: str = "nt",
+            static: Sequence[str] = ("n", "k"), align: Sequence[int] = (8, 8, 8)) -> dict:
+    """A GEMM problem as kgen's JSON takes it (see include/kgen/Problem.h):
+    C (m x n) = op(A) (m x k) * op(B) (k x n); layout letters say how A and B
+    are stored ('n': as op(), 't': transposed); `static` lists the
+    dimensions baked into the kernel."""
+    return {
+        "m": int(m),
+        "n": int(n),
+        "k": int(k),
+        "ab": ab,
+        "c": c or ab,
+        "layout": layout,
+        "static": list(static),
+        "align": [int(x) for x in align],
+    }
+
+
+def emit(problem: Union[str, Mapping], config: Union[None, str, Mapping] = None, *, target: str = "sm_90a",
+         inline: bool = False) -> str:
+    """The generated HIP source (no GPU needed). `config` None: the default."""
+    lib = _library()
+    out = ctypes.c_void_p()
+    _check(lib.kgen_emit(_encode(problem), _encode(config), _encode(target), int(inline), ctypes.byref(out)))
+    try:
+        return ctypes.string_at(out).decode()
+    finally:
+        lib.kgen_free(out)
+
+
+def compile(problem: Union[str, Mapping], config: Union[None, str, Mapping] = None, *,
+            target: Optional[str] = None) -> KernelInfo:
+    """Build one variant through the disk cache (and load it when this
+    process's GPU is of `target`). `target` None: the GPU's."""
+    return default_runtime().compile(problem, config, target=target)
+
+
+
+# ===----------------------------------------------------------------------=== #
+# torch tensors
+# ===----------------------------------------------------------------------=== #
+
+
+def _dtype_name(dtype) -> str:
+    import torch
+
+    names = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
+    if dtype not in names:
+        raise Error(f"dtype {dtype} is not supported: inputs are bfloat16 or float16, C is one of those or float32")
+    return names[dtype]
+
+
+def _storage(t, name: str, want: Optional[str]):
+    """How a 2-D operand of logical shape (rows, cols) lies in memory: ('n',
+    ld) when row-major (cols contiguous), ('t', ld) when it is the transpose
+    of a row-major cols x rows tensor (as W.t() is). Both can hold for a
+    single row or column; `want` picks, else 'n'."""
+    rows, cols = t.shape
+    s0, s1 = t.stride()
+    forms = {}
+    if (cols == 1 or s1 == 1) and (rows == 1 or s0 >= cols):
+        forms["n"] = s0 if rows > 1 else cols
+    if (rows == 1 or s0 == 1) and (cols == 1 or s1 >= rows):
+        forms["t"] = s1 if cols > 1 else rows
+    if want is not None:
+        if want not in forms:
+            how = "row-major (stride (ld, 1))" if want == "n" else "the transpose of a row-major tensor (stride (1, ld))"
+            raise Error(f"{name}: layout '{want}' needs {name} stored {how}, but shape {tuple(t.shape)} has strides "
+                        f"{tuple(t.stride())}; call .contiguous() (or .t().contiguous().t()) on it")
+        return want, forms[want]
+    if not forms:
+        raise Error(f"{name} (shape {tuple(t.shape)}, strides {tuple(t.stride())}) is neither row-major nor the "
+                    f"transpose of a row-major tensor; call .contiguous() on it")
+    letter = "n" if "n" in forms else "t"
+    return letter, forms[letter]
+
+
+def gemm(a, b, c=None, *, layout: Optional[str] = None, alpha: float = 1.0, beta: float = 0.0,
+         static: Sequence[str] = ("n", "k"), out_dtype=None, runtime: Optional[Runtime] = None):
+    """C = alpha * (a @ b) + beta * C with a kgen kernel for this exact shape,
+    on torch's current stream. Returns C (allocated when `c` is None).
+
+    a: (M, K) and b: (K, N) CUDA tensors of one dtype (bfloat16 or float16).
+    Each may be row-major or the transpose of a row-major tensor (x @ w.t()
+    is layout "nt"); the layout and leading dimensions come from the
+    strides, and `layout` ("nn", "nt", "tn", "tt") insists on one. c: an
+    (M, N) row-major tensor (bfloat16, float16 or float32); with beta == 0
+    it is only written. out_dtype: C's dtype when c is None (default: a's).
+    static: dimensions baked into the kernel (default N and K; M is taken at
+    run time so one kernel serves every batch size)."""
+    import torch
+
+    rt = runtime if runtime is not None else default_runtime()
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+        raise Error("kgen.gemm takes torch tensors")
+    if a.dim() != 2 or b.dim() != 2:
+        raise Error(f"kgen.gemm takes 2-D tensors, got a {tuple(a.shape)} and b {tuple(b.shape)}")
+    (M, K), (K2, N) = a.shape, b.shape
+    if K != K2:
+        raise Error(f"kgen.gemm: a is {M}x{K} but b is {K2}x{N}; inner dimensions differ")
+    if a.dtype != b.dtype:
+        raise Error(f"kgen.gemm: a is {a.dtype} but b is {b.dtype}; they must match")
+    ab = _dtype_name(a.dtype)
+    if ab == "f32":
+        raise Error("kgen.gemm: float32 inputs are not supported; use bfloat16 or float16")
+    if layout is not None and (len(layout) != 2 or any(x not in "nt" for x in layout)):
+        raise Error(f"kgen.gemm: layout '{layout}' must be one of nn, nt, tn, tt")
+    if c is None:
+        if beta != 0:
+            raise Error("kgen.gemm: beta != 0 reads C; pass c")
+        c = torch.empty((M, N), dtype=out_dtype or a.dtype, device=a.device)
+    else:
+        if not isinstance(c, torch.Tensor) or c.dim() != 2 or tuple(c.shape) != (M, N):
+            raise Error(f"kgen.gemm: c must be a {M}x{N} tensor, got {getattr(c, 'shape', type(c))}")
+        if out_dtype is not None and out_dtype != c.dtype:
+            raise Error(f"kgen.gemm: out_dtype {out_dtype} differs from c's dtype {c.dtype}")
+    cname = _dtype_name(c.dtype)
+    for name, t in (("a", a), ("b", b), ("c", c)):
+        if not t.is_cuda:
+            raise Error(f"kgen.gemm: {name} is on {t.device}; kgen runs on CUDA tensors")
+        if t.device != a.device:
+            raise Error(f"kgen.gemm: {name} is on {t.device} but a is on {a.device}")
+    want = int(os.environ.get("KGEN_DEVICE", "0") or 0)
+    if a.device.index != want:
+        raise Error(f"kgen.gemm: the tensors are on {a.device} but kgen runs on cuda:{want}; set KGEN_DEVICE "
+                    f"(before the first kgen call) or move the tensors")
+    if M == 0 or N == 0:
+        return c
+    if K == 0:  # an empty sum, as torch defines it
+        return c.zero_() if beta == 0 else c.mul_(beta)
+    la, lda = _storage(a, "a", layout[0] if layout else None)
+    lb, ldb = _storage(b, "b", layout[1] if layout else None)
+    _, ldc = _storage(c, "c", "n")
+    prob = problem(M, N, K, ab=ab, c=cname, layout=la + lb, static=static)
+    stream = torch.cuda.current_stream(a.device).cuda_stream
+    rt.gemm_raw(prob, a.data_ptr(), b.data_ptr(), c.data_ptr(), M, lda, ldb, ldc, alpha, beta, stream)
+    return c

@@ -1,0 +1,948 @@
+//===- GemmGpuTest.cpp - GEMM results on the GPU against a reference ------===//
+//
+// Every case fills A, B (and C) with fixed-seed uniform values in [-1, 1],
+// runs a plain reference kernel, then kgen, and compares on the host:
+//
+//   ref    op(A)*op(B) accumulated in double from the exact bf16/f16 inputs
+//          (products of 16-bit floats are exact; the double sum is exact to
+//          ~1e-16), then alpha*ref + beta*C in double;
+//   naive  the same loop in fp32, k in order, rounded to C's dtype: what a
+//          straightforward same-dtype implementation gets.
+//
+// The rule (DESIGN.md, as FlashAttention's tests): max|ours - ref| <=
+// 2 * max|naive - ref|, with one floor. When the naive error is zero or
+// tiny (K = 1, where every product is exact; or few elements, none of which
+// happened to round far), twice it would demand that a correct kernel
+// summing in another order never rounds an element differently; so the
+// bound is never below half an ulp of C's dtype at max|ref|, the rounding
+// error a kernel storing C in that dtype may make on its largest element.
+// It is not a tolerance added on top: with many elements the naive error
+// is already about that large, and the printed ratio ours/naive shows the
+// margin for every case.
+//
+// C starts as NaN when beta == 0 (kernels must not read it, and every
+// element must be written); padding between rows and guard elements around
+// C must come back unchanged. Without a GPU every test is skipped.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kgen/Codegen/Candidates.h"
+#include "kgen/Codegen/Emitter.h"
+#include "kgen/kgen.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+using namespace kgen;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Device helpers: a fill and the reference, compiled through kgen's compiler
+//===----------------------------------------------------------------------===//
+
+/// Written out here, sharing no code with kgen's templates (the reference
+/// must not inherit a bug from the prelude's conversions).
+const char *kHelperSource = R"hip(
+#include <hip/hip_runtime.h>
+
+#if defined(__HIP_PLATFORM_AMD__) || defined(__AMDGCN__) || defined(__HIPCC_RTC__)
+#define TEST_AMD 1
+#else
+#define TEST_AMD 0
+#endif
+
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+enum { kBf16 = 0, kF16 = 1, kF32 = 2 };
+
+__device__ float fromBits(u32 u) { return __builtin_bit_cast(float, u); }
+
+/// Exact: every f16 is an fp32.
+__device__ float decodeF16(u16 h) {
+  u32 sign = u32(h >> 15) << 31, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+  if (exp == 0) { // subnormal: man * 2^-24
+    float v = float(man) * 5.9604644775390625e-08f;
+    return sign ? -v : v;
+  }
+  if (exp == 31)
+    return fromBits(sign | 0x7f800000u | (man << 13));
+  return fromBits(sign | ((exp + 112u) << 23) | (man << 13));
+}
+
+__device__ float load(const void *p, long long i, int type) {
+  if (type == kF32)
+    return ((const float *)p)[i];
+  u16 h = ((const u16 *)p)[i];
+  return type == kBf16 ? fromBits(u32(h) << 16) : decodeF16(h);
+}
+
+/// fp32 -> bf16 / f16, round to nearest even.
+__device__ u16 roundBf16(float f) {
+#if TEST_AMD
+  u32 u = __builtin_bit_cast(u32, f);
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return u16((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return u16(u >> 16);
+#else
+  u16 h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#endif
+}
+
+__device__ u16 roundF16(float f) {
+#if TEST_AMD
+  return __builtin_bit_cast(u16, (_Float16)f);
+#else
+  u16 h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#endif
+}
+
+__device__ void store(void *p, long long i, int type, float v) {
+  if (type == kF32)
+    ((float *)p)[i] = v;
+  else
+    ((u16 *)p)[i] = type == kBf16 ? roundBf16(v) : roundF16(v);
+}
+
+/// splitmix64's finalizer: element i of a fill is a pure function of
+/// (seed, i), so fills are reproducible and need no generator state.
+__device__ u64 mix(u64 z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/// p[0, n) = uniform values in [-1, 1) rounded to `type`, or, with
+/// `poison`, a quiet NaN of `type`.
+extern "C" __global__ void kgen_test_fill(void *p, long long n, int type,
+                                          u64 seed, int poison) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    if (poison) {
+      if (type == kF32)
+        ((u32 *)p)[i] = 0x7fc00000u;
+      else
+        ((u16 *)p)[i] = type == kBf16 ? 0x7fc0 : 0x7e00;
+      continue;
+    }
+    u64 r = mix(seed + 0x9e3779b97f4a7c15ull * (u64)(i + 1));
+    float u = float(r >> 40) * 5.9604644775390625e-08f; // [0, 1), step 2^-24
+    store(p, i, type, 2.0f * u - 1.0f);                 // exact, then rounded
+  }
+}
+
+/// One thread per element of C, 16x16 tiles through shared memory; each
+/// thread walks k in order, so `naive` is the plain fp32 loop.
+extern "C" __global__ void __launch_bounds__(256)
+kgen_test_reference(const void *a, const void *b, const void *c, int m, int n,
+                    int k, long long lda, long long ldb, long long ldc,
+                    int transA, int transB, int abType, int cType, float alpha,
+                    float beta, double *ref, void *naive) {
+  __shared__ float sa[16][17], sb[16][17];
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  const int row0 = blockIdx.y * 16, col0 = blockIdx.x * 16;
+  double acc = 0;
+  float accf = 0;
+  for (int k0 = 0; k0 < k; k0 += 16) {
+    // sa[r][s] = op(A)[row0 + r][k0 + s], sb[s][q] = op(B)[k0 + s][col0 + q]
+    int i = row0 + ty, kk = k0 + tx;
+    sa[ty][tx] = i < m && kk < k
+                     ? load(a, transA ? (long long)kk * lda + i
+                                      : (long long)i * lda + kk, abType)
+                     : 0.0f;
+    kk = k0 + ty;
+    int j = col0 + tx;
+    sb[ty][tx] = kk < k && j < n
+                     ? load(b, transB ? (long long)j * ldb + kk
+                                      : (long long)kk * ldb + j, abType)
+                     : 0.0f;
+    __syncthreads();
+    const int steps = k - k0 < 16 ? k - k0 : 16;
+    for (int s = 0; s < steps; ++s) {
+      float x = sa[ty][s], y = sb[s][tx];
+      acc += (double)x * (double)y; // the product is exact
+      accf = fmaf(x, y, accf);      // exact product too: one rounding a step
+    }
+    __syncthreads();
+  }
+  const int i = row0 + ty, j = col0 + tx;
+  if (i >= m || j >= n)
+    return;
+  // C holds NaN when beta == 0: it must not be read.
+  float cf = beta != 0.0f ? load(c, (long long)i * ldc + j, cType) : 0.0f;
+  ref[(long long)i * n + j] = (double)alpha * acc + (double)beta * (double)cf;
+  store(naive, (long long)i * n + j, cType, alpha * accf + beta * cf);
+}
+)hip";
+
+int typeCode(DType t) { return t == DType::BF16 ? 0 : t == DType::F16 ? 1 : 2; }
+
+//===----------------------------------------------------------------------===//
+// Host side of the numbers
+//===----------------------------------------------------------------------===//
+
+double decode(DType t, const std::vector<char> &buf, size_t i) {
+  if (t == DType::F32) {
+    float f;
+    std::memcpy(&f, buf.data() + 4 * i, 4);
+    return f;
+  }
+  uint16_t h;
+  std::memcpy(&h, buf.data() + 2 * i, 2);
+  if (t == DType::BF16) {
+    uint32_t u = uint32_t(h) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
+  int sign = h >> 15, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+  double v = exp == 0    ? std::ldexp(double(man), -24)
+             : exp == 31 ? (man ? NAN : INFINITY)
+                         : std::ldexp(double(1024 + man), exp - 25);
+  return sign ? -v : v;
+}
+
+/// Half the spacing of `t`'s values at magnitude `x`.
+double halfUlp(DType t, double x) {
+  int bits = t == DType::BF16 ? 8 : t == DType::F16 ? 11 : 24;
+  if (x == 0)
+    return 0;
+  int e;
+  std::frexp(x, &e); // x = f * 2^e, f in [0.5, 1)
+  double ulp = std::ldexp(1.0, e - bits);
+  if (t == DType::F16)
+    ulp = std::max(ulp, std::ldexp(1.0, -24)); // subnormal spacing
+  return ulp / 2;
+}
+
+//===----------------------------------------------------------------------===//
+// Cases
+//===----------------------------------------------------------------------===//
+
+const DType kInputTypes[] = {DType::BF16, DType::F16};
+const DType kOutputTypes[] = {DType::BF16, DType::F16, DType::F32};
+const char *const kLayouts[] = {"nn", "nt", "tn", "tt"};
+
+struct Case {
+  int64_t m = 1, n = 1,
+          k = 1;             ///< m: the problem's M (a hint when M is dynamic)
+  std::string layout = "nn"; ///< "nt": A 'N', B 'T'
+  DType ab = DType::BF16, c = DType::BF16;
+  float alpha = 1, beta = 0;
+  int64_t pad[3] = {0, 0, 0}; ///< leading dimension = packed + pad (A, B, C)
+  int off[3] = {0, 0, 0};     ///< elements each pointer is moved by
+  bool staticM = false, staticN = true, staticK = true;
+  int64_t callM = -1; ///< the run-time M when it differs from m
+  /// An explicit variant (Runtime::compile + launch) instead of
+  /// Runtime::gemm's choice.
+  std::optional<GemmConfig> config;
+
+  int64_t runM() const { return callM >= 0 ? callM : m; }
+
+  GemmProblem problem() const {
+    GemmProblem p;
+    p.m = m;
+    p.n = n;
+    p.k = k;
+    p.ab = ab;
+    p.c = c;
+    p.transA = layout[0] == 't';
+    p.transB = layout[1] == 't';
+    p.staticM = staticM;
+    p.staticN = staticN;
+    p.staticK = staticK;
+    return p;
+  }
+
+  std::string describe() const {
+    std::ostringstream os;
+    os << m << "x" << n << "x" << k << " " << layout << " " << toString(ab)
+       << "->" << toString(c);
+    if (callM >= 0)
+      os << " (M = " << callM << " at run time)";
+    os << " static=" << (staticM ? "m" : "") << (staticN ? "n" : "")
+       << (staticK ? "k" : "") << (!staticM && !staticN && !staticK ? "-" : "");
+    if (alpha != 1 || beta != 0)
+      os << " alpha=" << alpha << " beta=" << beta;
+    if (pad[0] || pad[1] || pad[2])
+      os << " ld+(" << pad[0] << "," << pad[1] << "," << pad[2] << ")";
+    if (off[0] || off[1] || off[2])
+      os << " ptr+(" << off[0] << "," << off[1] << "," << off[2] << ")";
+    if (config)
+      os << " config " << config->blockM << "x" << config->blockN << "x"
+         << config->blockK << " w" << config->warpsM << "x" << config->warpsN
+         << " s" << config->stages
+         << (config->smem == SmemLayout::Swizzled ? " swizzled" : " padded");
+    return os.str();
+  }
+};
+
+Case make(int64_t m, int64_t n, int64_t k, const char *layout, DType ab,
+          DType c) {
+  Case x;
+  x.m = m;
+  x.n = n;
+  x.k = k;
+  x.layout = layout;
+  x.ab = ab;
+  x.c = c;
+  return x;
+}
+
+/// Where a stored operand lies in its buffer.
+struct Operand {
+  int64_t rows, extent, ld, off, elems;
+  int elem;
+};
+
+constexpr int64_t kGuard = 64; ///< elements after the matrix, never written
+
+/// A, B and C of a case: rows x extent (contiguous) with ld and offset.
+std::array<Operand, 3> operands(const Case &c) {
+  const int64_t M = c.runM(), N = c.n, K = c.k;
+  const bool ta = c.layout[0] == 't', tb = c.layout[1] == 't';
+  int64_t rows[3] = {ta ? K : M, tb ? N : K, M};
+  int64_t extent[3] = {ta ? M : K, tb ? K : N, N};
+  int elem[3] = {sizeOf(c.ab), sizeOf(c.ab), sizeOf(c.c)};
+  std::array<Operand, 3> out;
+  for (int i = 0; i < 3; ++i) {
+    int64_t ld = extent[i] + c.pad[i];
+    out[i] = {rows[i],
+              extent[i],
+              ld,
+              c.off[i],
+              c.off[i] + (rows[i] - 1) * ld + extent[i] + kGuard,
+              elem[i]};
+  }
+  return out;
+}
+
+/// The call's arguments for buffers at `base` (real or, for planning, fake
+/// pointers with the same alignment). Leading dimensions are passed as 0
+/// ("packed") when they are packed and Runtime::gemm runs, to cover that.
+GemmArgs argsFor(const Case &c, const std::array<Operand, 3> &ops,
+                 char *const base[3]) {
+  GemmArgs a;
+  const void *p[3];
+  int64_t ld[3];
+  for (int i = 0; i < 3; ++i) {
+    p[i] = base[i] + ops[i].off * ops[i].elem;
+    ld[i] = c.pad[i] == 0 && !c.config ? 0 : ops[i].ld;
+  }
+  a.a = p[0];
+  a.b = p[1];
+  a.c = const_cast<void *>(p[2]);
+  a.m = c.runM();
+  a.lda = ld[0];
+  a.ldb = ld[1];
+  a.ldc = ld[2];
+  a.alpha = c.alpha;
+  a.beta = c.beta;
+  return a;
+}
+
+GemmArgs fakeArgs(const Case &c) {
+  // 256-byte aligned, as device allocations are.
+  char *base[3] = {reinterpret_cast<char *>(uintptr_t(1) << 32),
+                   reinterpret_cast<char *>(uintptr_t(2) << 32),
+                   reinterpret_cast<char *>(uintptr_t(3) << 32)};
+  return argsFor(c, operands(c), base);
+}
+
+/// The problem an explicit variant is compiled for: the case's, with the
+/// alignments its arguments allow (Runtime::launch refuses a kernel that
+/// promises more), M kept as the hint when dynamic.
+GemmProblem variantProblem(const Case &c) {
+  GemmProblem r = Runtime::resolve(c.problem(), fakeArgs(c));
+  if (!c.staticM)
+    r.m = c.m;
+  return r;
+}
+
+/// The kernel a case runs. For Runtime::gemm this mirrors its choice in
+/// lib/Runtime/Runtime.cpp (the problem resolved against the arguments,
+/// keyed on the problem's M when M is dynamic, defaultConfig for the
+/// call's M); it is used only to compile ahead in parallel and to name the
+/// kernel in messages, so a mismatch costs time, never correctness.
+std::pair<GemmProblem, GemmConfig> plannedKernel(const Case &c, Target t) {
+  if (c.config)
+    return {variantProblem(c), *c.config};
+  GemmProblem r = Runtime::resolve(c.problem(), fakeArgs(c));
+  GemmProblem keyed = r;
+  if (!c.staticM)
+    keyed.m = c.m;
+  return {keyed, defaultConfig(r, t)};
+}
+
+/// Every layout x input x output dtype on the mid sizes; every layout x
+/// input dtype, outputs taking turns, on the edges and ragged shapes.
+std::vector<Case> sweepCases() {
+  std::vector<Case> out;
+  for (auto [m, n, k] : {std::array<int64_t, 3>{127, 4099, 1023},
+                         std::array<int64_t, 3>{532, 2048, 2048}})
+    for (const char *l : kLayouts)
+      for (DType ab : kInputTypes)
+        for (DType c : kOutputTypes)
+          out.push_back(make(m, n, k, l, ab, c));
+  int turn = 0;
+  for (auto [m, n, k] :
+       {std::array<int64_t, 3>{1, 1, 1}, std::array<int64_t, 3>{17, 33, 65},
+        std::array<int64_t, 3>{255, 129, 257},
+        std::array<int64_t, 3>{1, 4096, 4096}})
+    for (const char *l : kLayouts)
+      for (DType ab : kInputTypes)
+        out.push_back(make(m, n, k, l, ab, kOutputTypes[turn++ % 3]));
+  return out;
+}
+
+std::vector<Case> largeCases() {
+  return {make(4096, 4096, 4096, "nt", DType::BF16, DType::BF16),
+          make(4096, 4096, 4096, "tn", DType::F16, DType::F32)};
+}
+
+std::vector<Case> alphaBetaCases() {
+  auto ab = [](Case c, float alpha, float beta) {
+    c.alpha = alpha;
+    c.beta = beta;
+    return c;
+  };
+  return {
+      ab(make(127, 4099, 1023, "nt", DType::BF16, DType::BF16), 0.5f, -1.25f),
+      ab(make(255, 129, 257, "tn", DType::F16, DType::F32), -2.0f, 0.5f),
+      ab(make(532, 2048, 2048, "nn", DType::BF16, DType::F16), 1.0f, 1.0f),
+      ab(make(17, 33, 65, "tt", DType::F16, DType::BF16), 0.0f, 3.0f),
+      ab(make(1, 1, 1, "nt", DType::BF16, DType::F32), 0.75f, 0.25f)};
+}
+
+std::vector<Case> leadingDimCases() {
+  auto pad = [](Case c, int64_t a, int64_t b, int64_t cc, float beta = 0) {
+    c.pad[0] = a;
+    c.pad[1] = b;
+    c.pad[2] = cc;
+    c.beta = beta;
+    return c;
+  };
+  return {
+      pad(make(532, 2048, 2048, "nt", DType::BF16, DType::BF16), 8, 8, 8),
+      pad(make(532, 2048, 2048, "nt", DType::BF16, DType::BF16), 3, 5, 1),
+      pad(make(255, 129, 257, "nn", DType::F16, DType::F32), 2, 4, 6),
+      pad(make(1, 4096, 4096, "tt", DType::BF16, DType::F16), 16, 1, 0),
+      pad(make(532, 2048, 2048, "tt", DType::F16, DType::BF16), 8, 8, 8, 0.5f)};
+}
+
+std::vector<Case> offsetCases() {
+  auto off = [](Case c, int a, int b, int cc, float beta = 0) {
+    c.off[0] = a;
+    c.off[1] = b;
+    c.off[2] = cc;
+    c.beta = beta;
+    return c;
+  };
+  return {
+      off(make(532, 2048, 2048, "nt", DType::BF16, DType::BF16), 1, 0, 0),
+      off(make(532, 2048, 2048, "tn", DType::F16, DType::F32), 0, 1, 0),
+      off(make(127, 4099, 1023, "nn", DType::BF16, DType::F16), 0, 0, 1, 0.5f),
+      off(make(255, 129, 257, "tt", DType::F16, DType::BF16), 1, 1, 1)};
+}
+
+/// Which dimensions are compile-time constants, and a dynamic M called with
+/// an M other than the problem's hint.
+std::vector<Case> staticDimCases() {
+  auto dims = [](Case c, bool m, bool n, bool k, int64_t callM = -1) {
+    c.staticM = m;
+    c.staticN = n;
+    c.staticK = k;
+    c.callM = callM;
+    return c;
+  };
+  return {
+      dims(make(256, 256, 512, "nt", DType::BF16, DType::BF16), true, true,
+           true),
+      dims(make(127, 4099, 1023, "nn", DType::F16, DType::F32), true, true,
+           true),
+      dims(make(532, 2048, 2048, "tt", DType::BF16, DType::F32), false, false,
+           false),
+      dims(make(17, 33, 65, "tn", DType::F16, DType::F16), false, false, false),
+      dims(make(532, 2048, 2048, "nt", DType::BF16, DType::BF16), false, true,
+           true, 77),
+      dims(make(532, 4099, 1023, "tn", DType::F16, DType::BF16), false, true,
+           true, 1000)};
+}
+
+/// Explicit variants: every candidate config for two mid shapes, the first,
+/// a middle and the last candidate for others.
+std::vector<Case> explicitCases(Target t) {
+  std::vector<Case> out;
+  auto add = [&](Case c, bool all) {
+    std::vector<GemmConfig> configs = enumerateConfigs(variantProblem(c), t);
+    for (size_t i = 0; i < configs.size(); ++i)
+      if (all || i == 0 || i == configs.size() / 2 || i + 1 == configs.size()) {
+        c.config = configs[i];
+        out.push_back(c);
+      }
+  };
+  add(make(532, 2048, 2048, "nt", DType::BF16, DType::BF16), true);
+  add(make(127, 4099, 1023, "tn", DType::F16, DType::F32), true);
+  add(make(255, 129, 257, "nn", DType::BF16, DType::F16), false);
+  add(make(17, 33, 65, "tt", DType::F16, DType::BF16), false);
+  add(make(1, 4096, 4096, "nt", DType::BF16, DType::BF16), false);
+  Case all = make(256, 256, 512, "nt", DType::BF16, DType::BF16);
+  all.staticM = true; // every dimension divides the tile: no bounds checks
+  add(all, false);
+  Case other = make(532, 2048, 2048, "tn", DType::BF16, DType::F32);
+  other.callM = 1000; // compiled for the hint 532, run with another M
+  add(other, false);
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// The GPU, the helpers and the ahead-of-time compile
+//===----------------------------------------------------------------------===//
+
+struct Gpu {
+  std::unique_ptr<Runtime> rt;
+  std::string whyNot; ///< set when there is no GPU
+  Backend::Function fill = nullptr, reference = nullptr;
+
+  static Gpu &get() {
+    static Gpu g;
+    return g;
+  }
+
+  /// Compiles the kernels `cases` will run in parallel threads before they
+  /// run (a cold cache would otherwise spend most of the test compiling one
+  /// kernel at a time). Errors are left for the case to report.
+  void prewarm(const std::vector<Case> &cases) {
+    Target t = rt->target();
+    std::vector<std::pair<GemmProblem, GemmConfig>> jobs;
+    std::set<std::string> names;
+    for (const Case &c : cases) {
+      try {
+        auto job = plannedKernel(c, t);
+        if (names.insert(gemmKernelName(job.first, job.second, t)).second)
+          jobs.push_back(job);
+      } catch (const Error &) {
+      }
+    }
+    unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
+    auto t0 = std::chrono::steady_clock::now();
+    std::atomic<size_t> next{0};
+    std::atomic<int> hits{0}, failed{0};
+    std::vector<std::thread> pool;
+    for (unsigned i = 0; i < threads; ++i)
+      pool.emplace_back([&] {
+        for (size_t j; (j = next++) < jobs.size();) {
+          try {
+            hits += rt->compile(jobs[j].first, jobs[j].second)->cacheHit;
+          } catch (const std::exception &) {
+            ++failed;
+          }
+        }
+      });
+    for (std::thread &th : pool)
+      th.join();
+    std::printf(
+        "[ gpu      ] %zu kernels for %zu cases ready in %.1f s "
+        "(%d from the disk cache, %d failed to build; %u threads)\n",
+        jobs.size(), cases.size(),
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count(),
+        hits.load(), failed.load(), threads);
+  }
+
+private:
+  Gpu() {
+    rt = std::make_unique<Runtime>();
+    if (!rt->backend()) {
+      openBackend(std::nullopt, &whyNot);
+      return;
+    }
+    std::printf("[ gpu      ] %s (%s), kgen target %s\n",
+                rt->backend()->deviceName().c_str(),
+                rt->backend()->archName().c_str(),
+                std::string(toString(rt->target())).c_str());
+    compileHelpers();
+  }
+
+  void compileHelpers() {
+    KernelSource ks;
+    ks.name = "kgen_test_helpers";
+    ks.source = kHelperSource;
+    ks.target = rt->target();
+    std::string bin = rt->compiler(targetInfo(ks.target).vendor).compile(ks);
+    Backend::Module mod = rt->backend()->loadModule(bin);
+    fill = rt->backend()->getFunction(mod, "kgen_test_fill");
+    reference = rt->backend()->getFunction(mod, "kgen_test_reference");
+  }
+};
+
+/// A device buffer freed on scope exit.
+struct Buffer {
+  Backend *be;
+  char *p;
+  size_t bytes;
+  Buffer(Backend *be, size_t bytes)
+      : be(be), p(static_cast<char *>(be->alloc(bytes))), bytes(bytes) {}
+  ~Buffer() {
+    try {
+      be->free(p);
+    } catch (...) {
+    }
+  }
+  Buffer(const Buffer &) = delete;
+  Buffer &operator=(const Buffer &) = delete;
+  std::vector<char> download() const {
+    std::vector<char> h(bytes);
+    be->copyToHost(h.data(), p, bytes);
+    return h;
+  }
+};
+
+/// What one case's result looks like next to the reference.
+struct Verdict {
+  double errOurs = 0, errNaive = 0, maxRef = 0;
+  double floor = 0;    ///< half an ulp of C's dtype at maxRef
+  int64_t bad = 0;     ///< elements of C that are NaN or inf
+  int64_t touched = 0; ///< elements outside C (padding, guards) changed
+  int64_t worst = -1, firstBad = -1; ///< i * N + j
+  int64_t firstTouched = -1;         ///< buffer element
+  double bound() const { return std::max(2 * errNaive, floor); }
+  bool pass() const { return bad == 0 && touched == 0 && errOurs <= bound(); }
+};
+
+/// Compares C after the call (`after`, the whole buffer, laid out as `oc`)
+/// with the reference (double, M x N packed) and the naive result (C's
+/// dtype, packed); `before` is the buffer before the call.
+Verdict compare(DType ct, int64_t M, int64_t N, const Operand &oc,
+                const std::vector<char> &before, const std::vector<char> &after,
+                const std::vector<char> &refH,
+                const std::vector<char> &naiveH) {
+  Verdict v;
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double r;
+      std::memcpy(&r, refH.data() + 8 * (i * N + j), 8);
+      double ours = decode(ct, after, oc.off + i * oc.ld + j);
+      double nv = decode(ct, naiveH, i * N + j);
+      v.maxRef = std::max(v.maxRef, std::fabs(r));
+      v.errNaive = std::max(v.errNaive, std::fabs(nv - r));
+      if (!std::isfinite(ours)) {
+        if (v.bad++ == 0)
+          v.firstBad = i * N + j;
+        continue;
+      }
+      if (v.worst < 0 || std::fabs(ours - r) > v.errOurs) {
+        v.errOurs = std::max(v.errOurs, std::fabs(ours - r));
+        v.worst = i * N + j;
+      }
+    }
+  // Padding between rows and the guards before and after C.
+  for (int64_t e = 0; e < oc.elems; ++e) {
+    int64_t rel = e - oc.off;
+    bool outside = rel < 0 || rel >= (M - 1) * oc.ld + N || rel % oc.ld >= N;
+    if (outside && std::memcmp(before.data() + e * oc.elem,
+                               after.data() + e * oc.elem, oc.elem) != 0)
+      if (v.touched++ == 0)
+        v.firstTouched = e;
+  }
+  v.floor = halfUlp(ct, v.maxRef);
+  return v;
+}
+
+/// The largest ours/naive error ratio seen per output dtype, printed at the
+/// end: how much margin the rule leaves (fp32 outputs are where the
+/// accumulation order and the tensor cores' rounding show).
+std::map<std::string, std::pair<double, std::string>> &worstRatios() {
+  static std::map<std::string, std::pair<double, std::string>> m;
+  return m;
+}
+
+class PrintWorstRatios : public ::testing::Environment {
+  void TearDown() override {
+    for (auto &[dtype, r] : worstRatios())
+      std::printf("[ summary  ] C %s: largest ours/naive error ratio %.2f "
+                  "(%s)\n",
+                  dtype.c_str(), r.first, r.second.c_str());
+  }
+};
+const auto *kPrintWorstRatios =
+    ::testing::AddGlobalTestEnvironment(new PrintWorstRatios);
+
+void launchFill(Gpu &g, void *p, int64_t n, DType t, uint64_t seed,
+                bool poison) {
+  long long count = n;
+  int type = typeCode(t), poisonFlag = poison;
+  unsigned long long s = seed;
+  void *params[] = {&p, &count, &type, &s, &poisonFlag};
+  LaunchDims d{{unsigned(std::min<int64_t>((n + 255) / 256, 2048)), 1, 1},
+               {256, 1, 1},
+               0};
+  g.rt->backend()->launch(g.fill, d, params, nullptr);
+}
+
+uint64_t seedOf(const std::string &s) { // FNV-1a: a fresh stream per case
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (char ch : s)
+    h = (h ^ uint8_t(ch)) * 0x100000001b3ull;
+  return h;
+}
+
+/// Runs one case and compares. Returns false when the GPU is unusable
+/// afterwards (a kernel fault poisons the context), so callers stop.
+bool runCase(const Case &c) {
+  Gpu &g = Gpu::get();
+  Backend *be = g.rt->backend();
+  const Target t = g.rt->target();
+  const std::string what = c.describe();
+  auto [plannedP, plannedC] = plannedKernel(c, t);
+  const std::string kernel = gemmKernelName(plannedP, plannedC, t);
+
+  std::array<Operand, 3> ops = operands(c);
+  Buffer A(be, ops[0].elems * ops[0].elem), B(be, ops[1].elems * ops[1].elem),
+      C(be, ops[2].elems * ops[2].elem);
+  const int64_t M = c.runM(), N = c.n, K = c.k;
+  Buffer ref(be, M * N * sizeof(double)), naive(be, M * N * sizeOf(c.c));
+  char *base[3] = {A.p, B.p, C.p};
+  GemmArgs args = argsFor(c, ops, base);
+
+  uint64_t seed = seedOf(what);
+  launchFill(g, A.p, ops[0].elems, c.ab, seed + 1, false);
+  launchFill(g, B.p, ops[1].elems, c.ab, seed + 2, false);
+  launchFill(g, C.p, ops[2].elems, c.c, seed + 3, c.beta == 0);
+
+  {
+    const void *a = args.a, *b = args.b, *cc = args.c;
+    int m = int(M), n = int(N), k = int(K);
+    long long lda = ops[0].ld, ldb = ops[1].ld, ldc = ops[2].ld;
+    int ta = c.layout[0] == 't', tb = c.layout[1] == 't';
+    int abType = typeCode(c.ab), cType = typeCode(c.c);
+    float alpha = c.alpha, beta = c.beta;
+    double *r = reinterpret_cast<double *>(ref.p);
+    void *nv = naive.p;
+    void *params[] = {&a,     &b,     &cc,   &m,  &n,  &k,
+                      &lda,   &ldb,   &ldc,  &ta, &tb, &abType,
+                      &cType, &alpha, &beta, &r,  &nv};
+    LaunchDims d{
+        {unsigned((N + 15) / 16), unsigned((M + 15) / 16), 1}, {256, 1, 1}, 0};
+    be->launch(g.reference, d, params, nullptr);
+  }
+  be->synchronize();
+  std::vector<char> before = C.download();
+
+  std::string ran = kernel;
+  try {
+    if (c.config) {
+      std::shared_ptr<Kernel> k = g.rt->compile(plannedP, *c.config);
+      ran = k->source.name;
+      g.rt->launch(*k, args);
+    } else {
+      g.rt->gemm(c.problem(), args);
+    }
+  } catch (const Error &e) {
+    ADD_FAILURE() << what << " (kernel " << ran << "): " << e.what();
+    return true;
+  }
+  try {
+    be->synchronize();
+  } catch (const Error &e) {
+    ADD_FAILURE() << what << " (kernel " << ran
+                  << "): the kernel failed on the device: " << e.what();
+    return false;
+  }
+  std::vector<char> after = C.download(), refH = ref.download(),
+                    naiveH = naive.download();
+
+  const Operand &oc = ops[2];
+  Verdict v = compare(c.c, M, N, oc, before, after, refH, naiveH);
+  const double ratio = v.errNaive > 0 ? v.errOurs / v.errNaive : 0.0;
+  std::printf("[ case     ] %-62s err %.3g naive %.3g ratio %.2f\n",
+              what.c_str(), v.errOurs, v.errNaive, ratio);
+  auto &worst = worstRatios()[std::string(toString(c.c))];
+  if (ratio > worst.first)
+    worst = {ratio, what};
+  auto at = [&](int64_t idx) {
+    std::ostringstream os;
+    int64_t i = idx / N, j = idx % N;
+    double r;
+    std::memcpy(&r, refH.data() + 8 * idx, 8);
+    os << "C[" << i << "][" << j
+       << "] = " << decode(c.c, after, oc.off + i * oc.ld + j) << ", reference "
+       << r << ", naive " << decode(c.c, naiveH, idx);
+    return os.str();
+  };
+  EXPECT_EQ(v.bad, 0) << what << " (kernel " << ran << "): " << v.bad
+                      << " elements of C are NaN or inf (unwritten, or read "
+                         "while beta == 0); first: "
+                      << at(v.firstBad);
+  EXPECT_EQ(v.touched, 0) << what << " (kernel " << ran << "): " << v.touched
+                          << " elements outside C (padding or guard) "
+                             "changed; first at buffer element "
+                          << v.firstTouched;
+  EXPECT_LE(v.errOurs, v.bound())
+      << what << " (kernel " << ran << "): max|ours - ref| = " << v.errOurs
+      << " exceeds 2 * max|naive - ref| = " << 2 * v.errNaive
+      << " (half-ulp floor " << v.floor << ", max|ref| " << v.maxRef
+      << "); worst " << (v.worst >= 0 ? at(v.worst) : std::string("-"));
+  return true;
+}
+
+class GemmGpu : public ::testing::Test {
+protected:
+  void SetUp() override {
+    Gpu &g = Gpu::get();
+    if (!g.rt->backend())
+      GTEST_SKIP() << "no GPU: " << g.whyNot;
+  }
+
+  void runAll(const std::vector<Case> &cases) {
+    Gpu::get().prewarm(cases);
+    for (const Case &c : cases)
+      if (!runCase(c))
+        FAIL() << "stopping: the GPU context is unusable after a fault";
+  }
+};
+
+} // namespace
+
+TEST_F(GemmGpu, EveryLayoutAndDtype) { runAll(sweepCases()); }
+
+TEST_F(GemmGpu, Large) { runAll(largeCases()); }
+
+TEST_F(GemmGpu, AlphaBetaReadC) { runAll(alphaBetaCases()); }
+
+TEST_F(GemmGpu, LeadingDimsLargerThanPacked) { runAll(leadingDimCases()); }
+
+TEST_F(GemmGpu, PointersOffsetByOneElement) { runAll(offsetCases()); }
+
+TEST_F(GemmGpu, StaticAndRunTimeDims) { runAll(staticDimCases()); }
+
+TEST_F(GemmGpu, ExplicitConfigs) {
+  std::vector<Case> cases = explicitCases(Gpu::get().rt->target());
+  ASSERT_GE(cases.size(), 12u);
+  runAll(cases);
+}
+
+/// Invalid calls throw kgen::Error with a message naming the argument, and
+/// nothing runs: C (NaN) is untouched afterwards.
+TEST_F(GemmGpu, InvalidArgumentsThrowAndLaunchNothing) {
+  Gpu &g = Gpu::get();
+  Backend *be = g.rt->backend();
+  const int64_t S = 64;
+  Buffer A(be, S * S * 2 + 16), B(be, S * S * 2 + 16), C(be, S * S * 2 + 16);
+  launchFill(g, A.p, S * S, DType::BF16, 11, false);
+  launchFill(g, B.p, S * S, DType::BF16, 12, false);
+  launchFill(g, C.p, S * S + 8, DType::BF16, 0, true);
+  be->synchronize();
+  std::vector<char> before = C.download();
+
+  GemmProblem p;
+  p.m = p.n = p.k = S;
+  p.transB = true;
+  auto call = [&](GemmProblem prob, GemmArgs a) { g.rt->gemm(prob, a); };
+  auto args = [&] {
+    GemmArgs a;
+    a.a = A.p;
+    a.b = B.p;
+    a.c = C.p;
+    a.m = S;
+    return a;
+  };
+  auto expectError = [&](const char *what, const std::function<void()> &f,
+                         const char *needle) {
+    try {
+      f();
+      ADD_FAILURE() << what << ": no kgen::Error thrown";
+    } catch (const Error &e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
+          << what << ": the message lacks '" << needle << "': " << e.what();
+    }
+  };
+
+  GemmArgs a = args();
+  a.lda = S / 2;
+  expectError(
+      "lda < K", [&] { call(p, a); }, "lda");
+  a = args();
+  a.ldb = 3;
+  expectError(
+      "ldb < K", [&] { call(p, a); }, "ldb");
+  a = args();
+  a.ldc = S - 1;
+  expectError(
+      "ldc < N", [&] { call(p, a); }, "ldc");
+  a = args();
+  a.m = 0;
+  expectError(
+      "m = 0", [&] { call(p, a); }, "m = 0");
+  GemmProblem zero = p;
+  zero.n = 0;
+  expectError(
+      "n = 0", [&] { call(zero, args()); }, "n = 0");
+  zero = p;
+  zero.k = 0;
+  expectError(
+      "k = 0", [&] { call(zero, args()); }, "k = 0");
+  a = args();
+  a.a = nullptr;
+  expectError(
+      "null A", [&] { call(p, a); }, "null");
+  a = args();
+  a.b = nullptr;
+  expectError(
+      "null B", [&] { call(p, a); }, "null");
+  a = args();
+  a.c = nullptr;
+  expectError(
+      "null C", [&] { call(p, a); }, "null");
+  a = args();
+  a.a = A.p + 1; // not even element-aligned
+  expectError(
+      "odd address", [&] { call(p, a); }, "aligned");
+  GemmProblem baked = p;
+  baked.staticM = true;
+  a = args();
+  a.m = S / 2;
+  expectError(
+      "static M mismatch", [&] { call(baked, a); }, "bakes M");
+  GemmProblem f32 = p;
+  f32.ab = DType::F32;
+  expectError(
+      "f32 inputs", [&] { call(f32, args()); }, "f32");
+
+  // A variant built for 8-element vectors refuses a pointer that is not.
+  std::shared_ptr<Kernel> k;
+  try {
+    k = g.rt->compile(p, defaultConfig(p, g.rt->target()));
+  } catch (const Error &e) {
+    FAIL() << "compiling 64x64x64 nt bf16: " << e.what();
+  }
+  a = args();
+  a.a = A.p + 2;
+  expectError(
+      "misaligned launch", [&] { g.rt->launch(*k, a); }, "align");
+
+  be->synchronize();
+  EXPECT_TRUE(C.download() == before)
+      << "C changed: a call that threw launched a kernel";
+}

@@ -1,0 +1,297 @@
+#!/usr/bin/env python3
+"""kgen's Python binding on the GPU: kgen.gemm against torch.
+
+Run by ctest (test/gpu/python.cmake, label gpu) with KGEN_LIB pointing at the
+built libkgen.so, or by hand: KGEN_LIB=build/lib/libkgen.so python3
+test/gpu/test_python.py. The binding's checks that need no GPU (emit, compile
+for sm_90a, errors) always run; without torch or a CUDA GPU the rest is
+skipped and the script exits 77 (ctest's SKIP), or 1 if a check failed.
+
+Tolerance (DESIGN.md, as FlashAttention): max|ours - ref| <= 2 * max|naive -
+ref|, ref in float64, naive = torch's same-dtype matmul (fp32 accumulation,
+reduced-precision reductions off, rounded once to C's dtype); never below
+half an ulp of C's dtype at max|ref| (see test/gpu/GemmGpuTest.cpp for why).
+"""
+
+import math
+import os
+import pathlib
+import sys
+import tempfile
+import traceback
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "python"))
+
+import kgen  # noqa: E402
+
+SKIP = 77
+failures = []
+
+
+def binding_without_gpu():
+    """The ctypes layer itself: needs libkgen.so (and nvrtc), no GPU."""
+    assert kgen.version(), "kgen.version()"
+    prob = kgen.problem(532, 2048, 2048, layout="nt")
+    src = kgen.emit(prob, target="sm_90a")
+    assert "__global__" in src and "kgen_gemm_bf16_nt_mdyn_n2048_k2048_" in src, src[:500]
+    inlined = kgen.emit(prob, {"block": [64, 64, 32], "warps": [2, 2], "stages": 2}, target="sm_90a", inline=True)
+    assert "_b64x64x32_w2x2_s2_" in inlined and '#include "kgen/' not in inlined
+    assert kgen.Runtime("gfx942").target == "gfx942"
+    info = kgen.Runtime("sm_90a").compile(prob, {"block": [64, 64, 32], "warps": [2, 2], "stages": 2})
+    assert info.name.startswith("kgen_gemm_bf16_nt_mdyn_n2048_k2048_b64x64x32") and info.binary_bytes > 0, info
+    assert info.target == "sm_90a" and info.config["block"] == [64, 64, 32] and len(info.cache_key) == 64, info
+    for what, fn, needle in [("bad JSON", lambda: kgen.emit("{"), "JSON"),
+                             ("unknown field", lambda: kgen.emit({"m": 1, "n": 1, "k": 1, "colour": 1}), "colour"),
+                             ("bad target", lambda: kgen.emit(prob, target="sm_70"), "sm_70"),
+                             ("bad runtime target", lambda: kgen.Runtime("sm_99"), "sm_99")]:
+        try:
+            fn()
+            failures.append(f"{what}: no kgen.Error")
+        except kgen.Error as e:
+            if needle not in str(e) or e.status != kgen.ERROR_INVALID_ARGUMENT:
+                failures.append(f"{what}: status {e.status}, message lacks '{needle}': {e}")
+    print(f"ok   binding without a GPU (kgen {kgen.version()}, {kgen.library_path()}; compiled {info.name})")
+
+
+def skip(why: str) -> None:
+    if failures:
+        finish()
+    print(f"SKIP: {why}")
+    sys.exit(SKIP)
+
+
+def finish():
+    if failures:
+        print(f"\n{len(failures)} failure(s):")
+        for f in failures:
+            print(" -", f)
+        sys.exit(1)
+    print("all passed")
+
+
+try:
+    binding_without_gpu()
+except Exception:
+    failures.append(f"binding without a GPU: {traceback.format_exc()}")
+
+try:
+    import torch
+except ImportError:
+    skip("torch is not installed; the GPU part did not run")
+if not torch.cuda.is_available():
+    skip("no CUDA GPU visible to torch; the GPU part did not run")
+
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+
+DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
+
+
+def half_ulp(dtype, x: float) -> float:
+    if x == 0:
+        return 0.0
+    fi = torch.finfo(dtype)
+    _, e = math.frexp(x)  # x = f * 2^e, f in [0.5, 1)
+    ulp = math.ldexp(fi.eps, e - 1)
+    if dtype == torch.float16:
+        ulp = max(ulp, 2.0**-24)
+    return ulp / 2
+
+
+def uniform(shape, dtype, gen):
+    return (torch.rand(shape, generator=gen, device="cuda", dtype=torch.float32) * 2 - 1).to(dtype)
+
+
+def operand(rows, cols, stored_t, dtype, gen, pad=0, offset=0):
+    """A rows x cols tensor stored row-major ('n') or as the transpose of a
+    row-major tensor ('t'), with `pad` extra elements per stored row and the
+    data starting `offset` elements into its buffer."""
+    srows, scols = (cols, rows) if stored_t else (rows, cols)
+    buf = uniform((offset + srows * (scols + pad),), dtype, gen)
+    stored = buf[offset:].view(srows, scols + pad)[:, :scols]
+    return stored.t() if stored_t else stored
+
+
+def check(name, m, n, k, layout, ab, c, alpha=1.0, beta=0.0, pad=(0, 0, 0), offset=(0, 0, 0), seed=0):
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    abt, ct = DTYPES[ab], DTYPES[c]
+    a = operand(m, k, layout[0] == "t", abt, gen, pad[0], offset[0])
+    b = operand(k, n, layout[1] == "t", abt, gen, pad[1], offset[1])
+    cbuf = uniform((offset[2] + m * (n + pad[2]),), ct, gen)
+    cmat = cbuf[offset[2]:].view(m, n + pad[2])[:, :n]
+    c0 = cmat.clone()
+    if beta == 0:
+        cmat.fill_(float("nan"))  # must be written, never read
+    guard = cbuf.clone()
+
+    ref = torch.addmm(c0.double(), a.double(), b.double(), beta=beta, alpha=alpha)
+    x, y = (a, b) if ct == abt else (a.float(), b.float())
+    naive = torch.addmm(c0.to(x.dtype), x, y, beta=beta, alpha=alpha).to(ct)
+
+    out = kgen.gemm(a, b, cmat if (beta != 0 or pad[2] or offset[2]) else None, alpha=alpha, beta=beta,
+                    out_dtype=ct)
+    torch.cuda.synchronize()
+    if out.data_ptr() == cmat.data_ptr():  # C's buffer: what lies outside C must not change
+        outside = torch.ones_like(cbuf, dtype=torch.bool)
+        outside[offset[2]:].view(m, n + pad[2])[:, :n] = False
+        touched = int((cbuf[outside] != guard[outside]).sum())
+    else:
+        touched = 0
+    nan = int((~torch.isfinite(out)).sum())
+    ok, msg = within_rule(out, ref, naive, ct)
+    ok = ok and nan == 0 and touched == 0
+    print(f"{'ok  ' if ok else 'FAIL'} {name:58s} {msg}")
+    if not ok:
+        failures.append(f"{name}: {msg}, {nan} non-finite, {touched} elements outside C changed")
+
+
+def within_rule(out, ref, naive, dtype):
+    """(ok, text): max|out - ref| <= max(2 * max|naive - ref|, half an ulp of
+    `dtype` at max|ref|)."""
+    err = float((out.double() - ref).abs().nan_to_num(0).max())
+    err_naive = float((naive.double() - ref).abs().max())
+    bound = max(2 * err_naive, half_ulp(dtype, float(ref.abs().max())))
+    text = f"err {err:.3g} naive {err_naive:.3g} ratio {err / err_naive if err_naive else 0:.2f}"
+    return err <= bound, text if err <= bound else text + f" > bound {bound:.3g}"
+
+
+def expect_close(what, out, ref, naive, dtype):
+    ok, msg = within_rule(out, ref, naive, dtype)
+    assert ok and bool(torch.isfinite(out).all()), f"{what}: {msg}"
+
+
+def expect_error(name, fn, needle, status=None):
+    try:
+        fn()
+    except kgen.Error as e:
+        msg = str(e)
+        if needle not in msg or (status is not None and e.status != status):
+            failures.append(f"{name}: kgen.Error (status {e.status}) lacks '{needle}': {msg}")
+            print(f"FAIL {name}: {msg}")
+        else:
+            print(f"ok   {name}: {msg.splitlines()[0][:100]}")
+        return
+    failures.append(f"{name}: no kgen.Error raised")
+    print(f"FAIL {name}: no kgen.Error raised")
+
+
+def run(name, fn):
+    try:
+        fn()
+    except Exception:
+        failures.append(f"{name}: {traceback.format_exc()}")
+        print(f"FAIL {name}:\n{traceback.format_exc()}")
+
+
+def test_shapes():
+    check("532x2048x2048 nt bf16->bf16", 532, 2048, 2048, "nt", "bf16", "bf16", seed=1)
+    check("127x4099x1023 tn f16->f32", 127, 4099, 1023, "tn", "f16", "f32", seed=2)
+    check("1x4096x4096 nn bf16->bf16", 1, 4096, 4096, "nn", "bf16", "bf16", seed=3)
+    check("17x33x65 tt f16->f16", 17, 33, 65, "tt", "f16", "f16", seed=4)
+    check("1x1x1 nt bf16->f32", 1, 1, 1, "nt", "bf16", "f32", seed=5)
+    check("255x129x257 nt bf16->f16 alpha=0.5 beta=2", 255, 129, 257, "nt", "bf16", "f16", 0.5, 2.0, seed=6)
+    check("532x2048x2048 tt f16->bf16 ld+(8,3,5)", 532, 2048, 2048, "tt", "f16", "bf16", pad=(8, 3, 5), seed=7)
+    check("532x2048x2048 nt bf16->bf16 ptr+(1,1,1) beta=1", 532, 2048, 2048, "nt", "bf16", "bf16", 1.0, 1.0,
+          offset=(1, 1, 1), seed=8)
+
+
+def test_layout_from_strides():
+    x = torch.randn(64, 256, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(128, 256, device="cuda", dtype=torch.bfloat16)
+    y = kgen.gemm(x, w.t())  # a linear layer: layout nt, from the strides
+    torch.cuda.synchronize()
+    assert y.shape == (64, 128) and y.dtype == torch.bfloat16, (y.shape, y.dtype)
+    expect_close("x @ w.t()", y, x.double() @ w.double().t(), x @ w.t(), torch.bfloat16)
+    src = kgen.emit(kgen.problem(64, 128, 256, layout="nt"), target="sm_90a")
+    assert "_nt_" in src, src[:400]
+    info = kgen.compile(kgen.problem(64, 128, 256, layout="nt"))
+    assert info.loaded and info.binary_bytes > 0 and info.name.startswith("kgen_gemm_bf16_nt_"), info
+    print(f"ok   layout from strides; compiled {info.name} ({'hit' if info.cache_hit else 'miss'})")
+
+
+def test_streams_and_graphs():
+    gen = torch.Generator(device="cuda").manual_seed(9)
+    a = uniform((300, 512), torch.float16, gen)
+    b = uniform((512, 384), torch.float16, gen)
+    c = torch.empty(300, 384, device="cuda", dtype=torch.float16)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        kgen.gemm(a, b, c)  # compiles, then runs on s
+    s.synchronize()
+    expect_close("side stream", c, a.double() @ b.double(), torch.matmul(a, b), torch.float16)
+
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        kgen.gemm(a, b, c)
+    a.copy_(uniform((300, 512), torch.float16, gen))
+    c.zero_()
+    g.replay()
+    torch.cuda.synchronize()
+    expect_close("graph replay", c, a.double() @ b.double(), torch.matmul(a, b), torch.float16)
+    print("ok   kgen.gemm on a side stream and inside a CUDA graph")
+
+    # A kernel that is not built yet is never compiled during capture: a
+    # fresh cache (so the kernel cannot load from disk) must give an error.
+    old = os.environ.get("KGEN_CACHE_DIR")
+    with tempfile.TemporaryDirectory() as d:
+        os.environ["KGEN_CACHE_DIR"] = d
+        try:
+            rt = kgen.Runtime()
+        finally:
+            if old is None:
+                del os.environ["KGEN_CACHE_DIR"]
+            else:
+                os.environ["KGEN_CACHE_DIR"] = old
+        a2 = uniform((33, 96), torch.float16, gen)
+        b2 = uniform((96, 40), torch.float16, gen)
+        g2 = torch.cuda.CUDAGraph()
+
+        def capture():
+            with torch.cuda.graph(g2):
+                kgen.gemm(a2, b2, runtime=rt)
+
+        expect_error("no compile during graph capture", capture, "captured")
+        rt.close()
+    torch.cuda.synchronize()
+
+
+def test_errors():
+    x = torch.randn(8, 16, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(16, 4, device="cuda", dtype=torch.bfloat16)
+    expect_error("dtype mismatch", lambda: kgen.gemm(x, w.half()), "must match")
+    expect_error("inner dims", lambda: kgen.gemm(x, w.t()), "inner dimensions")
+    expect_error("beta without c", lambda: kgen.gemm(x, w, beta=1.0), "pass c")
+    expect_error("broadcast operand", lambda: kgen.gemm(x, w[:1].expand(16, 4)), "row-major")
+    expect_error("layout that the strides contradict", lambda: kgen.gemm(x, w, layout="nt"), "layout 't'")
+    expect_error("cpu tensor", lambda: kgen.gemm(x.cpu(), w.cpu()), "CUDA")
+    c = torch.empty(8, 4, device="cuda", dtype=torch.bfloat16)
+    rt = kgen.default_runtime()
+    # Straight through the C API: the runtime's own checks.
+    prob = kgen.problem(8, 4, 16, layout="nn")
+    expect_error("lda smaller than a row", lambda: rt.gemm_raw(prob, x.data_ptr(), w.data_ptr(), c.data_ptr(), 8,
+                                                                lda=3), "lda", kgen.ERROR_INVALID_ARGUMENT)
+    expect_error("null pointer", lambda: rt.gemm_raw(prob, 0, w.data_ptr(), c.data_ptr(), 8), "null",
+                 kgen.ERROR_INVALID_ARGUMENT)
+    expect_error("bad JSON", lambda: kgen.emit("{"), "JSON", kgen.ERROR_INVALID_ARGUMENT)
+    expect_error("bad config", lambda: kgen.emit(prob, {"stages": 1}), "stages", kgen.ERROR_INVALID_ARGUMENT)
+    # Empty products follow torch: M or N = 0 is an empty result, K = 0 gives beta * C.
+    assert kgen.gemm(x[:0], w).shape == (0, 4)
+    z = kgen.gemm(x[:, :0], w[:0], torch.ones(8, 4, device="cuda", dtype=torch.float32), beta=0.5)
+    assert bool((z == 0.5).all()), z
+
+
+def main():
+    print(f"kgen {kgen.version()} from {kgen.library_path()} on {torch.cuda.get_device_name()}")
+    if not kgen.has_device():
+        failures.append("torch sees a CUDA GPU but kgen found none")
+        finish()
+    for name, fn in [("shapes", test_shapes), ("layout from strides", test_layout_from_strides),
+                     ("streams and graphs", test_streams_and_graphs), ("errors", test_errors)]:
+        run(name, fn)
+    finish()
+
+
+if __name__ == "__main__":
+    main()

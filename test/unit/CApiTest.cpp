@@ -1,0 +1,281 @@
+//===- CApiTest.cpp - The C API, through the shared library ---------------===//
+//
+// Loads build/lib/libkgen.so with dlopen, as ctypes does, so these tests
+// also check that the library exports every kgen_* entry point. No GPU
+// needed: with one, the test of kgen_gemm's no-device error is skipped.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kgen/Codegen/Candidates.h"
+#include "kgen/Codegen/Emitter.h"
+#include "kgen/kgen_c.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include <dlfcn.h>
+
+namespace {
+
+/// The C API as loaded from libkgen.so.
+struct Api {
+  std::string error; ///< why loading failed, empty when it worked
+#define KGEN_FN(name) decltype(&::name) name = nullptr;
+  KGEN_FN(kgen_version)
+  KGEN_FN(kgen_last_error)
+  KGEN_FN(kgen_status_name)
+  KGEN_FN(kgen_runtime_create)
+  KGEN_FN(kgen_runtime_destroy)
+  KGEN_FN(kgen_has_device)
+  KGEN_FN(kgen_runtime_target)
+  KGEN_FN(kgen_gemm)
+  KGEN_FN(kgen_emit)
+  KGEN_FN(kgen_compile)
+  KGEN_FN(kgen_free)
+#undef KGEN_FN
+};
+
+const Api &api() {
+  static const Api a = [] {
+    Api a;
+    const char *env = std::getenv("KGEN_LIB");
+    std::string path =
+        env && *env ? env : std::string(KGEN_BINARY_DIR) + "/lib/libkgen.so";
+    void *h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+      a.error =
+          "cannot load " + path + " (build the kgen_c target): " + dlerror();
+      return a;
+    }
+#define KGEN_FN(name)                                                          \
+  a.name = reinterpret_cast<decltype(a.name)>(dlsym(h, #name));                \
+  if (!a.name)                                                                 \
+    a.error += std::string(" ") + #name;
+    KGEN_FN(kgen_version)
+    KGEN_FN(kgen_last_error)
+    KGEN_FN(kgen_status_name)
+    KGEN_FN(kgen_runtime_create)
+    KGEN_FN(kgen_runtime_destroy)
+    KGEN_FN(kgen_has_device)
+    KGEN_FN(kgen_runtime_target)
+    KGEN_FN(kgen_gemm)
+    KGEN_FN(kgen_emit)
+    KGEN_FN(kgen_compile)
+    KGEN_FN(kgen_free)
+#undef KGEN_FN
+    if (!a.error.empty())
+      a.error = path + " does not export:" + a.error;
+    return a;
+  }();
+  return a;
+}
+
+const char *kProblem = R"({"m":532,"n":2048,"k":2048,"ab":"bf16","c":"bf16",
+                            "layout":"nt","static":["n","k"],"align":[8,8,8]})";
+
+class CApi : public ::testing::Test {
+protected:
+  void SetUp() override { ASSERT_EQ(api().error, "") << api().error; }
+  const Api &c = api();
+
+  /// Emits and returns the source, or fails with the error.
+  std::string emit(const char *problem, const char *config, const char *target,
+                   int inlined = 0) {
+    char *src = nullptr;
+    kgen_status_t s = c.kgen_emit(problem, config, target, inlined, &src);
+    EXPECT_EQ(s, KGEN_OK) << c.kgen_last_error();
+    std::string out = src ? src : "";
+    c.kgen_free(src);
+    return out;
+  }
+
+  /// Expects `s` to be `want` with a message that contains `needle`.
+  void expectError(kgen_status_t s, kgen_status_t want, const char *needle) {
+    EXPECT_EQ(s, want) << c.kgen_status_name(s) << ": " << c.kgen_last_error();
+    std::string msg = c.kgen_last_error();
+    EXPECT_NE(msg.find(needle), std::string::npos)
+        << "message lacks '" << needle << "': " << msg;
+  }
+};
+
+} // namespace
+
+TEST_F(CApi, Version) {
+  EXPECT_EQ(std::string(c.kgen_version()), std::string(kgen::kVersion));
+  EXPECT_STREQ(c.kgen_status_name(KGEN_ERROR_NO_DEVICE),
+               "KGEN_ERROR_NO_DEVICE");
+}
+
+TEST_F(CApi, EmitNamesTheKernel) {
+  kgen::GemmProblem p{.m = 532, .n = 2048, .k = 2048, .transB = true};
+  std::string want = kgen::gemmKernelName(
+      p, kgen::defaultConfig(p, kgen::Target::SM90A), kgen::Target::SM90A);
+  std::string src = emit(kProblem, nullptr, "sm_90a");
+  EXPECT_NE(src.find("__global__"), std::string::npos) << src;
+  EXPECT_NE(src.find(want), std::string::npos) << "no " << want << " in\n"
+                                               << src;
+  EXPECT_STREQ(c.kgen_last_error(), "");
+
+  // An explicit config shows in the name; --inline pastes the templates.
+  const char *config = R"({"block":[64,64,32],"warps":[2,2],"stages":2})";
+  src = emit(kProblem, config, "sm_90a");
+  EXPECT_NE(src.find("_b64x64x32_w2x2_s2_"), std::string::npos) << src;
+  EXPECT_NE(src.find("#include \"kgen/gemm/gemm.h\""), std::string::npos);
+  std::string inlined = emit(kProblem, config, "sm_90a", 1);
+  EXPECT_EQ(inlined.find("#include \"kgen/"), std::string::npos);
+  EXPECT_GT(inlined.size(), src.size());
+}
+
+TEST_F(CApi, BadInputsAreErrorsWithMessages) {
+  char *src = reinterpret_cast<char *>(0x1); // must be reset to NULL
+  expectError(c.kgen_emit("{\"m\": 5,", nullptr, "sm_90a", 0, &src),
+              KGEN_ERROR_INVALID_ARGUMENT, "not valid JSON");
+  EXPECT_EQ(src, nullptr);
+  expectError(c.kgen_emit(R"({"m":1,"n":2,"k":3,"colour":"red"})", nullptr,
+                          "sm_90a", 0, &src),
+              KGEN_ERROR_INVALID_ARGUMENT, "colour");
+  expectError(c.kgen_emit(R"({"m":1,"n":2})", nullptr, "sm_90a", 0, &src),
+              KGEN_ERROR_INVALID_ARGUMENT, "'k'");
+  expectError(c.kgen_emit(R"({"m":0,"n":2,"k":3})", nullptr, "sm_90a", 0, &src),
+              KGEN_ERROR_INVALID_ARGUMENT, "m = 0");
+  expectError(c.kgen_emit(R"({"m":1,"n":2,"k":3,"ab":"f32"})", nullptr,
+                          "sm_90a", 0, &src),
+              KGEN_ERROR_INVALID_ARGUMENT, "f32");
+  expectError(
+      c.kgen_emit(kProblem, R"({"block":[48,64,32]})", "sm_90a", 0, &src),
+      KGEN_ERROR_INVALID_ARGUMENT, "blockM = 48");
+  expectError(c.kgen_emit(kProblem, nullptr, "sm_70", 0, &src),
+              KGEN_ERROR_INVALID_ARGUMENT, "sm_70");
+  expectError(c.kgen_emit(kProblem, nullptr, nullptr, 0, &src),
+              KGEN_ERROR_INVALID_ARGUMENT, "target");
+  expectError(c.kgen_emit(nullptr, nullptr, "sm_90a", 0, &src),
+              KGEN_ERROR_INVALID_ARGUMENT, "problem_json is NULL");
+  expectError(c.kgen_emit(kProblem, nullptr, "sm_90a", 0, nullptr),
+              KGEN_ERROR_INVALID_ARGUMENT, "source_out");
+  // A success clears the message.
+  emit(kProblem, nullptr, "sm_90a");
+  EXPECT_STREQ(c.kgen_last_error(), "");
+}
+
+TEST_F(CApi, LastErrorIsPerThread) {
+  char *src = nullptr;
+  EXPECT_NE(c.kgen_emit("[", nullptr, "sm_90a", 0, &src), KGEN_OK);
+  std::string other = "unset";
+  std::thread([&] { other = c.kgen_last_error(); }).join();
+  EXPECT_EQ(other, "");
+  EXPECT_NE(std::string(c.kgen_last_error()), "");
+}
+
+TEST_F(CApi, RuntimeWorksWithoutAGpu) {
+  kgen_runtime_t *rt = nullptr;
+  ASSERT_EQ(c.kgen_runtime_create(nullptr, &rt), KGEN_OK)
+      << c.kgen_last_error();
+  ASSERT_NE(rt, nullptr);
+  std::string target = c.kgen_runtime_target(rt);
+  EXPECT_TRUE(target == "sm_80" || target == "sm_90a" || target == "gfx90a" ||
+              target == "gfx942")
+      << target;
+  if (!c.kgen_has_device(rt)) {
+    EXPECT_EQ(target, "sm_90a"); // the default without a GPU
+  }
+  c.kgen_runtime_destroy(rt);
+
+  ASSERT_EQ(c.kgen_runtime_create("gfx942", &rt), KGEN_OK)
+      << c.kgen_last_error();
+  EXPECT_STREQ(c.kgen_runtime_target(rt), "gfx942");
+  c.kgen_runtime_destroy(rt);
+
+  rt = reinterpret_cast<kgen_runtime_t *>(0x1);
+  expectError(c.kgen_runtime_create("sm_99", &rt), KGEN_ERROR_INVALID_ARGUMENT,
+              "sm_99");
+  EXPECT_EQ(rt, nullptr);
+  expectError(c.kgen_runtime_create(nullptr, nullptr),
+              KGEN_ERROR_INVALID_ARGUMENT, "out is NULL");
+  c.kgen_runtime_destroy(nullptr); // a no-op
+  EXPECT_EQ(c.kgen_has_device(nullptr), 0);
+}
+
+TEST_F(CApi, GemmWithoutADeviceIsACleanError) {
+  kgen_runtime_t *rt = nullptr;
+  ASSERT_EQ(c.kgen_runtime_create(nullptr, &rt), KGEN_OK)
+      << c.kgen_last_error();
+  if (c.kgen_has_device(rt)) {
+    c.kgen_runtime_destroy(rt);
+    GTEST_SKIP() << "a GPU is present; the GPU tests cover kgen_gemm";
+  }
+  // Pointers that would crash if anything touched them.
+  void *fake = reinterpret_cast<void *>(0x1000);
+  expectError(c.kgen_gemm(rt, kProblem, fake, fake, fake, 532, 0, 0, 0, 1.0f,
+                          0.0f, nullptr),
+              KGEN_ERROR_NO_DEVICE, "no GPU");
+  // Argument errors come first when the problem itself is bad.
+  expectError(
+      c.kgen_gemm(rt, "{", fake, fake, fake, 532, 0, 0, 0, 1.0f, 0.0f, nullptr),
+      KGEN_ERROR_INVALID_ARGUMENT, "not valid JSON");
+  expectError(c.kgen_gemm(nullptr, kProblem, fake, fake, fake, 532, 0, 0, 0,
+                          1.0f, 0.0f, nullptr),
+              KGEN_ERROR_INVALID_ARGUMENT, "runtime is NULL");
+  c.kgen_runtime_destroy(rt);
+}
+
+TEST_F(CApi, CompileGoesThroughTheCache) {
+  // A private cache directory, so the first build is a miss.
+  char dir[] = "/tmp/kgen-capi-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  struct RestoreEnv {
+    std::string dir, saved;
+    bool had;
+    ~RestoreEnv() {
+      if (had)
+        setenv("KGEN_CACHE_DIR", saved.c_str(), 1);
+      else
+        unsetenv("KGEN_CACHE_DIR");
+      std::system(("rm -rf '" + dir + "'").c_str());
+    }
+  } restore{dir,
+            std::getenv("KGEN_CACHE_DIR") ? std::getenv("KGEN_CACHE_DIR") : "",
+            std::getenv("KGEN_CACHE_DIR") != nullptr};
+  setenv("KGEN_CACHE_DIR", dir, 1);
+
+  const char *config = R"({"block":[64,64,32],"warps":[2,2],"stages":2})";
+  kgen_kernel_info_t info[2];
+  for (kgen_kernel_info_t &i : info) {
+    kgen_runtime_t *rt = nullptr;
+    ASSERT_EQ(c.kgen_runtime_create(nullptr, &rt), KGEN_OK)
+        << c.kgen_last_error();
+    kgen_status_t s = c.kgen_compile(rt, kProblem, config, "sm_90a", &i);
+    std::string msg = c.kgen_last_error();
+    c.kgen_runtime_destroy(rt);
+    if (s != KGEN_OK && msg.find("nvrtc not found") != std::string::npos)
+      GTEST_SKIP() << "no nvrtc on this machine: " << msg;
+    ASSERT_EQ(s, KGEN_OK) << msg;
+  }
+  kgen::GemmProblem p{.m = 532, .n = 2048, .k = 2048, .transB = true};
+  kgen::GemmConfig cfg{.blockM = 64, .blockN = 64, .blockK = 32, .stages = 2};
+  EXPECT_EQ(std::string(info[0].name),
+            kgen::gemmKernelName(p, cfg, kgen::Target::SM90A));
+  EXPECT_STREQ(info[0].target, "sm_90a");
+  EXPECT_EQ(std::string(info[0].cache_key).size(), 64u);
+  EXPECT_STREQ(info[0].cache_key, info[1].cache_key);
+  EXPECT_EQ(info[0].cache_hit, 0);
+  EXPECT_GT(info[0].compile_ms, 0);
+  EXPECT_EQ(info[1].cache_hit, 1);
+  EXPECT_GT(info[0].binary_bytes, 0);
+  EXPECT_EQ(info[0].binary_bytes, info[1].binary_bytes);
+  EXPECT_NE(std::string(info[0].config_json).find("\"block\":[64,64,32]"),
+            std::string::npos)
+      << info[0].config_json;
+
+  // Errors name what is wrong.
+  kgen_runtime_t *rt = nullptr;
+  ASSERT_EQ(c.kgen_runtime_create(nullptr, &rt), KGEN_OK);
+  expectError(
+      c.kgen_compile(rt, kProblem, R"({"stages":1})", "sm_90a", &info[0]),
+      KGEN_ERROR_INVALID_ARGUMENT, "stages = 1");
+  expectError(c.kgen_compile(rt, kProblem, nullptr, "sm_90a", nullptr),
+              KGEN_ERROR_INVALID_ARGUMENT, "info_out");
+  c.kgen_runtime_destroy(rt);
+}
