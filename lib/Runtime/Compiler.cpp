@@ -15,6 +15,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 
@@ -429,6 +430,14 @@ public:
 
   std::string compile(const KernelSource &src) override {
     checkVendor("hiprtc", Vendor::AMD, src);
+    // ROCm 5.2's hiprtc (Debian 12's) aborts the whole process inside
+    // hiprtcCompileProgram for gfx940/gfx942 instead of returning an error.
+    int major = 0, minor = 0;
+    std::sscanf(version_.c_str(), "%d.%d", &major, &minor);
+    if (src.target == Target::GFX942 && (major < 5 || (major == 5 && minor < 5)))
+      throw Error("hiprtc " + version_ + " cannot compile kernel '" + src.name +
+                  "' for gfx942 (ROCm before 5.5 crashes on it); install "
+                  "ROCm 5.7+ or set KGEN_HIPRTC to a newer libhiprtc.so");
     std::vector<std::string> opts = options(src.target);
     std::vector<const char *> optPtrs;
     for (const std::string &o : opts)

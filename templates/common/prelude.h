@@ -67,15 +67,22 @@ struct alignas(2) f16 {
   uint16_t bits;
 };
 
-/// Same-size reinterpretation without memcpy from a system header.
+#if !KGEN_PTX
+/// Same-size reinterpretation (clang and gcc; the PTX paths use CUDA's
+/// __uint_as_float instead, which every nvrtc version knows).
 template <class To, class From> KGEN_DEVICE To bitCast(From x) {
   static_assert(sizeof(To) == sizeof(From), "bitCast needs equal sizes");
   return __builtin_bit_cast(To, x);
 }
+#endif
 
 KGEN_DEVICE float toFloat(bf16 x) {
   // bf16 is the upper half of an fp32: exact on every target.
+#if KGEN_PTX
+  return __uint_as_float(static_cast<uint32_t>(x.bits) << 16);
+#else
   return bitCast<float>(static_cast<uint32_t>(x.bits) << 16);
+#endif
 }
 
 KGEN_DEVICE float toFloat(f16 x) {

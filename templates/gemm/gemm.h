@@ -294,6 +294,13 @@ template <class Config, class TileA, class TileB> struct WarpMma {
   static constexpr int kFragsM = Tile::kWarpM / 16;
   static constexpr int kFragsN = Tile::kWarpN / 8;
 
+  /// mma.sync adds into its accumulator with truncation, an error that grows
+  /// with K. With a bf16/f16 output the final rounding hides it; with an fp32
+  /// output it is the result's largest error (2-4x a plain fp32 loop at
+  /// K = 2048-4096 on an H200). There each mma starts from zero and its
+  /// 16-term sum is added with a round-to-nearest FADD, as DeepGEMM promotes.
+  static constexpr bool kPromote = IsSame<typename Config::TypeC, float>::value;
+
   float acc[kFragsM][kFragsN][4];
 
   KGEN_DEVICE WarpMma() {
@@ -349,8 +356,17 @@ template <class Config, class TileA, class TileB> struct WarpMma {
 #pragma unroll
       for (int i = 0; i < kFragsM; ++i)
 #pragma unroll
-        for (int j = 0; j < kFragsN; ++j)
-          sm80::mma16816<T>(acc[i][j], a[i], b[j]);
+        for (int j = 0; j < kFragsN; ++j) {
+          if constexpr (kPromote) {
+            float part[4] = {0.f, 0.f, 0.f, 0.f};
+            sm80::mma16816<T>(part, a[i], b[j]);
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+              acc[i][j][e] += part[e];
+          } else {
+            sm80::mma16816<T>(acc[i][j], a[i], b[j]);
+          }
+        }
     }
   }
 
