@@ -26,6 +26,7 @@ import math
 import pathlib
 import re
 import statistics
+import os
 import subprocess
 import sys
 
@@ -47,6 +48,9 @@ def parse_shapes(text: str):
 
 
 def git_commit() -> str:
+    # A copy of the tree without .git (a GPU machine) names it in KGEN_COMMIT.
+    if os.environ.get("KGEN_COMMIT"):
+        return os.environ["KGEN_COMMIT"]
     try:
         sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                              text=True, check=True).stdout.strip()
