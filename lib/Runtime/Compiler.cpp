@@ -14,8 +14,8 @@
 
 #include <cctype>
 #include <cerrno>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -238,80 +238,130 @@ void checkVendor(const std::string &compiler, Vendor want,
 }
 
 //===----------------------------------------------------------------------===//
-// nvrtc
+// nvrtc and hiprtc: one C API shape, one compiler class
 //===----------------------------------------------------------------------===//
 
-/// The nvrtc C API, as of CUDA 11-13.
-struct NvrtcApi {
+/// The run-time compilers' C API. hiprtc mirrors nvrtc call for call; only
+/// the prefix and the name of the binary getters differ.
+struct RtcApi {
   using Program = void *;
+  const char *prefix; ///< "nvrtc" or "hiprtc"
+  const char *binary; ///< "CUBIN" or "Code"
   const char *(*getErrorString)(int);
-  int (*version)(int *, int *);
   int (*createProgram)(Program *, const char *, const char *, int,
                        const char *const *, const char *const *);
   int (*destroyProgram)(Program *);
   int (*compileProgram)(Program, int, const char *const *);
   int (*getProgramLogSize)(Program, size_t *);
   int (*getProgramLog)(Program, char *);
-  int (*getCubinSize)(Program, size_t *);
-  int (*getCubin)(Program, char *);
+  int (*getBinarySize)(Program, size_t *);
+  int (*getBinary)(Program, char *);
+
+  /// Binds every entry point of `lib`; returns the first missing name, or
+  /// an empty string.
+  std::string bindAll(void *lib) {
+    std::string missing, b = binary;
+    auto need = [&](const std::string &suffix, auto &fn) {
+      std::string name = prefix + suffix;
+      if (missing.empty() && !bind(lib, name.c_str(), fn))
+        missing = name;
+    };
+    need("GetErrorString", getErrorString);
+    need("CreateProgram", createProgram);
+    need("DestroyProgram", destroyProgram);
+    need("CompileProgram", compileProgram);
+    need("GetProgramLogSize", getProgramLogSize);
+    need("GetProgramLog", getProgramLog);
+    need("Get" + b + "Size", getBinarySize);
+    need("Get" + b, getBinary);
+    return missing;
+  }
 };
 
-class NvrtcCompiler : public Compiler {
-public:
-  NvrtcCompiler(const NvrtcApi &api, std::string version)
-      : api_(api), version_(std::move(version)), headers_(true) {}
+/// hiprtc of ROCm 5.x drives comgr and LLVM through process-wide state that
+/// was not safe to enter from several threads at once; its compiles are
+/// serialized. nvrtc compiles run in parallel.
+std::mutex &hiprtcMutex() {
+  static std::mutex m;
+  return m;
+}
 
-  Vendor vendor() const override { return Vendor::NVIDIA; }
-  std::string name() const override { return "nvrtc"; }
+class RtcCompiler : public Compiler {
+public:
+  RtcCompiler(Vendor vendor, const RtcApi &api, std::string version)
+      : vendor_(vendor), api_(api), version_(std::move(version)),
+        headers_(vendor == Vendor::NVIDIA) {}
+
+  Vendor vendor() const override { return vendor_; }
+  std::string name() const override { return api_.prefix; }
   std::string version() const override { return version_; }
 
   std::vector<std::string> options(Target t) const override {
-    // No --use_fast_math: kernels keep IEEE division and sqrt; -lineinfo
+    // No fast-math on either: kernels keep IEEE division and sqrt. -lineinfo
     // costs nothing at run time and makes profiler and sanitizer reports
     // point at source lines.
-    return {"--gpu-architecture=" + std::string(toString(t)), "-std=c++17",
-            "-default-device", "-lineinfo"};
+    if (vendor_ == Vendor::NVIDIA)
+      return {"--gpu-architecture=" + std::string(toString(t)), "-std=c++17",
+              "-default-device", "-lineinfo"};
+    return {"--offload-arch=" + std::string(toString(t)), "-O3", "-std=c++17"};
   }
 
   std::string compile(const KernelSource &src) override {
-    checkVendor("nvrtc", Vendor::NVIDIA, src);
+    const std::string name = api_.prefix;
+    checkVendor(name.c_str(), vendor_, src);
+    if (vendor_ == Vendor::AMD)
+      refuseCrashingTargets(src);
     std::vector<std::string> opts = options(src.target);
     std::vector<const char *> optPtrs;
     for (const std::string &o : opts)
       optPtrs.push_back(o.c_str());
 
-    NvrtcApi::Program prog = nullptr;
+    std::unique_lock<std::mutex> serial(hiprtcMutex(), std::defer_lock);
+    if (vendor_ == Vendor::AMD)
+      serial.lock();
+    RtcApi::Program prog = nullptr;
     std::string file = src.name + ".hip";
     int rc = api_.createProgram(
         &prog, src.source.c_str(), file.c_str(), int(headers_.textPtrs.size()),
         headers_.textPtrs.data(), headers_.namePtrs.data());
     if (rc != 0)
-      throw Error("nvrtcCreateProgram failed for kernel '" + src.name +
+      throw Error(name + "CreateProgram failed for kernel '" + src.name +
                   "': " + api_.getErrorString(rc));
     struct Destroy {
-      const NvrtcApi &api;
-      NvrtcApi::Program &p;
+      const RtcApi &api;
+      RtcApi::Program &p;
       ~Destroy() { api.destroyProgram(&p); }
     } destroy{api_, prog};
 
     rc = api_.compileProgram(prog, int(optPtrs.size()), optPtrs.data());
     if (rc != 0)
-      throwCompileError("nvrtc", version_, src, opts, api_.getErrorString(rc),
+      throwCompileError(name, version_, src, opts, api_.getErrorString(rc),
                         log(prog));
     size_t size = 0;
-    if ((rc = api_.getCubinSize(prog, &size)) != 0 || size == 0)
-      throw Error("nvrtcGetCUBINSize failed for kernel '" + src.name +
-                  "': " + api_.getErrorString(rc) +
-                  " (a --gpu-architecture=compute_* target makes PTX only)");
-    std::string cubin(size, '\0');
-    if ((rc = api_.getCubin(prog, cubin.data())) != 0)
-      throw Error("nvrtcGetCUBIN failed for kernel '" + src.name +
-                  "': " + api_.getErrorString(rc));
-    return cubin;
+    if ((rc = api_.getBinarySize(prog, &size)) != 0 || size == 0)
+      throw Error(name + "Get" + api_.binary + "Size failed for kernel '" +
+                  src.name + "': " + api_.getErrorString(rc));
+    std::string binary(size, '\0');
+    if ((rc = api_.getBinary(prog, binary.data())) != 0)
+      throw Error(name + "Get" + api_.binary + " failed for kernel '" +
+                  src.name + "': " + api_.getErrorString(rc));
+    return binary;
   }
 
 private:
-  std::string log(NvrtcApi::Program prog) {
+  /// ROCm 5.2's hiprtc (Debian 12's) aborts the whole process inside
+  /// hiprtcCompileProgram for gfx940/gfx942 instead of returning an error.
+  void refuseCrashingTargets(const KernelSource &src) const {
+    int major = 0, minor = 0;
+    std::sscanf(version_.c_str(), "%d.%d", &major, &minor);
+    if (src.target == Target::GFX942 &&
+        (major < 5 || (major == 5 && minor < 5)))
+      throw Error("hiprtc " + version_ + " cannot compile kernel '" + src.name +
+                  "' for gfx942 (ROCm before 5.5 crashes on it); install "
+                  "ROCm 5.7+ or set KGEN_HIPRTC to a newer libhiprtc.so");
+  }
+
+  std::string log(RtcApi::Program prog) {
     size_t n = 0;
     if (api_.getProgramLogSize(prog, &n) != 0 || n == 0)
       return "";
@@ -323,7 +373,8 @@ private:
     return s;
   }
 
-  NvrtcApi api_;
+  Vendor vendor_;
+  RtcApi api_;
   std::string version_;
   HeaderSet headers_;
 };
@@ -353,143 +404,25 @@ std::unique_ptr<Compiler> openNvrtc(std::string *whyNot) {
                 tried;
     return nullptr;
   }
-  NvrtcApi api{};
-  const char *missing = nullptr;
-  if (!bind(lib, "nvrtcGetErrorString", api.getErrorString))
-    missing = "nvrtcGetErrorString";
-  else if (!bind(lib, "nvrtcVersion", api.version))
+  RtcApi api{"nvrtc", "CUBIN"};
+  int (*version)(int *, int *) = nullptr;
+  std::string missing = api.bindAll(lib);
+  if (missing.empty() && !bind(lib, "nvrtcVersion", version))
     missing = "nvrtcVersion";
-  else if (!bind(lib, "nvrtcCreateProgram", api.createProgram))
-    missing = "nvrtcCreateProgram";
-  else if (!bind(lib, "nvrtcDestroyProgram", api.destroyProgram))
-    missing = "nvrtcDestroyProgram";
-  else if (!bind(lib, "nvrtcCompileProgram", api.compileProgram))
-    missing = "nvrtcCompileProgram";
-  else if (!bind(lib, "nvrtcGetProgramLogSize", api.getProgramLogSize))
-    missing = "nvrtcGetProgramLogSize";
-  else if (!bind(lib, "nvrtcGetProgramLog", api.getProgramLog))
-    missing = "nvrtcGetProgramLog";
-  else if (!bind(lib, "nvrtcGetCUBINSize", api.getCubinSize))
-    missing = "nvrtcGetCUBINSize";
-  else if (!bind(lib, "nvrtcGetCUBIN", api.getCubin))
-    missing = "nvrtcGetCUBIN"; // CUDA 11.1+
-  if (missing) {
-    if (whyNot)
+  if (!missing.empty()) {
+    if (whyNot) // nvrtcGetCUBIN arrived in CUDA 11.1
       *whyNot = chosen + " has no " + missing + " (kgen needs CUDA 11.1+)";
     return nullptr;
   }
   int major = 0, minor = 0;
-  if (api.version(&major, &minor) != 0) {
+  if (version(&major, &minor) != 0) {
     if (whyNot)
       *whyNot = "nvrtcVersion failed in " + chosen;
     return nullptr;
   }
-  return std::make_unique<NvrtcCompiler>(api, std::to_string(major) + "." +
-                                                  std::to_string(minor));
+  return std::make_unique<RtcCompiler>(
+      Vendor::NVIDIA, api, std::to_string(major) + "." + std::to_string(minor));
 }
-
-//===----------------------------------------------------------------------===//
-// hiprtc
-//===----------------------------------------------------------------------===//
-
-/// The hiprtc C API (ROCm 5.x and 6.x; in 5.x it lives in libamdhip64).
-struct HiprtcApi {
-  using Program = void *;
-  const char *(*getErrorString)(int);
-  int (*createProgram)(Program *, const char *, const char *, int,
-                       const char *const *, const char *const *);
-  int (*destroyProgram)(Program *);
-  int (*compileProgram)(Program, int, const char *const *);
-  int (*getProgramLogSize)(Program, size_t *);
-  int (*getProgramLog)(Program, char *);
-  int (*getCodeSize)(Program, size_t *);
-  int (*getCode)(Program, char *);
-};
-
-/// hiprtc of ROCm 5.x drives comgr and LLVM through process-wide state that
-/// was not safe to enter from several threads at once; compiles are
-/// serialized (they are minutes of work only in `kgen tune`, which runs
-/// compiles in processes, not threads).
-std::mutex &hiprtcMutex() {
-  static std::mutex m;
-  return m;
-}
-
-class HiprtcCompiler : public Compiler {
-public:
-  HiprtcCompiler(const HiprtcApi &api, std::string version)
-      : api_(api), version_(std::move(version)), headers_(false) {}
-
-  Vendor vendor() const override { return Vendor::AMD; }
-  std::string name() const override { return "hiprtc"; }
-  std::string version() const override { return version_; }
-
-  std::vector<std::string> options(Target t) const override {
-    return {"--offload-arch=" + std::string(toString(t)), "-O3", "-std=c++17"};
-  }
-
-  std::string compile(const KernelSource &src) override {
-    checkVendor("hiprtc", Vendor::AMD, src);
-    // ROCm 5.2's hiprtc (Debian 12's) aborts the whole process inside
-    // hiprtcCompileProgram for gfx940/gfx942 instead of returning an error.
-    int major = 0, minor = 0;
-    std::sscanf(version_.c_str(), "%d.%d", &major, &minor);
-    if (src.target == Target::GFX942 && (major < 5 || (major == 5 && minor < 5)))
-      throw Error("hiprtc " + version_ + " cannot compile kernel '" + src.name +
-                  "' for gfx942 (ROCm before 5.5 crashes on it); install "
-                  "ROCm 5.7+ or set KGEN_HIPRTC to a newer libhiprtc.so");
-    std::vector<std::string> opts = options(src.target);
-    std::vector<const char *> optPtrs;
-    for (const std::string &o : opts)
-      optPtrs.push_back(o.c_str());
-
-    std::lock_guard<std::mutex> serial(hiprtcMutex());
-    HiprtcApi::Program prog = nullptr;
-    std::string file = src.name + ".hip";
-    int rc = api_.createProgram(
-        &prog, src.source.c_str(), file.c_str(), int(headers_.textPtrs.size()),
-        headers_.textPtrs.data(), headers_.namePtrs.data());
-    if (rc != 0)
-      throw Error("hiprtcCreateProgram failed for kernel '" + src.name +
-                  "': " + api_.getErrorString(rc));
-    struct Destroy {
-      const HiprtcApi &api;
-      HiprtcApi::Program &p;
-      ~Destroy() { api.destroyProgram(&p); }
-    } destroy{api_, prog};
-
-    rc = api_.compileProgram(prog, int(optPtrs.size()), optPtrs.data());
-    if (rc != 0)
-      throwCompileError("hiprtc", version_, src, opts, api_.getErrorString(rc),
-                        log(prog));
-    size_t size = 0;
-    if ((rc = api_.getCodeSize(prog, &size)) != 0 || size == 0)
-      throw Error("hiprtcGetCodeSize failed for kernel '" + src.name +
-                  "': " + api_.getErrorString(rc));
-    std::string code(size, '\0');
-    if ((rc = api_.getCode(prog, code.data())) != 0)
-      throw Error("hiprtcGetCode failed for kernel '" + src.name +
-                  "': " + api_.getErrorString(rc));
-    return code;
-  }
-
-private:
-  std::string log(HiprtcApi::Program prog) {
-    size_t n = 0;
-    if (api_.getProgramLogSize(prog, &n) != 0 || n == 0)
-      return "";
-    std::string s(n, '\0');
-    if (api_.getProgramLog(prog, s.data()) != 0)
-      return "";
-    while (!s.empty() && s.back() == '\0')
-      s.pop_back();
-    return s;
-  }
-
-  HiprtcApi api_;
-  std::string version_;
-  HeaderSet headers_;
-};
 
 /// The version part of the cache key: HIP's full version (with the build
 /// number) when the library reports it, else hiprtc's major.minor.
@@ -535,30 +468,14 @@ std::unique_ptr<Compiler> openHiprtc(std::string *whyNot) {
                 tried;
     return nullptr;
   }
-  HiprtcApi api{};
-  const char *missing = nullptr;
-  if (!bind(lib, "hiprtcGetErrorString", api.getErrorString))
-    missing = "hiprtcGetErrorString";
-  else if (!bind(lib, "hiprtcCreateProgram", api.createProgram))
-    missing = "hiprtcCreateProgram";
-  else if (!bind(lib, "hiprtcDestroyProgram", api.destroyProgram))
-    missing = "hiprtcDestroyProgram";
-  else if (!bind(lib, "hiprtcCompileProgram", api.compileProgram))
-    missing = "hiprtcCompileProgram";
-  else if (!bind(lib, "hiprtcGetProgramLogSize", api.getProgramLogSize))
-    missing = "hiprtcGetProgramLogSize";
-  else if (!bind(lib, "hiprtcGetProgramLog", api.getProgramLog))
-    missing = "hiprtcGetProgramLog";
-  else if (!bind(lib, "hiprtcGetCodeSize", api.getCodeSize))
-    missing = "hiprtcGetCodeSize";
-  else if (!bind(lib, "hiprtcGetCode", api.getCode))
-    missing = "hiprtcGetCode";
-  if (missing) {
+  RtcApi api{"hiprtc", "Code"};
+  std::string missing = api.bindAll(lib);
+  if (!missing.empty()) {
     if (whyNot)
       *whyNot = chosen + " has no " + missing;
     return nullptr;
   }
-  return std::make_unique<HiprtcCompiler>(api, hiprtcVersionOf(lib));
+  return std::make_unique<RtcCompiler>(Vendor::AMD, api, hiprtcVersionOf(lib));
 }
 
 } // namespace
