@@ -67,9 +67,9 @@ const TargetInfo &targetInfo(Target t);
 /// C = alpha * op(A) * op(B) + beta * C, with op(A) of shape M x K and op(B)
 /// of shape K x N. Storage conventions (all row-major in memory; a layout
 /// letter says whether the operand is stored as its op() or transposed):
-///   A 'N': M x K, K contiguous, lda >= K      A 'T': K x M, M contiguous, lda >= M
-///   B 'N': K x N, N contiguous, ldb >= N      B 'T': N x K, K contiguous, ldb >= K
-///   C    : M x N, N contiguous, ldc >= N
+///   A 'N': M x K, K contiguous, lda >= K      A 'T': K x M, M contiguous, lda
+///   >= M B 'N': K x N, N contiguous, ldb >= N      B 'T': N x K, K contiguous,
+///   ldb >= K C    : M x N, N contiguous, ldc >= N
 /// So "NT" (A 'N', B 'T') is y = x * W^T with W stored N x K, as in a linear
 /// layer. A and B share one input dtype; accumulation is always fp32.
 struct GemmProblem {
@@ -108,11 +108,11 @@ struct GemmConfig {
 /// The four operands' vector widths and the bounds checks a variant needs;
 /// derived from problem + config, shared by the emitter and the limits.
 struct GemmTraits {
-  int vecA, vecB, vecC;            ///< elements per global access
-  bool checkM, checkN, checkK;     ///< can this dimension be ragged?
-  int threads;                     ///< threads per block
-  int smemBytes;                   ///< dynamic shared memory per block
-  int accumPerThread;              ///< fp32 accumulators per thread
+  int vecA, vecB, vecC;        ///< elements per global access
+  bool checkM, checkN, checkK; ///< can this dimension be ragged?
+  int threads;                 ///< threads per block
+  int smemBytes;               ///< dynamic shared memory per block
+  int accumPerThread;          ///< fp32 accumulators per thread
 };
 
 GemmTraits gemmTraits(const GemmProblem &p, const GemmConfig &c, Target t);

@@ -98,8 +98,9 @@ private:
   DiskCache cache_;
   std::unique_ptr<Compiler> compilers_[2];
   std::mutex mu_;
-  std::map<std::string, std::shared_ptr<Kernel>> loaded_;   ///< by cache key
-  std::map<std::string, std::shared_ptr<Kernel>> dispatch_; ///< by resolved problem
+  std::map<std::string, std::shared_ptr<Kernel>> loaded_; ///< by cache key
+  std::map<std::string, std::shared_ptr<Kernel>>
+      dispatch_; ///< by resolved problem
 
   std::shared_ptr<Kernel> build(const GemmProblem &p, const GemmConfig &c,
                                 Target t, void *captureStream);

@@ -117,7 +117,8 @@ KernelSource emitGemm(const GemmProblem &p, const GemmConfig &c, Target t,
     return isStatic ? std::to_string(v) : std::string("0");
   };
   auto dimComment = [](const char *n, bool isStatic, int64_t v) {
-    return std::string(n) + (isStatic ? " = " + std::to_string(v) : " run-time");
+    return std::string(n) +
+           (isStatic ? " = " + std::to_string(v) : " run-time");
   };
   std::string ta = deviceType(p.ab), tc = deviceType(p.c);
 
@@ -126,8 +127,8 @@ KernelSource emitGemm(const GemmProblem &p, const GemmConfig &c, Target t,
      << ": C = alpha * op(A) * op(B) + beta * C\n"
      << "// problem: " << toString(p.ab) << " inputs, " << toString(p.c)
      << " output, fp32 accumulation, layout " << p.layoutName() << " (A '"
-     << (p.transA ? "T" : "N") << "', B '" << (p.transB ? "T" : "N")
-     << "'), " << dimComment("M", p.staticM, p.m) << ", "
+     << (p.transA ? "T" : "N") << "', B '" << (p.transB ? "T" : "N") << "'), "
+     << dimComment("M", p.staticM, p.m) << ", "
      << dimComment("N", p.staticN, p.n) << ", "
      << dimComment("K", p.staticK, p.k) << "\n"
      << "// config: block " << c.blockM << "x" << c.blockN << "x" << c.blockK
@@ -138,8 +139,9 @@ KernelSource emitGemm(const GemmProblem &p, const GemmConfig &c, Target t,
              : "padded (+" + std::to_string(c.smemPad) + ")")
      << " shared memory\n"
      << "// instructions: "
-     << (nvidia ? "mma.sync m16n8k16, ldmatrix, cp.async (kgen/common/mma_sm80.h)"
-                : "MFMA 32x32x8, wave64 (kgen/common/mfma_cdna.h)")
+     << (nvidia
+             ? "mma.sync m16n8k16, ldmatrix, cp.async (kgen/common/mma_sm80.h)"
+             : "MFMA 32x32x8, wave64 (kgen/common/mfma_cdna.h)")
      << "\n"
      << "// launch: grid (ceil(N/" << c.blockN << "), ceil(M/" << c.blockM
      << ")), " << tr.threads << " threads, " << tr.smemBytes
@@ -185,7 +187,8 @@ KernelSource emitGemm(const GemmProblem &p, const GemmConfig &c, Target t,
      << ks.name << "(\n"
      << "    const " << ta << " *__restrict__ a, const " << ta
      << " *__restrict__ b, " << tc << " *__restrict__ c,\n"
-     << "    int m, int n, int k, long long lda, long long ldb, long long ldc,\n"
+     << "    int m, int n, int k, long long lda, long long ldb, long long "
+        "ldc,\n"
      << "    float alpha, float beta) {\n"
      << "  kgen::gemm::run<Config>(a, b, c, m, n, k, lda, ldb, ldc, alpha, "
         "beta);\n"
@@ -196,8 +199,8 @@ KernelSource emitGemm(const GemmProblem &p, const GemmConfig &c, Target t,
   return ks;
 }
 
-LaunchDims gemmLaunchDims(const GemmProblem &p, const GemmConfig &c,
-                          Target t, int64_t m) {
+LaunchDims gemmLaunchDims(const GemmProblem &p, const GemmConfig &c, Target t,
+                          int64_t m) {
   GemmTraits tr = gemmTraits(p, c, t);
   LaunchDims d{};
   d.grid[0] = unsigned((p.n + c.blockN - 1) / c.blockN);

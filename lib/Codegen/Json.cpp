@@ -64,8 +64,8 @@ int64_t getInt(const json &j, const char *key, int64_t dflt) {
 std::vector<int64_t> getInts(const json &j, const char *key, size_t n) {
   const json &v = j.at(key);
   if (!v.is_array() || v.size() != n)
-    fail(std::string("'") + key + "' must be an array of " +
-         std::to_string(n) + " integers, got " + v.dump());
+    fail(std::string("'") + key + "' must be an array of " + std::to_string(n) +
+         " integers, got " + v.dump());
   std::vector<int64_t> out;
   for (const json &e : v) {
     if (!e.is_number_integer())
@@ -95,9 +95,9 @@ DType getDType(const json &j, const char *key, DType dflt) {
 } // namespace
 
 GemmProblem gemmProblemFromJson(const json &j) {
-  rejectUnknown(j, {"family", "m", "n", "k", "ab", "c", "layout", "static",
-                    "align"},
-                "gemm problem");
+  rejectUnknown(
+      j, {"family", "m", "n", "k", "ab", "c", "layout", "static", "align"},
+      "gemm problem");
   if (j.contains("family") && j.at("family") != "gemm")
     fail("'family' = " + j.at("family").dump() + " is not \"gemm\"");
   GemmProblem p;
@@ -130,7 +130,8 @@ GemmProblem gemmProblemFromJson(const json &j) {
       else if (d == "k")
         p.staticK = true;
       else
-        fail("'static' holds " + d.dump() + "; dimensions are \"m\", \"n\", \"k\"");
+        fail("'static' holds " + d.dump() +
+             "; dimensions are \"m\", \"n\", \"k\"");
     }
   }
   if (j.contains("align")) {

@@ -24,8 +24,10 @@ std::optional<std::string> checkConfig(const GemmProblem &p,
   std::string tgt(toString(t));
   const bool amd = ti.vendor == Vendor::AMD;
 
-  for (auto [name, v] : {std::pair{"blockM", c.blockM}, {"blockN", c.blockN},
-                         {"blockK", c.blockK}, {"warpsM", c.warpsM},
+  for (auto [name, v] : {std::pair{"blockM", c.blockM},
+                         {"blockN", c.blockN},
+                         {"blockK", c.blockK},
+                         {"warpsM", c.warpsM},
                          {"warpsN", c.warpsN}})
     if (v < 1 || !isPow2(v))
       return std::string("config: ") + name + " = " + str(v) +
@@ -48,14 +50,14 @@ std::optional<std::string> checkConfig(const GemmProblem &p,
   int warpTileM = c.blockM / c.warpsM, warpTileN = c.blockN / c.warpsN;
   if (c.blockM % c.warpsM != 0 || warpTileM % atom != 0)
     return "config: warp tile M = blockM / warpsM = " + str(c.blockM) + "/" +
-           str(c.warpsM) + " is not a multiple of " + str(atom) +
-           " (the " + (amd ? "MFMA 32x32x8" : "mma.sync m16n8k16") +
-           " atom on " + tgt + "); raise blockM or lower warpsM";
+           str(c.warpsM) + " is not a multiple of " + str(atom) + " (the " +
+           (amd ? "MFMA 32x32x8" : "mma.sync m16n8k16") + " atom on " + tgt +
+           "); raise blockM or lower warpsM";
   if (c.blockN % c.warpsN != 0 || warpTileN % atom != 0)
     return "config: warp tile N = blockN / warpsN = " + str(c.blockN) + "/" +
-           str(c.warpsN) + " is not a multiple of " + str(atom) +
-           " (the " + (amd ? "MFMA 32x32x8" : "mma.sync m16n8k16") +
-           " atom on " + tgt + "); raise blockN or lower warpsN";
+           str(c.warpsN) + " is not a multiple of " + str(atom) + " (the " +
+           (amd ? "MFMA 32x32x8" : "mma.sync m16n8k16") + " atom on " + tgt +
+           "); raise blockN or lower warpsN";
   if (c.blockK % 16 != 0)
     return "config: blockK = " + str(c.blockK) +
            " must be a multiple of 16 (the K step of the MMA atom)";

@@ -124,7 +124,8 @@ std::optional<std::string> checkProblem(const GemmProblem &p) {
     return std::string("gemm: input dtype f32 is not supported (A and B must "
                        "be bf16 or f16; convert the inputs or use TF32 once "
                        "it lands)");
-  for (auto [name, a] : {std::pair{"alignA", p.alignA}, {"alignB", p.alignB},
+  for (auto [name, a] : {std::pair{"alignA", p.alignA},
+                         {"alignB", p.alignB},
                          {"alignC", p.alignC}})
     if (a != 1 && a != 2 && a != 4 && a != 8)
       return std::string("gemm: ") + name + " = " + std::to_string(a) +

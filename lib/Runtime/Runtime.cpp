@@ -108,7 +108,6 @@ struct Operand {
   const void *ptr;
   int64_t ld;
   int64_t extent; ///< elements in a stored row
-  int64_t rows;   ///< stored rows
   int elem;       ///< bytes per element
   int align;      ///< promised by the problem
   const char *extentName;
@@ -139,14 +138,15 @@ GemmProblem Runtime::resolve(const GemmProblem &p, const GemmArgs &args) {
   if (auto e = checkProblem(r))
     throw Error(*e);
   if (!args.a || !args.b || !args.c)
-    throw Error(std::string("gemm: null device pointer for ") +
-                (!args.a ? "A" : !args.b ? "B" : "C"));
-  Operand ops[3] = {
-      {"A", args.a, args.lda, p.transA ? r.m : r.k, p.transA ? r.k : r.m,
-       sizeOf(p.ab), p.alignA, p.transA ? "M" : "K"},
-      {"B", args.b, args.ldb, p.transB ? r.k : r.n, p.transB ? r.n : r.k,
-       sizeOf(p.ab), p.alignB, p.transB ? "K" : "N"},
-      {"C", args.c, args.ldc, r.n, r.m, sizeOf(p.c), p.alignC, "N"}};
+    throw Error(std::string("gemm: null device pointer for ") + (!args.a ? "A"
+                                                                 : !args.b
+                                                                     ? "B"
+                                                                     : "C"));
+  Operand ops[3] = {{"A", args.a, args.lda, p.transA ? r.m : r.k, sizeOf(p.ab),
+                     p.alignA, p.transA ? "M" : "K"},
+                    {"B", args.b, args.ldb, p.transB ? r.k : r.n, sizeOf(p.ab),
+                     p.alignB, p.transB ? "K" : "N"},
+                    {"C", args.c, args.ldc, r.n, sizeOf(p.c), p.alignC, "N"}};
   int *aligns[3] = {&r.alignA, &r.alignB, &r.alignC};
   for (int i = 0; i < 3; ++i) {
     Operand &o = ops[i];

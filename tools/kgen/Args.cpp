@@ -25,7 +25,8 @@ const char *kProblemHelp = R"(Problem (flags, or --problem FILE):
   --align A,B,C      promised alignment in elements (default 8,8,8)
 )";
 
-const char *kConfigHelp = R"(Config (optional; default: the dispatcher's choice):
+const char *kConfigHelp =
+    R"(Config (optional; default: the dispatcher's choice):
   --config FILE      .json config ({"block":[128,128,32],"warps":[2,2],...})
   --block MxNxK      block tile, e.g. 128x128x32
   --warps MxN        warp grid, e.g. 2x2
@@ -48,7 +49,7 @@ Args::Args(int argc, char **argv, int first) {
       name = name.substr(0, eq);
     } else if (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0) {
       // A value follows unless this is a known bare flag.
-      static const char *bare[] = {"json", "inline", "help", "all",
+      static const char *bare[] = {"json",       "inline",  "help", "all",
                                    "candidates", "verbose", "quiet"};
       bool isBare = false;
       for (const char *b : bare)
@@ -201,8 +202,8 @@ std::vector<ProblemSpec> problemsFromArgs(Args &args) {
         one(j[i], i);
     else
       one(j, 0);
-    for (const char *f : {"m", "n", "k", "dtype", "c-dtype", "layout",
-                          "static", "align"})
+    for (const char *f :
+         {"m", "n", "k", "dtype", "c-dtype", "layout", "static", "align"})
       if (args.value(f))
         throw Error(std::string("--") + f +
                     " cannot be combined with --problem");

@@ -39,7 +39,7 @@ Commands:
 
 Run 'kgen <command> --help' for a command's options.
 Environment: KGEN_CACHE_DIR, KGEN_CACHE_READONLY, KGEN_CACHE_MAX_BYTES,
-KGEN_BACKEND (cuda|hip), KGEN_DEVICE, KGEN_NVRTC, KGEN_HIPRTC, KGEN_LOG.
+KGEN_BACKEND (cuda|hip|none), KGEN_DEVICE, KGEN_NVRTC, KGEN_HIPRTC, KGEN_LOG.
 )";
 
 const char *kTargetHelp = R"(Target:
@@ -121,8 +121,9 @@ int compileAll(Runtime &rt, const std::vector<ProblemSpec> &specs,
           jobs.push_back({&s, t, c});
       else
         jobs.push_back({&s, t,
-                        forced ? *forced
-                               : s.config.value_or(defaultConfig(s.problem, t))});
+                        forced
+                            ? *forced
+                            : s.config.value_or(defaultConfig(s.problem, t))});
     }
   size_t i = 0;
   for (const Job &j : jobs) {
@@ -136,7 +137,8 @@ int compileAll(Runtime &rt, const std::vector<ProblemSpec> &specs,
                 {"target", toString(j.target)},
                 {"config", toJson(j.config)}};
     try {
-      std::shared_ptr<Kernel> k = rt.compile(j.spec->problem, j.config, j.target);
+      std::shared_ptr<Kernel> k =
+          rt.compile(j.spec->problem, j.config, j.target);
       row["kernel"] = k->source.name;
       row["cache_hit"] = k->cacheHit;
       row["compile_ms"] = k->compileMs;
@@ -153,12 +155,9 @@ int compileAll(Runtime &rt, const std::vector<ProblemSpec> &specs,
     rows.push_back(row);
   }
   if (asJson) {
-    std::cout << json{{"kernels", rows},
-                      {"compiled", built},
-                      {"cache_hits", hits},
-                      {"failed", failures},
-                      {"compile_ms", totalMs},
-                      {"cache_dir", rt.cache().root()}}
+    std::cout << json{{"kernels", rows},       {"compiled", built},
+                      {"cache_hits", hits},    {"failed", failures},
+                      {"compile_ms", totalMs}, {"cache_dir", rt.cache().root()}}
                      .dump(2)
               << "\n";
   } else {
@@ -170,8 +169,8 @@ int compileAll(Runtime &rt, const std::vector<ProblemSpec> &specs,
         std::printf("%-24s %-24s %-7s %-20s %-5s %10s  %s\n",
                     r["problem"].get<std::string>().c_str(),
                     r["shape"].get<std::string>().c_str(),
-                    r["target"].get<std::string>().c_str(), cfg.c_str(),
-                    "FAIL", "-", "(see below)");
+                    r["target"].get<std::string>().c_str(), cfg.c_str(), "FAIL",
+                    "-", "(see below)");
         continue;
       }
       std::printf("%-24s %-24s %-7s %-20s %-5s %10.1f  %s\n",
@@ -182,12 +181,13 @@ int compileAll(Runtime &rt, const std::vector<ProblemSpec> &specs,
                   r["compile_ms"].get<double>(),
                   r["kernel"].get<std::string>().c_str());
     }
-    std::printf("\n%d compiled, %d cache hits, %d failed; %.0f ms compiling; "
-                "cache: %s\n",
-                built, hits, failures, totalMs,
-                rt.cache().memoryOnly()
-                    ? ("memory only (" + rt.cache().whyMemoryOnly() + ")").c_str()
-                    : rt.cache().root().c_str());
+    std::printf(
+        "\n%d compiled, %d cache hits, %d failed; %.0f ms compiling; "
+        "cache: %s\n",
+        built, hits, failures, totalMs,
+        rt.cache().memoryOnly()
+            ? ("memory only (" + rt.cache().whyMemoryOnly() + ")").c_str()
+            : rt.cache().root().c_str());
     for (const json &r : rows)
       if (r.contains("error"))
         std::fprintf(stderr, "error: %s (%s): %s\n",
@@ -216,13 +216,15 @@ Usage: kgen run [--target T] [--candidates] [--json] [problem options]
     return 0;
   Runtime rt;
   bool asJson = args.flag("json"), candidates = args.flag("candidates");
-  std::vector<Target> targets = targetsFromArgs(
-      args, rt.backend() ? std::optional(rt.backend()->target()) : std::nullopt);
+  std::vector<Target> targets =
+      targetsFromArgs(args, rt.backend() ? std::optional(rt.backend()->target())
+                                         : std::nullopt);
   bool custom = false;
-  for (const char *f : {"problem", "m", "n", "k", "dtype", "c-dtype",
-                        "layout", "static", "align"})
+  for (const char *f : {"problem", "m", "n", "k", "dtype", "c-dtype", "layout",
+                        "static", "align"})
     custom |= args.flag(f);
-  std::vector<ProblemSpec> specs = custom ? problemsFromArgs(args) : llama3Layer();
+  std::vector<ProblemSpec> specs =
+      custom ? problemsFromArgs(args) : llama3Layer();
   std::optional<GemmConfig> cfg = configFromArgs(args);
   args.finish("run");
   if (targets.empty())
@@ -252,7 +254,8 @@ Usage: kgen emit [problem options] [config options] [--target T] [--inline]
   --inline           paste the template headers in: one self-contained file
   --json             print {name, target, source, headers, threads, smem}
 The default target is the local GPU's, else sm_90a.
-)") + kTargetHelp + kProblemHelp + kConfigHelp;
+)") + kTargetHelp +
+      kProblemHelp + kConfigHelp;
   if (wantHelp(args, help.c_str()))
     return 0;
   bool inl = args.flag("inline"), asJson = args.flag("json");
@@ -272,12 +275,9 @@ The default target is the local GPU's, else sm_90a.
     throw Error(*e);
   KernelSource ks = emitGemm(s.problem, c, t, inl);
   if (asJson) {
-    std::cout << json{{"name", ks.name},
-                      {"target", toString(t)},
-                      {"source", ks.source},
-                      {"headers", ks.headers},
-                      {"threads", ks.threads},
-                      {"smem_bytes", ks.smemBytes},
+    std::cout << json{{"name", ks.name},       {"target", toString(t)},
+                      {"source", ks.source},   {"headers", ks.headers},
+                      {"threads", ks.threads}, {"smem_bytes", ks.smemBytes},
                       {"config", toJson(c)}}
                      .dump(2)
               << "\n";
@@ -295,15 +295,17 @@ Usage: kgen compile [problem options] [config options] [--target T]...
   --candidates       compile every candidate config of each problem
   --json             print JSON
 Default targets: the local GPU's, else sm_90a and gfx90a.
-)") + kTargetHelp + kProblemHelp + kConfigHelp;
+)") + kTargetHelp +
+      kProblemHelp + kConfigHelp;
   if (wantHelp(args, help.c_str()))
     return 0;
   Runtime rt;
   bool asJson = args.flag("json"), candidates = args.flag("candidates");
   std::vector<ProblemSpec> specs = problemsFromArgs(args);
   std::optional<GemmConfig> cfg = configFromArgs(args);
-  std::vector<Target> targets = targetsFromArgs(
-      args, rt.backend() ? std::optional(rt.backend()->target()) : std::nullopt);
+  std::vector<Target> targets =
+      targetsFromArgs(args, rt.backend() ? std::optional(rt.backend()->target())
+                                         : std::nullopt);
   args.finish("compile");
   if (targets.empty())
     targets = defaultTargets(rt);
@@ -329,8 +331,9 @@ Directory: $KGEN_CACHE_DIR, else $XDG_CACHE_HOME/kgen, else ~/.cache/kgen.
   const std::string &sub = args.positional()[0];
   DiskCache cache;
   auto entryJson = [](const CacheEntry &e) {
-    json j = {{"target", e.target}, {"key", e.key},      {"name", e.name},
-              {"bytes", e.bytes},   {"path", e.path},    {"last_use", e.lastUse},
+    json j = {{"target", e.target},     {"key", e.key},
+              {"name", e.name},         {"bytes", e.bytes},
+              {"path", e.path},         {"last_use", e.lastUse},
               {"read_only", e.readOnly}};
     if (e.problem)
       j["problem"] = *e.problem;
@@ -364,12 +367,9 @@ Directory: $KGEN_CACHE_DIR, else $XDG_CACHE_HOME/kgen, else ~/.cache/kgen.
     std::vector<CacheEntry> entries = cache.list();
     uint64_t total = cache.totalBytes();
     CacheOptions o = CacheOptions::fromEnv();
-    json j = {{"dir", cache.root()},
-              {"memory_only", cache.memoryOnly()},
-              {"entries", entries.size()},
-              {"bytes", total},
-              {"max_bytes", o.maxBytes},
-              {"read_only_dirs", o.readOnlyDirs}};
+    json j = {{"dir", cache.root()},       {"memory_only", cache.memoryOnly()},
+              {"entries", entries.size()}, {"bytes", total},
+              {"max_bytes", o.maxBytes},   {"read_only_dirs", o.readOnlyDirs}};
     if (asJson)
       std::cout << j.dump(2) << "\n";
     else
@@ -473,13 +473,15 @@ int main(int argc, char **argv) {
       return cmdCache(args);
     if (cmd == "info")
       return cmdInfo(args);
-    std::fprintf(stderr, "kgen: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
+    std::fprintf(stderr, "kgen: unknown command '%s'\n\n%s", cmd.c_str(),
+                 kUsage);
     return 2;
   } catch (const Error &e) {
     std::fprintf(stderr, "kgen %s: error: %s\n", cmd.c_str(), e.what());
     return 1;
   } catch (const std::exception &e) {
-    std::fprintf(stderr, "kgen %s: internal error: %s\n", cmd.c_str(), e.what());
+    std::fprintf(stderr, "kgen %s: internal error: %s\n", cmd.c_str(),
+                 e.what());
     return 3;
   }
 }

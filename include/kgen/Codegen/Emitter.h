@@ -13,12 +13,12 @@ namespace kgen {
 /// One generated kernel: a short HIP file that includes the family template
 /// and instantiates it, plus the names of the template headers it needs.
 struct KernelSource {
-  std::string name;    ///< stable kernel (and file) name
-  std::string source;  ///< the generated HIP translation unit
+  std::string name;   ///< stable kernel (and file) name
+  std::string source; ///< the generated HIP translation unit
   Target target;
   std::vector<std::string> headers; ///< template headers it includes
-  int threads = 0;     ///< block size
-  int smemBytes = 0;   ///< dynamic shared memory
+  int threads = 0;                  ///< block size
+  int smemBytes = 0;                ///< dynamic shared memory
 };
 
 /// Launch geometry of a GEMM kernel for a run-time M.
@@ -30,8 +30,7 @@ struct LaunchDims {
 
 /// The stable, descriptive kernel name, e.g.
 /// kgen_gemm_bf16_nt_mdyn_n2048_k2048_b128x128x32_w2x2_s3_pad8_v888.
-std::string gemmKernelName(const GemmProblem &p, const GemmConfig &c,
-                           Target t);
+std::string gemmKernelName(const GemmProblem &p, const GemmConfig &c, Target t);
 
 /// Generate the kernel. The config must have passed checkConfig.
 /// With `inlineTemplates`, the template headers are pasted in so the result
@@ -39,8 +38,8 @@ std::string gemmKernelName(const GemmProblem &p, const GemmConfig &c,
 KernelSource emitGemm(const GemmProblem &p, const GemmConfig &c, Target t,
                       bool inlineTemplates = false);
 
-LaunchDims gemmLaunchDims(const GemmProblem &p, const GemmConfig &c,
-                          Target t, int64_t m);
+LaunchDims gemmLaunchDims(const GemmProblem &p, const GemmConfig &c, Target t,
+                          int64_t m);
 
 } // namespace kgen
 
