@@ -821,7 +821,8 @@ protected:
   /// and the small ones run the same code paths (every layout, dtype,
   /// config, ragged edge and multi-slice K loop).
   void runAll(std::vector<Case> cases) {
-    if (const char *limit = std::getenv("KGEN_GPU_TEST_MAX_MNK")) {
+    const char *limit = std::getenv("KGEN_GPU_TEST_MAX_MNK");
+    if (limit && *limit) {
       const double max = std::strtod(limit, nullptr);
       size_t before = cases.size();
       cases.erase(std::remove_if(cases.begin(), cases.end(),
