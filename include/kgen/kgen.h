@@ -18,6 +18,7 @@
 #include "kgen/Runtime/Backend.h"
 #include "kgen/Runtime/Cache.h"
 #include "kgen/Runtime/Compiler.h"
+#include "kgen/Runtime/TuningDB.h"
 
 #include <map>
 #include <memory>
@@ -101,6 +102,12 @@ private:
   std::map<std::string, std::shared_ptr<Kernel>> loaded_; ///< by cache key
   std::map<std::string, std::shared_ptr<Kernel>>
       dispatch_; ///< by resolved problem
+  /// The tuning DB ($KGEN_TUNING_DB or <cache>/tuning.json) and this GPU's
+  /// key in it, loaded on the first dispatch.
+  std::optional<TuningDB> tuning_;
+  DeviceKey tuningKey_;
+
+  GemmConfig chooseConfig(const GemmProblem &resolved);
 
   std::shared_ptr<Kernel> build(const GemmProblem &p, const GemmConfig &c,
                                 Target t, void *captureStream);

@@ -12,6 +12,7 @@
 #include "kgen/kgen.h"
 
 #include <chrono>
+#include <cstdio>
 
 namespace kgen {
 
@@ -204,10 +205,39 @@ std::shared_ptr<Kernel> Runtime::select(const GemmProblem &p,
   GemmProblem keyed = r;
   if (!p.staticM)
     keyed.m = p.m;
-  std::shared_ptr<Kernel> k =
-      build(keyed, defaultConfig(r, target_), target_, stream);
+  std::shared_ptr<Kernel> k = build(keyed, chooseConfig(r), target_, stream);
   std::lock_guard<std::mutex> lock(mu_);
   return dispatch_.emplace(key, k).first->second;
+}
+
+GemmConfig Runtime::chooseConfig(const GemmProblem &r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!tuning_) {
+    Compiler &cc = compiler(targetInfo(target_).vendor);
+    tuningKey_ = {backend_->deviceName(),
+                  backend_->archName(),
+                  target_,
+                  backend_->computeUnits(),
+                  std::string(kVersion),
+                  cc.name(),
+                  cc.version()};
+    std::string path = defaultTuningDbPath(opts_.cache);
+    try {
+      tuning_ = path.empty() ? TuningDB() : TuningDB::load(path);
+    } catch (const Error &e) {
+      // A broken DB must not stop the program: use the heuristic, say why.
+      std::fprintf(stderr, "kgen: tuning DB ignored: %s\n", e.what());
+      tuning_ = TuningDB();
+    }
+  }
+  // Measured winners first: the exact problem, then the nearest M bucket.
+  // A record whose config does not fit this call (another alignment) is
+  // passed over for the heuristic.
+  TuningDB::Match match = tuning_->lookup(tuningKey_, r);
+  if (match.record && !checkConfig(r, match.record->config, target_))
+    return match.record->config;
+  tuning_->noteMiss(tuningKey_, r); // kept for `kgen tune`
+  return defaultConfig(r, target_);
 }
 
 void Runtime::gemm(const GemmProblem &p, const GemmArgs &args, void *stream) {

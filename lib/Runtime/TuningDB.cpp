@@ -1,0 +1,666 @@
+//===- TuningDB.cpp - Tuned GEMM configs per device and problem -----------===//
+//
+// Loading is strict (every field required, unknown fields refused, values
+// checked as record() checks them) so that what the dispatcher trusts is
+// exactly what `kgen tune` wrote; a file that fails is reported and left
+// alone. Saving follows the kernel cache: temp file in the same directory,
+// fsync, rename, fsync of the directory.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kgen/Runtime/TuningDB.h"
+#include "kgen/Codegen/Json.h"
+#include "kgen/Error.h"
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <limits>
+#include <optional>
+#include <set>
+#include <tuple>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace kgen;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char *kLoadFix =
+    " (fix the file, or move it away and kgen starts a new one)";
+constexpr const char *kWriteFix = " (set KGEN_TUNING_DB to a writable file)";
+
+std::string errnoText() { return std::strerror(errno); }
+
+//===----------------------------------------------------------------------===//
+// Ordering: sorted vectors make lookups binary searches and the saved text
+// independent of insertion order.
+//===----------------------------------------------------------------------===//
+
+/// M last, so that the records of one problem shape sit together (in the
+/// CSV too) ordered by M.
+auto problemTuple(const GemmProblem &p) {
+  return std::tuple(p.n, p.k, p.ab, p.c, p.transA, p.transB, p.staticM,
+                    p.staticN, p.staticK, p.alignA, p.alignB, p.alignC, p.m);
+}
+bool problemLess(const GemmProblem &a, const GemmProblem &b) {
+  return problemTuple(a) < problemTuple(b);
+}
+bool recordLess(const TuningRecord &r, const GemmProblem &p) {
+  return problemLess(r.problem, p);
+}
+
+auto keyTuple(const DeviceKey &k) {
+  return std::tie(k.device, k.arch, k.target, k.computeUnits, k.kgenVersion,
+                  k.compiler, k.compilerVersion);
+}
+
+/// Faster wins; then the later measurement; then the kernel name, so that
+/// merging is independent of order even for exact ties.
+bool better(const TuningRecord &a, const TuningRecord &b) {
+  return std::tie(a.timeUs, b.tunedAt, a.kernel) <
+         std::tie(b.timeUs, a.tunedAt, b.kernel);
+}
+
+//===----------------------------------------------------------------------===//
+// Validation shared by record() and load
+//===----------------------------------------------------------------------===//
+
+std::optional<std::string> checkKey(const DeviceKey &k) {
+  // An empty field means the caller did not fill it in; two such keys would
+  // match each other and share records measured on different setups.
+  std::pair<const char *, const std::string *> fields[] = {
+      {"name", &k.device},
+      {"arch", &k.arch},
+      {"kgen_version", &k.kgenVersion},
+      {"compiler", &k.compiler},
+      {"compiler_version", &k.compilerVersion}};
+  for (auto [name, value] : fields)
+    if (value->empty())
+      return std::string("'") + name + "' is empty";
+  if (k.computeUnits <= 0)
+    return "'compute_units' = " + std::to_string(k.computeUnits) +
+           " must be > 0";
+  return std::nullopt;
+}
+
+/// Shortest text that reads back as `v`: "0", "2.5", "-1".
+std::string shortest(double v) {
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+  return ec == std::errc() ? std::string(buf, end) : std::to_string(v);
+}
+
+std::optional<std::string> checkRecord(const TuningRecord &r) {
+  if (auto why = checkProblem(r.problem))
+    return "'problem': " + *why;
+  if (!std::isfinite(r.timeUs) || r.timeUs <= 0)
+    return "'time_us' = " + shortest(r.timeUs) + " must be > 0";
+  std::pair<const char *, double> rates[] = {{"tflops", r.tflops},
+                                             {"gb_s", r.gbs},
+                                             {"runner_up_us", r.runnerUpUs},
+                                             {"heuristic_us", r.heuristicUs}};
+  for (auto [name, value] : rates)
+    if (!std::isfinite(value) || value < 0)
+      return std::string("'") + name + "' = " + shortest(value) +
+             " must be >= 0 (0: unknown)";
+  return std::nullopt;
+}
+
+std::string nowUtc() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+//===----------------------------------------------------------------------===//
+// JSON readers. `where` is the JSON path of the value, e.g.
+// "devices[0].records[2]"; every message starts with it.
+//===----------------------------------------------------------------------===//
+
+[[noreturn]] void fail(const std::string &where, const std::string &what) {
+  throw Error(where + ": " + what);
+}
+
+std::string at(const std::string &where, const char *key) {
+  return where.empty() ? key : where + "." + key;
+}
+
+/// `j` must be an object with exactly the fields `fields`.
+void exactFields(const json &j, std::initializer_list<const char *> fields,
+                 const std::string &where) {
+  if (!j.is_object())
+    fail(where, "must be a JSON object, got " + j.dump());
+  std::set<std::string> known(fields.begin(), fields.end());
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (!known.count(it.key()))
+      fail(where, "unknown field '" + it.key() + "'");
+  for (const char *f : fields)
+    if (!j.contains(f))
+      fail(where, std::string("missing field '") + f + "'");
+}
+
+std::string getString(const json &j, const char *key,
+                      const std::string &where) {
+  const json &v = j.at(key);
+  if (!v.is_string())
+    fail(at(where, key), "must be a string, got " + v.dump());
+  return v.get<std::string>();
+}
+
+double getNumber(const json &j, const char *key, const std::string &where) {
+  const json &v = j.at(key);
+  if (!v.is_number())
+    fail(at(where, key), "must be a number, got " + v.dump());
+  return v.get<double>();
+}
+
+const json &getArray(const json &j, const char *key, const std::string &where) {
+  const json &v = j.at(key);
+  if (!v.is_array())
+    fail(at(where, key), "must be an array, got " + v.dump());
+  return v;
+}
+
+/// Json.cpp's parsers name the field but not where it is in this file.
+template <typename Fn>
+auto parseNested(const json &j, const char *key, const std::string &where,
+                 Fn parse) {
+  try {
+    return parse(j.at(key));
+  } catch (const Error &e) {
+    fail(at(where, key), e.what());
+  } catch (const json::exception &e) {
+    fail(at(where, key), e.what());
+  }
+}
+
+DeviceKey parseKey(const json &j, const std::string &where) {
+  exactFields(j,
+              {"name", "arch", "target", "compute_units", "kgen_version",
+               "compiler", "compiler_version"},
+              where);
+  DeviceKey k;
+  k.device = getString(j, "name", where);
+  k.arch = getString(j, "arch", where);
+  std::string t = getString(j, "target", where);
+  auto target = parseTarget(t);
+  if (!target)
+    fail(at(where, "target"), "\"" + t + "\" is not a kgen target");
+  k.target = *target;
+  const json &cu = j.at("compute_units");
+  if (!cu.is_number_integer() || cu.get<int64_t>() <= 0 ||
+      cu.get<int64_t>() > std::numeric_limits<int>::max())
+    fail(at(where, "compute_units"),
+         "must be a positive integer, got " + cu.dump());
+  k.computeUnits = cu.get<int>();
+  k.kgenVersion = getString(j, "kgen_version", where);
+  k.compiler = getString(j, "compiler", where);
+  k.compilerVersion = getString(j, "compiler_version", where);
+  if (auto why = checkKey(k))
+    fail(where, *why);
+  return k;
+}
+
+TuningRecord parseRecord(const json &j, const std::string &where) {
+  exactFields(j,
+              {"problem", "config", "kernel", "time_us", "tflops", "gb_s",
+               "runner_up_us", "heuristic_us", "tuned_at"},
+              where);
+  TuningRecord r;
+  r.problem = parseNested(j, "problem", where, gemmProblemFromJson);
+  r.config = parseNested(j, "config", where, gemmConfigFromJson);
+  r.kernel = getString(j, "kernel", where);
+  r.timeUs = getNumber(j, "time_us", where);
+  r.tflops = getNumber(j, "tflops", where);
+  r.gbs = getNumber(j, "gb_s", where);
+  r.runnerUpUs = getNumber(j, "runner_up_us", where);
+  r.heuristicUs = getNumber(j, "heuristic_us", where);
+  r.tunedAt = getString(j, "tuned_at", where);
+  if (auto why = checkRecord(r))
+    fail(where, *why);
+  return r;
+}
+
+//===----------------------------------------------------------------------===//
+// Files
+//===----------------------------------------------------------------------===//
+
+/// Closes a file descriptor on scope exit.
+struct Fd {
+  int fd = -1;
+  explicit Fd(int f = -1) : fd(f) {}
+  Fd(const Fd &) = delete;
+  Fd &operator=(const Fd &) = delete;
+  ~Fd() {
+    if (fd >= 0)
+      ::close(fd);
+  }
+};
+
+std::string parentDir(const std::string &path) {
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  return dir.empty() ? "." : dir;
+}
+
+/// mkdir -p; directories it creates are 0700, as the kernel cache's are
+/// (the DB sits in the cache root by default).
+void makeDirs(const std::string &dir, const std::string &path) {
+  std::filesystem::path prefix;
+  for (const auto &part : std::filesystem::path(dir)) {
+    prefix /= part;
+    if (::mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST)
+      throw Error("cannot write tuning DB " + path + ": cannot create " +
+                  prefix.string() + ": " + errnoText() + kWriteFix);
+  }
+}
+
+void writeAtomically(const std::string &path, const std::string &text) {
+  std::string dir = parentDir(path);
+  makeDirs(dir, path);
+  auto die = [&](const std::string &what) {
+    throw Error("cannot write tuning DB " + path + ": " + what + ": " +
+                errnoText() + kWriteFix);
+  };
+  std::string tmp = path + ".tmp.XXXXXX";
+  Fd fd(::mkstemp(tmp.data()));
+  if (fd.fd < 0)
+    die("cannot create a temp file in " + dir);
+  const char *p = text.data();
+  size_t n = text.size();
+  while (n) {
+    ssize_t w = ::write(fd.fd, p, n);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0) {
+      int saved = errno;
+      ::unlink(tmp.c_str());
+      errno = saved;
+      die("cannot write " + tmp);
+    }
+    p += w;
+    n -= size_t(w);
+  }
+  // Data first, then the name: a crash leaves the old DB or the new one,
+  // never a truncated file that the next load would refuse.
+  if (::fsync(fd.fd) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    int saved = errno;
+    ::unlink(tmp.c_str());
+    errno = saved;
+    die("cannot publish " + tmp);
+  }
+  Fd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (d.fd >= 0)
+    ::fsync(d.fd);
+}
+
+std::string fixed(double v, int decimals) {
+  char buf[400]; // enough for any finite double in fixed notation
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v,
+                                 std::chars_format::fixed, decimals);
+  return ec == std::errc() ? std::string(buf, end) : std::to_string(v);
+}
+
+/// RFC 4180 quoting; kgen's kernel names never need it, names from other
+/// tools might.
+std::string csvField(const std::string &s) {
+  if (s.find_first_of(",\"\r\n") == std::string::npos)
+    return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"')
+      out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Public JSON forms
+//===----------------------------------------------------------------------===//
+
+json kgen::toJson(const DeviceKey &k) {
+  return json{{"name", k.device},
+              {"arch", k.arch},
+              {"target", toString(k.target)},
+              {"compute_units", k.computeUnits},
+              {"kgen_version", k.kgenVersion},
+              {"compiler", k.compiler},
+              {"compiler_version", k.compilerVersion}};
+}
+
+json kgen::toJson(const TuningRecord &r) {
+  return json{{"problem", toJson(r.problem)}, {"config", toJson(r.config)},
+              {"kernel", r.kernel},           {"time_us", r.timeUs},
+              {"tflops", r.tflops},           {"gb_s", r.gbs},
+              {"runner_up_us", r.runnerUpUs}, {"heuristic_us", r.heuristicUs},
+              {"tuned_at", r.tunedAt}};
+}
+
+DeviceKey kgen::deviceKeyFromJson(const json &j) {
+  return parseKey(j, "device");
+}
+
+TuningRecord kgen::tuningRecordFromJson(const json &j) {
+  return parseRecord(j, "record");
+}
+
+std::vector<int64_t> kgen::mBuckets(int64_t m) {
+  std::vector<int64_t> out;
+  if (m <= 0)
+    return out;
+  auto add = [&](int64_t b) {
+    if (b != m && std::find(out.begin(), out.end(), b) == out.end())
+      out.push_back(b);
+  };
+  for (int64_t q : {16, 32, 64, 128})
+    if (m <= std::numeric_limits<int64_t>::max() - (q - 1))
+      add((m + q - 1) / q * q);
+  if (m <= (int64_t(1) << 62))
+    add(int64_t(std::bit_ceil(uint64_t(m))));
+  return out;
+}
+
+std::string kgen::defaultTuningDbPath(const CacheOptions &opts) {
+  const char *env = std::getenv("KGEN_TUNING_DB");
+  if (env && *env) {
+    // Absolute, so a later chdir does not move the DB.
+    std::error_code ec;
+    std::filesystem::path p = std::filesystem::absolute(env, ec);
+    return ec ? std::string(env) : p.lexically_normal().string();
+  }
+  std::string root = opts.resolvedDir();
+  return root.empty() ? "" : root + "/tuning.json";
+}
+
+//===----------------------------------------------------------------------===//
+// TuningDB
+//===----------------------------------------------------------------------===//
+
+const TuningDB::Device *TuningDB::find(const DeviceKey &key) const {
+  auto it = std::lower_bound(devices_.begin(), devices_.end(), key,
+                             [](const Device &d, const DeviceKey &k) {
+                               return keyTuple(d.key) < keyTuple(k);
+                             });
+  return it != devices_.end() && it->key == key ? &*it : nullptr;
+}
+
+TuningDB::Device &TuningDB::findOrAdd(const DeviceKey &key) {
+  auto it = std::lower_bound(devices_.begin(), devices_.end(), key,
+                             [](const Device &d, const DeviceKey &k) {
+                               return keyTuple(d.key) < keyTuple(k);
+                             });
+  if (it == devices_.end() || !(it->key == key))
+    it = devices_.insert(it, Device{key, {}, {}});
+  return *it;
+}
+
+bool TuningDB::insertRecord(Device &d, TuningRecord r) {
+  auto it = std::lower_bound(d.records.begin(), d.records.end(), r.problem,
+                             recordLess);
+  if (it != d.records.end() && it->problem == r.problem) {
+    if (!better(r, *it))
+      return false;
+    *it = std::move(r);
+  } else {
+    it = d.records.insert(it, std::move(r));
+  }
+  auto miss = std::lower_bound(d.misses.begin(), d.misses.end(), it->problem,
+                               problemLess);
+  if (miss != d.misses.end() && *miss == it->problem)
+    d.misses.erase(miss);
+  return true;
+}
+
+bool TuningDB::insertMiss(Device &d, const GemmProblem &p) {
+  auto rec =
+      std::lower_bound(d.records.begin(), d.records.end(), p, recordLess);
+  if (rec != d.records.end() && rec->problem == p)
+    return false;
+  auto it = std::lower_bound(d.misses.begin(), d.misses.end(), p, problemLess);
+  if ((it != d.misses.end() && *it == p) || d.misses.size() >= kMaxMisses)
+    return false;
+  d.misses.insert(it, p);
+  return true;
+}
+
+TuningDB TuningDB::fromJson(const json &j) {
+  if (!j.is_object())
+    fail("top level", "must be a JSON object, got " + j.dump());
+  // The schema first: a file of another schema version gets that message
+  // rather than one about the fields it has.
+  if (!j.contains("schema"))
+    fail("top level",
+         "missing field 'schema' (\"" + std::string(kTuningDbSchema) + "\")");
+  const json &schema = j.at("schema");
+  if (!schema.is_string() || schema.get<std::string>() != kTuningDbSchema)
+    fail("schema", "is " + schema.dump() + ", this kgen reads \"" +
+                       std::string(kTuningDbSchema) + "\"");
+  exactFields(j, {"schema", "devices"}, "top level");
+
+  TuningDB db;
+  const json &devices = getArray(j, "devices", "");
+  for (size_t i = 0; i < devices.size(); ++i) {
+    std::string where = "devices[" + std::to_string(i) + "]";
+    const json &dj = devices[i];
+    exactFields(dj, {"device", "records", "misses"}, where);
+    DeviceKey key = parseKey(dj.at("device"), at(where, "device"));
+    // Two entries of one key or two records of one problem have no
+    // defined winner a hand edit intended; say so rather than pick one.
+    if (db.find(key))
+      fail(at(where, "device"), "the same device key as an earlier entry; "
+                                "merge their records into one entry");
+    Device &d = db.findOrAdd(key);
+    const json &records = getArray(dj, "records", where);
+    for (size_t r = 0; r < records.size(); ++r) {
+      std::string rw = where + ".records[" + std::to_string(r) + "]";
+      TuningRecord rec = parseRecord(records[r], rw);
+      auto it = std::lower_bound(d.records.begin(), d.records.end(),
+                                 rec.problem, recordLess);
+      if (it != d.records.end() && it->problem == rec.problem)
+        fail(rw, "the same problem as an earlier record of this device; "
+                 "keep one of them");
+      d.records.insert(it, std::move(rec));
+    }
+    const json &misses = getArray(dj, "misses", where);
+    for (size_t m = 0; m < misses.size(); ++m) {
+      std::string mw = where + ".misses[" + std::to_string(m) + "]";
+      GemmProblem p;
+      try {
+        p = gemmProblemFromJson(misses[m]);
+      } catch (const Error &e) {
+        fail(mw, e.what());
+      } catch (const json::exception &e) {
+        fail(mw, e.what());
+      }
+      if (auto why = checkProblem(p))
+        fail(mw, *why);
+      insertMiss(d, p);
+    }
+  }
+  return db;
+}
+
+json TuningDB::toJson() const {
+  json devices = json::array();
+  for (const Device &d : devices_) {
+    json records = json::array();
+    for (const TuningRecord &r : d.records)
+      records.push_back(kgen::toJson(r));
+    json misses = json::array();
+    for (const GemmProblem &p : d.misses)
+      misses.push_back(kgen::toJson(p));
+    devices.push_back(json{{"device", kgen::toJson(d.key)},
+                           {"records", std::move(records)},
+                           {"misses", std::move(misses)}});
+  }
+  return json{{"schema", std::string(kTuningDbSchema)},
+              {"devices", std::move(devices)}};
+}
+
+TuningDB TuningDB::load(const std::string &path) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.fd < 0) {
+    if (errno == ENOENT)
+      return TuningDB();
+    throw Error("cannot read tuning DB " + path + ": " + errnoText() +
+                " (check its permissions, or set KGEN_TUNING_DB to another "
+                "file)");
+  }
+  std::string text;
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t r = ::read(fd.fd, buf, sizeof(buf));
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0)
+      throw Error("cannot read tuning DB " + path + ": " + errnoText() +
+                  " (set KGEN_TUNING_DB to a file)");
+    if (r == 0)
+      break;
+    text.append(buf, size_t(r));
+  }
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error &e) {
+    throw Error("tuning DB " + path + " is not valid JSON: " + e.what() +
+                kLoadFix);
+  }
+  try {
+    return fromJson(j);
+  } catch (const Error &e) {
+    throw Error("tuning DB " + path + ": " + e.what() + kLoadFix);
+  }
+}
+
+void TuningDB::save(const std::string &path) const {
+  writeAtomically(path, toJson().dump(2) + "\n");
+}
+
+void TuningDB::mergeAndSave(const std::string &path) {
+  makeDirs(parentDir(path), path);
+  std::string lockPath = path + ".lock";
+  Fd lock(::open(lockPath.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+                 0600));
+  if (lock.fd < 0)
+    throw Error("cannot write tuning DB " + path + ": cannot open " + lockPath +
+                ": " + errnoText() + kWriteFix);
+  while (::flock(lock.fd, LOCK_EX) != 0)
+    if (errno != EINTR)
+      throw Error("cannot write tuning DB " + path + ": cannot lock " +
+                  lockPath + ": " + errnoText() + kWriteFix);
+  TuningDB disk = load(path);
+  disk.merge(*this);
+  disk.save(path);
+  *this = std::move(disk);
+  // Closing the descriptor (Fd) releases the lock.
+}
+
+bool TuningDB::record(const DeviceKey &key, TuningRecord r) {
+  if (auto why = checkKey(key))
+    throw Error("tuning DB: invalid device key " + kgen::toJson(key).dump() +
+                ": " + *why);
+  if (auto why = checkRecord(r))
+    throw Error("tuning DB: cannot record " + kgen::toJson(r.problem).dump() +
+                ": " + *why);
+  if (r.tunedAt.empty())
+    r.tunedAt = nowUtc();
+  return insertRecord(findOrAdd(key), std::move(r));
+}
+
+void TuningDB::merge(const TuningDB &other) {
+  if (&other == this)
+    return;
+  for (const Device &od : other.devices_) {
+    Device &d = findOrAdd(od.key);
+    for (const TuningRecord &r : od.records)
+      insertRecord(d, r);
+    for (const GemmProblem &p : od.misses)
+      insertMiss(d, p);
+  }
+}
+
+TuningDB::Match TuningDB::lookup(const DeviceKey &key,
+                                 const GemmProblem &p) const {
+  const Device *d = find(key);
+  if (!d)
+    return {};
+  auto recordOf = [&](const GemmProblem &q) -> const TuningRecord * {
+    auto it =
+        std::lower_bound(d->records.begin(), d->records.end(), q, recordLess);
+    return it != d->records.end() && it->problem == q ? &*it : nullptr;
+  };
+  if (const TuningRecord *r = recordOf(p))
+    return {r, Match::Exact, p};
+  for (int64_t m : mBuckets(p.m)) {
+    GemmProblem q = p;
+    q.m = m;
+    if (const TuningRecord *r = recordOf(q))
+      return {r, Match::Bucket, q};
+  }
+  return {};
+}
+
+bool TuningDB::noteMiss(const DeviceKey &key, const GemmProblem &p) {
+  if (auto why = checkKey(key))
+    throw Error("tuning DB: invalid device key " + kgen::toJson(key).dump() +
+                ": " + *why);
+  if (auto why = checkProblem(p))
+    throw Error("tuning DB: cannot note a miss for " + kgen::toJson(p).dump() +
+                ": " + *why);
+  return insertMiss(findOrAdd(key), p);
+}
+
+std::vector<GemmProblem> TuningDB::misses(const DeviceKey &key) const {
+  const Device *d = find(key);
+  return d ? d->misses : std::vector<GemmProblem>();
+}
+
+size_t TuningDB::staleCount(const DeviceKey &key) const {
+  size_t n = 0;
+  for (const Device &d : devices_)
+    if (!(d.key == key))
+      n += d.records.size();
+  return n;
+}
+
+std::vector<TuningRecord> TuningDB::records(const DeviceKey &key) const {
+  const Device *d = find(key);
+  return d ? d->records : std::vector<TuningRecord>();
+}
+
+size_t TuningDB::size() const {
+  size_t n = 0;
+  for (const Device &d : devices_)
+    n += d.records.size();
+  return n;
+}
+
+void TuningDB::exportCsv(std::ostream &os, const DeviceKey &key) const {
+  // std::to_string and std::to_chars ignore the stream's locale: a locale
+  // with ',' as decimal point or digit grouping would break the columns.
+  std::string out = "M,N,K,kernel,time_us,tflops,gb_s\n";
+  if (const Device *d = find(key))
+    for (const TuningRecord &r : d->records)
+      out += std::to_string(r.problem.m) + "," + std::to_string(r.problem.n) +
+             "," + std::to_string(r.problem.k) + "," + csvField(r.kernel) +
+             "," + fixed(r.timeUs, 3) + "," + fixed(r.tflops, 2) + "," +
+             fixed(r.gbs, 2) + "\n";
+  os << out;
+}
