@@ -1,0 +1,408 @@
+//===- EmulatorTest.cpp - GEMM kernels run on an emulated GPU -------------===//
+//
+// Runs generated GEMM kernels on the host, for NVIDIA and for AMD, with no
+// GPU. The AMD path cannot run on this project's machines at all, so this is
+// its only execution check; the NVIDIA path also runs on GPUs (test/gpu).
+//
+// What is real and what is emulated:
+//
+//   real      the kernel source kgen::emitGemm generates for each CASE of
+//             cases.def (compiled as written, by g++), and through it
+//             templates/gemm/gemm.h, templates/common/prelude.h and, on
+//             NVIDIA, templates/common/hip_runtime_nvidia.h, all compiled
+//             from templates/ as they are (the prelude's portable
+//             conversions, the ones AMD uses; NVIDIA GPUs use its inline
+//             PTX instead); the launch geometry comes from
+//             kgen::gemmLaunchDims.
+//   emulated  the target atoms and nothing else: on NVIDIA cp.async (+
+//             commit/wait_group), ldmatrix.x4(.trans) and mma.sync
+//             m16n8k16 (test/emu/include/kgen/common/mma_sm80.h replaces
+//             templates/common/mma_sm80.h); on AMD the MFMA 32x32x8 bf16/f16
+//             (include/kgen/common/mfma_cdna.h replaces mfma_cdna.h; LDS is
+//             plain memory the template addresses itself); and the kernel
+//             language (include/hip/hip_runtime.h: one host thread per GPU
+//             thread, __syncthreads a barrier, warps exchanging operands
+//             behind a barrier over their lanes; EmuRuntime.cpp).
+//
+// The emulated atoms follow the register layouts of the PTX ISA and the
+// CDNA3 ISA as we read them, so this test checks our code against our
+// reading of the ISA, not against hardware: a misread layout in both the
+// template and the emulation would pass here (on NVIDIA the GPU tests would
+// catch it; on AMD nothing in this project would).
+//
+// Inputs are integers in [-15, 15], exact in bf16 and f16; every product and
+// sum is then exact in fp32 (|sum| < 2^23 for these K), so every result must
+// equal the host reference bit for bit, whatever the accumulation order. The
+// sums reach the thousands, so a bf16 or f16 C is rounded, ties included,
+// and the conversion is checked too.
+//
+// Each run also checks: C full of NaN is never read when beta == 0; padding
+// between rows and guards around each matrix (NaN, poisoned under ASan) are
+// neither read into a result nor written; A and B stay unchanged; matrices
+// sit at exactly their vector alignment; shared memory starts as NaN in
+// every block, and no access goes past the launch's size; cp.async copies
+// are aligned, read only A and B, and land lazily (at the wait_group that
+// covers them) or eagerly (at issue), and none is left pending at exit.
+//
+//===----------------------------------------------------------------------===//
+
+#include "EmuRuntime.h"
+#include "kgen/Problem.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define EMU_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define EMU_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define EMU_POISON(p, n) ((void)(p), (void)(n))
+#define EMU_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
+namespace {
+
+struct EmuRun {
+  long long m, n, k;
+  unsigned gridX, gridY; ///< kgen::gemmLaunchDims
+  int threads, smemBytes;
+};
+
+struct EmuKernel {
+  const char *name, *target;
+  bool amd;
+  kgen::DType ab, c;
+  bool transA, transB;
+  int vecA, vecB, vecC, waveSize;
+  int warps, stages;
+  bool swizzle;
+  bool checkM, checkN, checkK;
+  int nRuns;
+  EmuRun runs[4];
+  bool (*launch)(const emu::Args &, const emu::Launch &, char *, size_t);
+};
+
+#include "registry.inc"
+
+constexpr int kNumKernels = int(sizeof(kKernels) / sizeof(kKernels[0]));
+
+//===----------------------------------------------------------------------===//
+// Host values
+//===----------------------------------------------------------------------===//
+
+/// The bits of an exactly representable value v in `t`.
+uint32_t encodeExact(kgen::DType t, float v) {
+  if (t == kgen::DType::F32) {
+    uint32_t u;
+    std::memcpy(&u, &v, 4);
+    return u;
+  }
+  if (t == kgen::DType::F16) {
+    _Float16 h = static_cast<_Float16>(v);
+    uint16_t u;
+    std::memcpy(&u, &h, 2);
+    return u;
+  }
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  return u >> 16;
+}
+
+/// The reference's rounding of an fp32 value to `t`: to nearest, ties to
+/// even (written out for bf16, the compiler's conversion for f16).
+uint32_t roundTo(kgen::DType t, float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  if (t == kgen::DType::F32)
+    return u;
+  if (t == kgen::DType::F16) {
+    _Float16 h = static_cast<_Float16>(v);
+    uint16_t b;
+    std::memcpy(&b, &h, 2);
+    return b;
+  }
+  return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16; // values here are finite
+}
+
+/// One stored matrix (rows x cols, leading dimension ld) inside a buffer
+/// that starts it at exactly `align` bytes of alignment, with guards before
+/// and after. Guards and the padding of each row hold all-ones bytes, a NaN
+/// in every dtype; under ASan the guards are also poisoned.
+struct Matrix {
+  int elem;
+  long long rows, cols, ld;
+  size_t lead, bytes, total;
+  unsigned char *base;
+  unsigned char *data;
+
+  Matrix(kgen::DType t, long long rows, long long cols, long long ld,
+         int alignBytes)
+      : elem(kgen::sizeOf(t)), rows(rows), cols(cols), ld(ld) {
+    bytes = size_t((rows - 1) * ld + cols) * size_t(elem);
+    // Guards of two rows and more on each side, so that an access a row or
+    // two out is caught here rather than in the heap.
+    const size_t guard = 64 + 2 * size_t(ld) * size_t(elem);
+    lead = guard + size_t(alignBytes);
+    total = (lead + bytes + guard + 7) / 8 * 8;
+    base = static_cast<unsigned char *>(
+        ::operator new(total, std::align_val_t(64)));
+    std::memset(base, 0xff, total);
+    data = base + lead;
+    EMU_POISON(base, lead);
+    EMU_POISON(data + bytes, total - lead - bytes);
+  }
+  ~Matrix() {
+    EMU_UNPOISON(base, total);
+    ::operator delete(base, std::align_val_t(64));
+  }
+  Matrix(const Matrix &) = delete;
+  Matrix &operator=(const Matrix &) = delete;
+
+  void set(long long r, long long c, uint32_t bits) {
+    std::memcpy(data + size_t(r * ld + c) * size_t(elem), &bits, size_t(elem));
+  }
+  uint32_t get(long long r, long long c) const {
+    uint32_t bits = 0;
+    std::memcpy(&bits, data + size_t(r * ld + c) * size_t(elem), size_t(elem));
+    return bits;
+  }
+  /// The whole buffer, guards included (guards read through ASan's back).
+  std::vector<unsigned char> snapshot() const {
+    EMU_UNPOISON(base, total);
+    std::vector<unsigned char> s(base, base + total);
+    EMU_POISON(base, lead);
+    EMU_POISON(data + bytes, total - lead - bytes);
+    return s;
+  }
+  emu::Buffer buffer() const { return {data, bytes}; }
+};
+
+float valueOf(kgen::DType t, uint32_t bits) {
+  if (t == kgen::DType::F32) {
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  }
+  return t == kgen::DType::BF16 ? emu::decodeBf16(uint16_t(bits))
+                                : emu::decodeF16(uint16_t(bits));
+}
+
+struct Variant {
+  float alpha, beta;
+  bool paddedLd;
+  bool eagerCopies;
+};
+
+/// Runs kernel `kern` on one shape; returns an empty string or what failed.
+std::string runOne(const EmuKernel &kern, const EmuRun &run, const Variant &v,
+                   unsigned seed) {
+  const long long M = run.m, N = run.n, K = run.k;
+  // Leading dimensions: packed, or padded by a vector (3 elements for
+  // vectors of 1), which keeps them multiples of the vector width.
+  auto pad = [&](int vec) { return v.paddedLd ? (vec == 1 ? 3 : vec) : 0; };
+  const long long lda = (kern.transA ? M : K) + pad(kern.vecA);
+  const long long ldb = (kern.transB ? K : N) + pad(kern.vecB);
+  const long long ldc = N + pad(kern.vecC);
+  const int es = kgen::sizeOf(kern.ab), esC = kgen::sizeOf(kern.c);
+  Matrix A(kern.ab, kern.transA ? K : M, kern.transA ? M : K, lda,
+           kern.vecA * es);
+  Matrix B(kern.ab, kern.transB ? N : K, kern.transB ? K : N, ldb,
+           kern.vecB * es);
+  Matrix C(kern.c, M, N, ldc, kern.vecC * esC);
+
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> small(-15, 15);
+  std::vector<float> a(size_t(M * K)), b(size_t(K * N)), c0(size_t(M * N));
+  for (long long i = 0; i < M; ++i)
+    for (long long kk = 0; kk < K; ++kk) {
+      const float x = float(small(rng));
+      a[size_t(i * K + kk)] = x;
+      kern.transA ? A.set(kk, i, encodeExact(kern.ab, x))
+                  : A.set(i, kk, encodeExact(kern.ab, x));
+    }
+  for (long long kk = 0; kk < K; ++kk)
+    for (long long j = 0; j < N; ++j) {
+      const float x = float(small(rng));
+      b[size_t(kk * N + j)] = x;
+      kern.transB ? B.set(j, kk, encodeExact(kern.ab, x))
+                  : B.set(kk, j, encodeExact(kern.ab, x));
+    }
+  if (v.beta != 0.f)
+    for (long long i = 0; i < M; ++i)
+      for (long long j = 0; j < N; ++j) {
+        const float x = float(small(rng));
+        c0[size_t(i * N + j)] = x;
+        C.set(i, j, encodeExact(kern.c, x));
+      } // else C keeps its NaN fill: beta == 0 must not read it
+
+  const std::vector<unsigned char> a0 = A.snapshot(), b0 = B.snapshot();
+  // What C's buffer must hold afterwards: the results, and every byte
+  // around them as it was.
+  std::vector<uint32_t> want(size_t(M * N));
+  for (long long i = 0; i < M; ++i)
+    for (long long j = 0; j < N; ++j) {
+      double acc = 0;
+      for (long long kk = 0; kk < K; ++kk)
+        acc += double(a[size_t(i * K + kk)]) * double(b[size_t(kk * N + j)]);
+      const double r =
+          double(v.alpha) * acc +
+          (v.beta != 0.f ? double(v.beta) * c0[size_t(i * N + j)] : 0.0);
+      want[size_t(i * N + j)] = roundTo(kern.c, float(r)); // float(r) exact
+    }
+  std::vector<unsigned char> cWant = C.snapshot();
+  for (long long i = 0; i < M; ++i)
+    for (long long j = 0; j < N; ++j)
+      std::memcpy(cWant.data() + C.lead + size_t(i * ldc + j) * size_t(esC),
+                  &want[size_t(i * N + j)], size_t(esC));
+
+  emu::Launch l;
+  l.grid[0] = run.gridX;
+  l.grid[1] = run.gridY;
+  l.threads = run.threads;
+  l.waveSize = kern.waveSize;
+  l.smemBytes = run.smemBytes;
+  l.eagerCopies = v.eagerCopies;
+  l.buffers[0] = A.buffer();
+  l.buffers[1] = B.buffer();
+  l.buffers[2] = C.buffer();
+  emu::Args args{A.data, B.data, C.data, int(M),  int(N), int(K),
+                 lda,    ldb,    ldc,    v.alpha, v.beta};
+  char message[4096] = "";
+  if (!kern.launch(args, l, message, sizeof(message)))
+    return message;
+
+  std::string out;
+  auto note = [&](const std::string &s) {
+    if (out.size() < 2000)
+      out += s + "\n";
+  };
+  if (A.snapshot() != a0)
+    note("the kernel wrote into A");
+  if (B.snapshot() != b0)
+    note("the kernel wrote into B");
+  const std::vector<unsigned char> cGot = C.snapshot();
+  long bad = 0, outside = 0;
+  for (size_t off = 0; off < cGot.size(); off += size_t(esC)) {
+    if (std::memcmp(cGot.data() + off, cWant.data() + off, size_t(esC)) == 0)
+      continue;
+    const long long e = (long long)(off - C.lead) / esC;
+    const bool inside = off >= C.lead && off < C.lead + C.bytes && e % ldc < N;
+    if (!inside) {
+      if (outside++ < 3)
+        note("write outside C's elements, at byte " +
+             std::to_string((long long)off - (long long)C.lead) +
+             " from C's start");
+      continue;
+    }
+    if (bad++ < 5) {
+      uint32_t got = 0, exp = 0;
+      std::memcpy(&got, cGot.data() + off, size_t(esC));
+      std::memcpy(&exp, cWant.data() + off, size_t(esC));
+      char buf[160];
+      std::snprintf(buf, sizeof(buf), "C[%lld][%lld] = %g, want %g", e / ldc,
+                    e % ldc, double(valueOf(kern.c, got)),
+                    double(valueOf(kern.c, exp)));
+      note(buf);
+    }
+  }
+  if (bad)
+    note(std::to_string(bad) + " of " + std::to_string(M * N) +
+         " elements of C wrong");
+  if (outside)
+    note(std::to_string(outside) + " elements outside C changed");
+  return out;
+}
+
+class Emulated : public ::testing::TestWithParam<int> {};
+
+TEST_P(Emulated, MatchesReference) {
+  const EmuKernel &kern = kKernels[GetParam()];
+  const Variant variants[] = {
+      {1.0f, 0.0f, false, false},               // C NaN, packed, lazy copies
+      {0.5f, -1.5f, true, /*eager=*/!kern.amd}, // C read, padded ld
+  };
+  const auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < kern.nRuns; ++r) {
+    const EmuRun &run = kern.runs[r];
+    for (int vi = 0; vi < 2; ++vi) {
+      const Variant &v = variants[vi];
+      const std::string err =
+          runOne(kern, run, v, unsigned(GetParam() * 100 + r * 10 + vi + 1));
+      if (!err.empty())
+        ADD_FAILURE() << kern.target << " " << kern.name << ", " << run.m << "x"
+                      << run.n << "x" << run.k << ", alpha " << v.alpha
+                      << " beta " << v.beta
+                      << (v.paddedLd ? ", padded ld" : ", packed ld")
+                      << (kern.amd        ? ""
+                          : v.eagerCopies ? ", cp.async eager"
+                                          : ", cp.async lazy")
+                      << ":\n"
+                      << err;
+    }
+  }
+  const double s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  std::printf("  %-7s %s: %d shape(s) x 2, %.2f s\n", kern.target, kern.name,
+              kern.nRuns, s);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, Emulated, ::testing::Range(0, kNumKernels),
+                         [](const ::testing::TestParamInfo<int> &info) {
+                           return std::string(kKernels[info.param].target) +
+                                  "_" + kKernels[info.param].name;
+                         });
+
+/// cases.def is meant to cover these per vendor; trimming it must not drop
+/// one silently.
+TEST(EmulatedCoverage, EachVendorCoversTheCombinations) {
+  for (bool amd : {false, true}) {
+    std::set<std::string> layouts, types;
+    std::set<int> vecs[3], stages;
+    bool tiny = false, swizzled = false, padded = false, multiWarp = false;
+    bool noChecks = false, allChecks = false;
+    for (const EmuKernel &k : kKernels) {
+      if (k.amd != amd)
+        continue;
+      layouts.insert(std::string(k.transA ? "t" : "n") +
+                     (k.transB ? "t" : "n"));
+      types.insert(std::string(kgen::toString(k.ab)) + "->" +
+                   std::string(kgen::toString(k.c)));
+      vecs[0].insert(k.vecA);
+      vecs[1].insert(k.vecB);
+      vecs[2].insert(k.vecC);
+      stages.insert(k.stages);
+      (k.swizzle ? swizzled : padded) = true;
+      multiWarp |= k.warps > 1;
+      noChecks |= !k.checkM && !k.checkN && !k.checkK;
+      allChecks |= k.checkM && k.checkN && k.checkK;
+      for (int r = 0; r < k.nRuns; ++r)
+        tiny |= k.runs[r].m == 1 && k.runs[r].n == 1 && k.runs[r].k == 1;
+    }
+    const char *vendor = amd ? "AMD" : "NVIDIA";
+    EXPECT_EQ(layouts.size(), 4u) << vendor;
+    EXPECT_EQ(types.size(), 6u) << vendor; // {bf16, f16} x {bf16, f16, f32}
+    for (auto &v : vecs)
+      EXPECT_EQ(v, (std::set<int>{1, 2, 4, 8})) << vendor;
+    EXPECT_TRUE(tiny) << vendor << ": no 1x1x1 run";
+    for (int st : {2, 3, 4})
+      EXPECT_TRUE(stages.count(st))
+          << vendor << ": no kernel of " << st << " stages";
+    EXPECT_TRUE(swizzled && padded) << vendor;
+    EXPECT_TRUE(multiWarp) << vendor;
+    EXPECT_TRUE(noChecks && allChecks) << vendor;
+  }
+}
+
+} // namespace
