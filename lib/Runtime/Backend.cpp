@@ -40,6 +40,20 @@ void bindOrThrow(void *lib, const char *libName, const char *name, Fn &fn) {
                 " (the GPU driver is older than kgen supports; update it)");
 }
 
+/// For entry points only timing needs: a driver without them still runs
+/// kernels; the call that needs one reports it (see need()).
+template <typename Fn> void bindOptional(void *lib, const char *name, Fn &fn) {
+  fn = reinterpret_cast<Fn>(::dlsym(lib, name));
+}
+
+template <typename Fn> Fn need(Fn fn, const char *name) {
+  if (!fn)
+    throw Error(std::string("the GPU driver has no ") + name +
+                ", which timing kernels (graph replay) needs; update the "
+                "driver");
+  return fn;
+}
+
 /// The device ordinal from $KGEN_DEVICE (default 0).
 int deviceOrdinal() {
   const char *s = envOrNull("KGEN_DEVICE");
@@ -102,6 +116,22 @@ struct CudaApi {
   int (*memcpyDtoH)(void *, Ptr, size_t);
   int (*getErrorName)(int, const char **);
   int (*getErrorString)(int, const char **);
+  // Timing.
+  int (*streamCreate)(void **, unsigned);
+  int (*streamDestroy)(void *);
+  int (*streamSynchronize)(void *);
+  int (*eventCreate)(void **, unsigned);
+  int (*eventRecord)(void *, void *);
+  int (*eventSynchronize)(void *);
+  int (*eventElapsedTime)(float *, void *, void *);
+  int (*eventDestroy)(void *);
+  int (*memsetD8Async)(Ptr, unsigned char, size_t, void *);
+  int (*streamBeginCapture)(void *, int);
+  int (*streamEndCapture)(void *, void **);
+  int (*graphInstantiate)(void **, void *, unsigned long long);
+  int (*graphLaunch)(void *, void *);
+  int (*graphExecDestroy)(void *);
+  int (*graphDestroy)(void *);
 };
 
 // Values from cuda.h.
@@ -111,6 +141,9 @@ constexpr int kCuAttrMultiprocessorCount = 16;
 constexpr int kCuAttrComputeCapabilityMajor = 75;
 constexpr int kCuAttrComputeCapabilityMinor = 76;
 constexpr int kCuAttrMaxSharedMemoryPerBlockOptin = 97;
+constexpr int kCuAttrL2CacheSize = 38;
+constexpr unsigned kCuStreamNonBlocking = 1;
+constexpr int kCuStreamCaptureModeThreadLocal = 1;
 constexpr int kCuFuncAttrMaxDynamicSharedSizeBytes = 8;
 constexpr unsigned kDefaultSharedLimit = 48 * 1024;
 
@@ -140,6 +173,25 @@ public:
     bindOrThrow(lib, L, "cuMemFree_v2", api_.memFree);
     bindOrThrow(lib, L, "cuMemcpyHtoD_v2", api_.memcpyHtoD);
     bindOrThrow(lib, L, "cuMemcpyDtoH_v2", api_.memcpyDtoH);
+    bindOrThrow(lib, L, "cuStreamCreate", api_.streamCreate);
+    bindOrThrow(lib, L, "cuStreamDestroy_v2", api_.streamDestroy);
+    bindOrThrow(lib, L, "cuStreamSynchronize", api_.streamSynchronize);
+    bindOrThrow(lib, L, "cuEventCreate", api_.eventCreate);
+    bindOrThrow(lib, L, "cuEventRecord", api_.eventRecord);
+    bindOrThrow(lib, L, "cuEventSynchronize", api_.eventSynchronize);
+    bindOrThrow(lib, L, "cuEventDestroy_v2", api_.eventDestroy);
+    bindOrThrow(lib, L, "cuMemsetD8Async", api_.memsetD8Async);
+    // The plain name is in every driver; CUDA 12.8 headers map it to _v2,
+    // which a future driver might keep alone.
+    bindOptional(lib, "cuEventElapsedTime", api_.eventElapsedTime);
+    if (!api_.eventElapsedTime)
+      bindOrThrow(lib, L, "cuEventElapsedTime_v2", api_.eventElapsedTime);
+    bindOptional(lib, "cuStreamBeginCapture_v2", api_.streamBeginCapture);
+    bindOptional(lib, "cuStreamEndCapture", api_.streamEndCapture);
+    bindOptional(lib, "cuGraphInstantiateWithFlags", api_.graphInstantiate);
+    bindOptional(lib, "cuGraphLaunch", api_.graphLaunch);
+    bindOptional(lib, "cuGraphExecDestroy", api_.graphExecDestroy);
+    bindOptional(lib, "cuGraphDestroy", api_.graphDestroy);
 
     check(api_.init(0), "cuInit", "initializing the CUDA driver");
     int count = 0;
@@ -166,6 +218,10 @@ public:
     check(api_.deviceGetAttribute(&maxSmemOptin_,
                                   kCuAttrMaxSharedMemoryPerBlockOptin, device_),
           "cuDeviceGetAttribute", "shared memory opt-in limit");
+    int l2 = 0;
+    if (api_.deviceGetAttribute(&l2, kCuAttrL2CacheSize, device_) == 0 &&
+        l2 > 0)
+      l2Bytes_ = size_t(l2);
     int v = 0;
     check(api_.driverGetVersion(&v), "cuDriverGetVersion", "driver version");
     driver_ = std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
@@ -290,6 +346,100 @@ public:
           "waiting for the device (an earlier kernel may have failed)");
   }
 
+  size_t l2Bytes() const override { return l2Bytes_; }
+
+  void *createStream() override {
+    bind();
+    void *s = nullptr;
+    check(api_.streamCreate(&s, kCuStreamNonBlocking), "cuStreamCreate",
+          "creating a stream");
+    return s;
+  }
+  void destroyStream(void *stream) override {
+    bind();
+    check(api_.streamDestroy(stream), "cuStreamDestroy",
+          "destroying stream " + hex(stream));
+  }
+  void synchronizeStream(void *stream) override {
+    bind();
+    check(api_.streamSynchronize(stream), "cuStreamSynchronize",
+          "waiting for stream " + hex(stream) +
+              " (an earlier kernel may have failed)");
+  }
+
+  Event createEvent() override {
+    bind();
+    void *e = nullptr;
+    check(api_.eventCreate(&e, 0), "cuEventCreate", "creating an event");
+    return e;
+  }
+  void recordEvent(Event e, void *stream) override {
+    bind();
+    check(api_.eventRecord(e, stream), "cuEventRecord",
+          "recording an event on stream " + hex(stream));
+  }
+  void synchronizeEvent(Event e) override {
+    bind();
+    check(api_.eventSynchronize(e), "cuEventSynchronize",
+          "waiting for an event (an earlier kernel may have failed)");
+  }
+  float elapsedMs(Event start, Event end) override {
+    bind();
+    float ms = 0;
+    check(api_.eventElapsedTime(&ms, start, end), "cuEventElapsedTime",
+          "reading the time between two events");
+    return ms;
+  }
+  void destroyEvent(Event e) override {
+    bind();
+    check(api_.eventDestroy(e), "cuEventDestroy", "destroying an event");
+  }
+
+  void beginCapture(void *stream) override {
+    bind();
+    check(need(api_.streamBeginCapture, "cuStreamBeginCapture_v2")(
+              stream, kCuStreamCaptureModeThreadLocal),
+          "cuStreamBeginCapture",
+          "starting a capture on stream " + hex(stream));
+  }
+  GraphExec endCapture(void *stream) override {
+    bind();
+    // End the capture first: a stream left capturing breaks later calls.
+    void *graph = nullptr;
+    int rc = need(api_.streamEndCapture, "cuStreamEndCapture")(stream, &graph);
+    auto instantiate =
+        need(api_.graphInstantiate, "cuGraphInstantiateWithFlags");
+    auto destroy = need(api_.graphDestroy, "cuGraphDestroy");
+    if (rc != 0 && graph)
+      destroy(graph);
+    check(rc, "cuStreamEndCapture",
+          "ending the capture on stream " + hex(stream));
+    void *exec = nullptr;
+    rc = instantiate(&exec, graph, 0);
+    destroy(graph);
+    check(rc, "cuGraphInstantiateWithFlags", "instantiating a captured graph");
+    return exec;
+  }
+  void launchGraph(GraphExec g, void *stream) override {
+    bind();
+    check(need(api_.graphLaunch, "cuGraphLaunch")(g, stream), "cuGraphLaunch",
+          "replaying a graph on stream " + hex(stream));
+  }
+  void destroyGraph(GraphExec g) override {
+    bind();
+    check(need(api_.graphExecDestroy, "cuGraphExecDestroy")(g),
+          "cuGraphExecDestroy", "destroying a graph");
+  }
+
+  void memsetAsync(void *p, unsigned char value, size_t bytes,
+                   void *stream) override {
+    bind();
+    check(api_.memsetD8Async(reinterpret_cast<CudaApi::Ptr>(p), value, bytes,
+                             stream),
+          "cuMemsetD8Async",
+          "setting " + std::to_string(bytes) + " bytes at " + hex(p));
+  }
+
 private:
   /// The caller's thread may not have our context current (a new thread, or
   /// one PyTorch switched): make it current before every call.
@@ -332,6 +482,7 @@ private:
   std::string name_, arch_, driver_;
   Target target_ = Target::SM80;
   int sms_ = 0, maxSmemOptin_ = 0;
+  size_t l2Bytes_ = 0;
   std::mutex mu_;
   std::vector<void *> modules_;
   std::unordered_map<void *, unsigned> smemLimit_;
@@ -392,11 +543,30 @@ struct HipApi {
   int (*deviceSynchronize)();
   const char *(*getErrorName)(int);
   const char *(*getErrorString)(int);
+  // Timing.
+  int (*streamCreateWithFlags)(void **, unsigned);
+  int (*streamDestroy)(void *);
+  int (*streamSynchronize)(void *);
+  int (*eventCreate)(void **);
+  int (*eventRecord)(void *, void *);
+  int (*eventSynchronize)(void *);
+  int (*eventElapsedTime)(float *, void *, void *);
+  int (*eventDestroy)(void *);
+  int (*memsetAsync)(void *, int, size_t, void *);
+  int (*streamBeginCapture)(void *, int);
+  int (*streamEndCapture)(void *, void **);
+  int (*graphInstantiate)(void **, void *, void *, char *, size_t);
+  int (*graphLaunch)(void *, void *);
+  int (*graphExecDestroy)(void *);
+  int (*graphDestroy)(void *);
 };
 
 // Values from hip_runtime_api.h; hipDeviceAttributeMultiprocessorCount is 63
 // in ROCm 5.x and 6.x alike.
 constexpr int kHipAttrMultiprocessorCount = 63;
+constexpr int kHipAttrL2CacheSize = 19;
+constexpr unsigned kHipStreamNonBlocking = 1;
+constexpr int kHipStreamCaptureModeThreadLocal = 1;
 constexpr int kHipErrorStreamCaptureImplicit = 906;
 constexpr int kHipMemcpyHostToDevice = 1;
 constexpr int kHipMemcpyDeviceToHost = 2;
@@ -447,6 +617,21 @@ public:
     bindOrThrow(lib, L, "hipFree", api_.free);
     bindOrThrow(lib, L, "hipMemcpy", api_.memcpy);
     bindOrThrow(lib, L, "hipDeviceSynchronize", api_.deviceSynchronize);
+    bindOrThrow(lib, L, "hipStreamCreateWithFlags", api_.streamCreateWithFlags);
+    bindOrThrow(lib, L, "hipStreamDestroy", api_.streamDestroy);
+    bindOrThrow(lib, L, "hipStreamSynchronize", api_.streamSynchronize);
+    bindOrThrow(lib, L, "hipEventCreate", api_.eventCreate);
+    bindOrThrow(lib, L, "hipEventRecord", api_.eventRecord);
+    bindOrThrow(lib, L, "hipEventSynchronize", api_.eventSynchronize);
+    bindOrThrow(lib, L, "hipEventElapsedTime", api_.eventElapsedTime);
+    bindOrThrow(lib, L, "hipEventDestroy", api_.eventDestroy);
+    bindOrThrow(lib, L, "hipMemsetAsync", api_.memsetAsync);
+    bindOptional(lib, "hipStreamBeginCapture", api_.streamBeginCapture);
+    bindOptional(lib, "hipStreamEndCapture", api_.streamEndCapture);
+    bindOptional(lib, "hipGraphInstantiate", api_.graphInstantiate);
+    bindOptional(lib, "hipGraphLaunch", api_.graphLaunch);
+    bindOptional(lib, "hipGraphExecDestroy", api_.graphExecDestroy);
+    bindOptional(lib, "hipGraphDestroy", api_.graphDestroy);
     // ROCm 6 exports the new layout under its own name; prefer it.
     api_.getDeviceProperties = reinterpret_cast<int (*)(void *, int)>(
         ::dlsym(lib, "hipGetDevicePropertiesR0600"));
@@ -466,6 +651,10 @@ public:
     name_ = name;
     check(api_.deviceGetAttribute(&cus_, kHipAttrMultiprocessorCount, ordinal_),
           "hipDeviceGetAttribute", "compute unit count");
+    int l2 = 0;
+    if (api_.deviceGetAttribute(&l2, kHipAttrL2CacheSize, ordinal_) == 0 &&
+        l2 > 0)
+      l2Bytes_ = size_t(l2);
     std::vector<char> props(16384, '\0');
     check(api_.getDeviceProperties(props.data(), ordinal_),
           "hipGetDeviceProperties", "device properties");
@@ -567,6 +756,97 @@ public:
           "waiting for the device (an earlier kernel may have failed)");
   }
 
+  size_t l2Bytes() const override { return l2Bytes_; }
+
+  void *createStream() override {
+    bind();
+    void *s = nullptr;
+    check(api_.streamCreateWithFlags(&s, kHipStreamNonBlocking),
+          "hipStreamCreateWithFlags", "creating a stream");
+    return s;
+  }
+  void destroyStream(void *stream) override {
+    bind();
+    check(api_.streamDestroy(stream), "hipStreamDestroy",
+          "destroying stream " + hex(stream));
+  }
+  void synchronizeStream(void *stream) override {
+    bind();
+    check(api_.streamSynchronize(stream), "hipStreamSynchronize",
+          "waiting for stream " + hex(stream) +
+              " (an earlier kernel may have failed)");
+  }
+
+  Event createEvent() override {
+    bind();
+    void *e = nullptr;
+    check(api_.eventCreate(&e), "hipEventCreate", "creating an event");
+    return e;
+  }
+  void recordEvent(Event e, void *stream) override {
+    bind();
+    check(api_.eventRecord(e, stream), "hipEventRecord",
+          "recording an event on stream " + hex(stream));
+  }
+  void synchronizeEvent(Event e) override {
+    bind();
+    check(api_.eventSynchronize(e), "hipEventSynchronize",
+          "waiting for an event (an earlier kernel may have failed)");
+  }
+  float elapsedMs(Event start, Event end) override {
+    bind();
+    float ms = 0;
+    check(api_.eventElapsedTime(&ms, start, end), "hipEventElapsedTime",
+          "reading the time between two events");
+    return ms;
+  }
+  void destroyEvent(Event e) override {
+    bind();
+    check(api_.eventDestroy(e), "hipEventDestroy", "destroying an event");
+  }
+
+  void beginCapture(void *stream) override {
+    bind();
+    check(need(api_.streamBeginCapture, "hipStreamBeginCapture")(
+              stream, kHipStreamCaptureModeThreadLocal),
+          "hipStreamBeginCapture",
+          "starting a capture on stream " + hex(stream));
+  }
+  GraphExec endCapture(void *stream) override {
+    bind();
+    // End the capture first: a stream left capturing breaks later calls.
+    void *graph = nullptr;
+    int rc = need(api_.streamEndCapture, "hipStreamEndCapture")(stream, &graph);
+    auto instantiate = need(api_.graphInstantiate, "hipGraphInstantiate");
+    auto destroy = need(api_.graphDestroy, "hipGraphDestroy");
+    if (rc != 0 && graph)
+      destroy(graph);
+    check(rc, "hipStreamEndCapture",
+          "ending the capture on stream " + hex(stream));
+    void *exec = nullptr;
+    rc = instantiate(&exec, graph, nullptr, nullptr, 0);
+    destroy(graph);
+    check(rc, "hipGraphInstantiate", "instantiating a captured graph");
+    return exec;
+  }
+  void launchGraph(GraphExec g, void *stream) override {
+    bind();
+    check(need(api_.graphLaunch, "hipGraphLaunch")(g, stream), "hipGraphLaunch",
+          "replaying a graph on stream " + hex(stream));
+  }
+  void destroyGraph(GraphExec g) override {
+    bind();
+    check(need(api_.graphExecDestroy, "hipGraphExecDestroy")(g),
+          "hipGraphExecDestroy", "destroying a graph");
+  }
+
+  void memsetAsync(void *p, unsigned char value, size_t bytes,
+                   void *stream) override {
+    bind();
+    check(api_.memsetAsync(p, value, bytes, stream), "hipMemsetAsync",
+          "setting " + std::to_string(bytes) + " bytes at " + hex(p));
+  }
+
 private:
   /// HIP's current device is per thread: select ours before every call.
   void bind() {
@@ -591,6 +871,7 @@ private:
   std::string name_, arch_, driver_;
   Target target_ = Target::GFX90A;
   int cus_ = 0;
+  size_t l2Bytes_ = 0;
   std::mutex mu_;
   std::vector<void *> modules_;
 };

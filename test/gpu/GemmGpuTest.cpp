@@ -1,7 +1,9 @@
 //===- GemmGpuTest.cpp - GEMM results on the GPU against a reference ------===//
 //
 // Every case fills A, B (and C) with fixed-seed uniform values in [-1, 1],
-// runs a plain reference kernel, then kgen, and compares on the host:
+// runs the plain reference kernel (templates/gemm/reference.h, emitted for
+// the case's dtypes and layout, the one the tuner checks candidates
+// against), then kgen, and compares on the host:
 //
 //   ref    op(A)*op(B) accumulated in double from the exact bf16/f16 inputs
 //          (products of 16-bit floats are exact; the double sum is exact to
@@ -28,6 +30,8 @@
 
 #include "kgen/Codegen/Candidates.h"
 #include "kgen/Codegen/Emitter.h"
+#include "kgen/Codegen/Reference.h"
+#include "kgen/Runtime/Tuner.h"
 #include "kgen/kgen.h"
 
 #include <gtest/gtest.h>
@@ -52,189 +56,9 @@ using namespace kgen;
 
 namespace {
 
-//===----------------------------------------------------------------------===//
-// Device helpers: a fill and the reference, compiled through kgen's compiler
-//===----------------------------------------------------------------------===//
-
-/// Written out here, sharing no code with kgen's templates (the reference
-/// must not inherit a bug from the prelude's conversions).
-const char *kHelperSource = R"hip(
-#include <hip/hip_runtime.h>
-
-#if defined(__HIP_PLATFORM_AMD__) || defined(__AMDGCN__) || defined(__HIPCC_RTC__)
-#define TEST_AMD 1
-#else
-#define TEST_AMD 0
-#endif
-
-typedef unsigned short u16;
-typedef unsigned int u32;
-typedef unsigned long long u64;
-
-enum { kBf16 = 0, kF16 = 1, kF32 = 2 };
-
-__device__ float fromBits(u32 u) { return __builtin_bit_cast(float, u); }
-
-/// Exact: every f16 is an fp32.
-__device__ float decodeF16(u16 h) {
-  u32 sign = u32(h >> 15) << 31, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
-  if (exp == 0) { // subnormal: man * 2^-24
-    float v = float(man) * 5.9604644775390625e-08f;
-    return sign ? -v : v;
-  }
-  if (exp == 31)
-    return fromBits(sign | 0x7f800000u | (man << 13));
-  return fromBits(sign | ((exp + 112u) << 23) | (man << 13));
-}
-
-__device__ float load(const void *p, long long i, int type) {
-  if (type == kF32)
-    return ((const float *)p)[i];
-  u16 h = ((const u16 *)p)[i];
-  return type == kBf16 ? fromBits(u32(h) << 16) : decodeF16(h);
-}
-
-/// fp32 -> bf16 / f16, round to nearest even.
-__device__ u16 roundBf16(float f) {
-#if TEST_AMD
-  u32 u = __builtin_bit_cast(u32, f);
-  if ((u & 0x7fffffffu) > 0x7f800000u)
-    return u16((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return u16(u >> 16);
-#else
-  u16 h;
-  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
-  return h;
-#endif
-}
-
-__device__ u16 roundF16(float f) {
-#if TEST_AMD
-  return __builtin_bit_cast(u16, (_Float16)f);
-#else
-  u16 h;
-  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
-  return h;
-#endif
-}
-
-__device__ void store(void *p, long long i, int type, float v) {
-  if (type == kF32)
-    ((float *)p)[i] = v;
-  else
-    ((u16 *)p)[i] = type == kBf16 ? roundBf16(v) : roundF16(v);
-}
-
-/// splitmix64's finalizer: element i of a fill is a pure function of
-/// (seed, i), so fills are reproducible and need no generator state.
-__device__ u64 mix(u64 z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-/// p[0, n) = uniform values in [-1, 1) rounded to `type`, or, with
-/// `poison`, a quiet NaN of `type`.
-extern "C" __global__ void kgen_test_fill(void *p, long long n, int type,
-                                          u64 seed, int poison) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-       i += (long long)gridDim.x * blockDim.x) {
-    if (poison) {
-      if (type == kF32)
-        ((u32 *)p)[i] = 0x7fc00000u;
-      else
-        ((u16 *)p)[i] = type == kBf16 ? 0x7fc0 : 0x7e00;
-      continue;
-    }
-    u64 r = mix(seed + 0x9e3779b97f4a7c15ull * (u64)(i + 1));
-    float u = float(r >> 40) * 5.9604644775390625e-08f; // [0, 1), step 2^-24
-    store(p, i, type, 2.0f * u - 1.0f);                 // exact, then rounded
-  }
-}
-
-/// One thread per element of C, 16x16 tiles through shared memory; each
-/// thread walks k in order, so `naive` is the plain fp32 loop.
-extern "C" __global__ void __launch_bounds__(256)
-kgen_test_reference(const void *a, const void *b, const void *c, int m, int n,
-                    int k, long long lda, long long ldb, long long ldc,
-                    int transA, int transB, int abType, int cType, float alpha,
-                    float beta, double *ref, void *naive) {
-  __shared__ float sa[16][17], sb[16][17];
-  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-  const int row0 = blockIdx.y * 16, col0 = blockIdx.x * 16;
-  double acc = 0;
-  float accf = 0;
-  for (int k0 = 0; k0 < k; k0 += 16) {
-    // sa[r][s] = op(A)[row0 + r][k0 + s], sb[s][q] = op(B)[k0 + s][col0 + q]
-    int i = row0 + ty, kk = k0 + tx;
-    sa[ty][tx] = i < m && kk < k
-                     ? load(a, transA ? (long long)kk * lda + i
-                                      : (long long)i * lda + kk, abType)
-                     : 0.0f;
-    kk = k0 + ty;
-    int j = col0 + tx;
-    sb[ty][tx] = kk < k && j < n
-                     ? load(b, transB ? (long long)j * ldb + kk
-                                      : (long long)kk * ldb + j, abType)
-                     : 0.0f;
-    __syncthreads();
-    const int steps = k - k0 < 16 ? k - k0 : 16;
-    for (int s = 0; s < steps; ++s) {
-      float x = sa[ty][s], y = sb[s][tx];
-      acc += (double)x * (double)y; // the product is exact
-      accf = fmaf(x, y, accf);      // exact product too: one rounding a step
-    }
-    __syncthreads();
-  }
-  const int i = row0 + ty, j = col0 + tx;
-  if (i >= m || j >= n)
-    return;
-  // C holds NaN when beta == 0: it must not be read.
-  float cf = beta != 0.0f ? load(c, (long long)i * ldc + j, cType) : 0.0f;
-  ref[(long long)i * n + j] = (double)alpha * acc + (double)beta * (double)cf;
-  store(naive, (long long)i * n + j, cType, alpha * accf + beta * cf);
-}
-)hip";
-
-int typeCode(DType t) { return t == DType::BF16 ? 0 : t == DType::F16 ? 1 : 2; }
-
-//===----------------------------------------------------------------------===//
-// Host side of the numbers
-//===----------------------------------------------------------------------===//
-
+/// Element i of a downloaded buffer of `t` values.
 double decode(DType t, const std::vector<char> &buf, size_t i) {
-  if (t == DType::F32) {
-    float f;
-    std::memcpy(&f, buf.data() + 4 * i, 4);
-    return f;
-  }
-  uint16_t h;
-  std::memcpy(&h, buf.data() + 2 * i, 2);
-  if (t == DType::BF16) {
-    uint32_t u = uint32_t(h) << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-  }
-  int sign = h >> 15, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
-  double v = exp == 0    ? std::ldexp(double(man), -24)
-             : exp == 31 ? (man ? NAN : INFINITY)
-                         : std::ldexp(double(1024 + man), exp - 25);
-  return sign ? -v : v;
-}
-
-/// Half the spacing of `t`'s values at magnitude `x`.
-double halfUlp(DType t, double x) {
-  int bits = t == DType::BF16 ? 8 : t == DType::F16 ? 11 : 24;
-  if (x == 0)
-    return 0;
-  int e;
-  std::frexp(x, &e); // x = f * 2^e, f in [0.5, 1)
-  double ulp = std::ldexp(1.0, e - bits);
-  if (t == DType::F16)
-    ulp = std::max(ulp, std::ldexp(1.0, -24)); // subnormal spacing
-  return ulp / 2;
+  return decodeElement(t, buf.data(), i);
 }
 
 //===----------------------------------------------------------------------===//
@@ -524,21 +348,37 @@ std::vector<Case> explicitCases(Target t) {
 struct Gpu {
   std::unique_ptr<Runtime> rt;
   std::string whyNot; ///< set when there is no GPU
-  Backend::Function fill = nullptr, reference = nullptr;
+  /// Any reference module: they all hold the same fill kernel.
+  std::unique_ptr<GemmReference> filler;
+  /// The reference of each dtype x layout, by its kernel name.
+  std::map<std::string, std::unique_ptr<GemmReference>> references;
 
   static Gpu &get() {
     static Gpu g;
     return g;
   }
 
-  /// Compiles the kernels `cases` will run in parallel threads before they
-  /// run (a cold cache would otherwise spend most of the test compiling one
-  /// kernel at a time). Errors are left for the case to report.
+  /// The reference for a case's dtypes and layout (built on first use).
+  const GemmReference &reference(const GemmProblem &p) {
+    std::unique_ptr<GemmReference> &r = references[gemmReferenceName(p)];
+    if (!r)
+      r = std::make_unique<GemmReference>(*rt, p);
+    return *r;
+  }
+
+  /// Compiles the kernels `cases` will run, and their references, in
+  /// parallel threads before they run (a cold cache would otherwise spend
+  /// most of the test compiling one kernel at a time). Errors are left for
+  /// the case to report.
   void prewarm(const std::vector<Case> &cases) {
     Target t = rt->target();
     std::vector<std::pair<GemmProblem, GemmConfig>> jobs;
+    std::vector<GemmProblem> refJobs;
     std::set<std::string> names;
     for (const Case &c : cases) {
+      std::string ref = gemmReferenceName(c.problem());
+      if (!references.count(ref) && names.insert(ref).second)
+        refJobs.push_back(c.problem());
       try {
         auto job = plannedKernel(c, t);
         if (names.insert(gemmKernelName(job.first, job.second, t)).second)
@@ -546,13 +386,20 @@ struct Gpu {
       } catch (const Error &) {
       }
     }
+    std::vector<std::unique_ptr<GemmReference>> built(refJobs.size());
     unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
     auto t0 = std::chrono::steady_clock::now();
-    std::atomic<size_t> next{0};
+    std::atomic<size_t> next{0}, nextRef{0};
     std::atomic<int> hits{0}, failed{0};
     std::vector<std::thread> pool;
     for (unsigned i = 0; i < threads; ++i)
       pool.emplace_back([&] {
+        for (size_t j; (j = nextRef++) < refJobs.size();) {
+          try {
+            built[j] = std::make_unique<GemmReference>(*rt, refJobs[j]);
+          } catch (const std::exception &) {
+          }
+        }
         for (size_t j; (j = next++) < jobs.size();) {
           try {
             hits += rt->compile(jobs[j].first, jobs[j].second)->cacheHit;
@@ -563,10 +410,14 @@ struct Gpu {
       });
     for (std::thread &th : pool)
       th.join();
+    for (std::unique_ptr<GemmReference> &r : built)
+      if (r)
+        references[r->name()] = std::move(r);
     std::printf(
-        "[ gpu      ] %zu kernels for %zu cases ready in %.1f s "
-        "(%d from the disk cache, %d failed to build; %u threads)\n",
-        jobs.size(), cases.size(),
+        "[ gpu      ] %zu kernels and %zu references for %zu cases ready in "
+        "%.1f s (%d kernels from the disk cache, %d failed to build; %u "
+        "threads)\n",
+        jobs.size(), refJobs.size(), cases.size(),
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
             .count(),
         hits.load(), failed.load(), threads);
@@ -583,18 +434,8 @@ private:
                 rt->backend()->deviceName().c_str(),
                 rt->backend()->archName().c_str(),
                 std::string(toString(rt->target())).c_str());
-    compileHelpers();
-  }
-
-  void compileHelpers() {
-    KernelSource ks;
-    ks.name = "kgen_test_helpers";
-    ks.source = kHelperSource;
-    ks.target = rt->target();
-    std::string bin = rt->compiler(targetInfo(ks.target).vendor).compile(ks);
-    Backend::Module mod = rt->backend()->loadModule(bin);
-    fill = rt->backend()->getFunction(mod, "kgen_test_fill");
-    reference = rt->backend()->getFunction(mod, "kgen_test_reference");
+    // Also opens the compiler before prewarm's threads share it.
+    filler = std::make_unique<GemmReference>(*rt, GemmProblem{});
   }
 };
 
@@ -692,14 +533,7 @@ const auto *kPrintWorstRatios =
 
 void launchFill(Gpu &g, void *p, int64_t n, DType t, uint64_t seed,
                 bool poison) {
-  long long count = n;
-  int type = typeCode(t), poisonFlag = poison;
-  unsigned long long s = seed;
-  void *params[] = {&p, &count, &type, &s, &poisonFlag};
-  LaunchDims d{{unsigned(std::min<int64_t>((n + 255) / 256, 2048)), 1, 1},
-               {256, 1, 1},
-               0};
-  g.rt->backend()->launch(g.fill, d, params, nullptr);
+  g.filler->fill(p, n, t, seed, poison);
 }
 
 uint64_t seedOf(const std::string &s) { // FNV-1a: a fresh stream per case
@@ -722,7 +556,7 @@ bool runCase(const Case &c) {
   std::array<Operand, 3> ops = operands(c);
   Buffer A(be, ops[0].elems * ops[0].elem), B(be, ops[1].elems * ops[1].elem),
       C(be, ops[2].elems * ops[2].elem);
-  const int64_t M = c.runM(), N = c.n, K = c.k;
+  const int64_t M = c.runM(), N = c.n;
   Buffer ref(be, M * N * sizeof(double)), naive(be, M * N * sizeOf(c.c));
   char *base[3] = {A.p, B.p, C.p};
   GemmArgs args = argsFor(c, ops, base);
@@ -733,20 +567,11 @@ bool runCase(const Case &c) {
   launchFill(g, C.p, ops[2].elems, c.c, seed + 3, c.beta == 0);
 
   {
-    const void *a = args.a, *b = args.b, *cc = args.c;
-    int m = int(M), n = int(N), k = int(K);
-    long long lda = ops[0].ld, ldb = ops[1].ld, ldc = ops[2].ld;
-    int ta = c.layout[0] == 't', tb = c.layout[1] == 't';
-    int abType = typeCode(c.ab), cType = typeCode(c.c);
-    float alpha = c.alpha, beta = c.beta;
-    double *r = reinterpret_cast<double *>(ref.p);
-    void *nv = naive.p;
-    void *params[] = {&a,     &b,     &cc,   &m,  &n,  &k,
-                      &lda,   &ldb,   &ldc,  &ta, &tb, &abType,
-                      &cType, &alpha, &beta, &r,  &nv};
-    LaunchDims d{
-        {unsigned((N + 15) / 16), unsigned((M + 15) / 16), 1}, {256, 1, 1}, 0};
-    be->launch(g.reference, d, params, nullptr);
+    GemmArgs r = args; // the call's pointers, M, alpha and beta
+    r.lda = ops[0].ld;
+    r.ldb = ops[1].ld;
+    r.ldc = ops[2].ld;
+    g.reference(c.problem()).run(r, reinterpret_cast<double *>(ref.p), naive.p);
   }
   be->synchronize();
   std::vector<char> before = C.download();

@@ -42,6 +42,44 @@ public:
   virtual void copyToDevice(void *dst, const void *src, size_t bytes) = 0;
   virtual void copyToHost(void *dst, const void *src, size_t bytes) = 0;
   virtual void synchronize() = 0;
+
+  // Streams, events, graphs and memset: what timing kernels needs (the
+  // tuner). Handles are the vendor's (CUstream, CUevent, CUgraphExec /
+  // hip*); every call throws kgen::Error naming the call on failure.
+
+  /// Bytes of L2 cache; 0 when the driver does not say.
+  virtual size_t l2Bytes() const = 0;
+
+  /// A new stream that does not synchronize with the legacy default stream.
+  virtual void *createStream() = 0;
+  virtual void destroyStream(void *stream) = 0;
+  /// Waits for the work queued on `stream`.
+  virtual void synchronizeStream(void *stream) = 0;
+
+  using Event = void *;
+  /// An event that records time.
+  virtual Event createEvent() = 0;
+  virtual void recordEvent(Event e, void *stream) = 0;
+  virtual void synchronizeEvent(Event e) = 0;
+  /// Milliseconds from `start` to `end`, both recorded and completed.
+  virtual float elapsedMs(Event start, Event end) = 0;
+  virtual void destroyEvent(Event e) = 0;
+
+  using GraphExec = void *;
+  /// Starts capturing the work queued on `stream` into a graph. The mode is
+  /// thread-local: other threads may keep loading modules meanwhile.
+  virtual void beginCapture(void *stream) = 0;
+  /// Ends the capture and instantiates what was captured; the graph itself
+  /// is destroyed, the executable stays until destroyGraph. A capture that
+  /// failed (an invalid call while capturing) still ends, then throws.
+  virtual GraphExec endCapture(void *stream) = 0;
+  /// Replays `g` on `stream`.
+  virtual void launchGraph(GraphExec g, void *stream) = 0;
+  virtual void destroyGraph(GraphExec g) = 0;
+
+  /// Sets `bytes` bytes at `p` to `value`, ordered on `stream`.
+  virtual void memsetAsync(void *p, unsigned char value, size_t bytes,
+                           void *stream) = 0;
 };
 
 /// Opens the first GPU runtime that has a device: `prefer` first when given,

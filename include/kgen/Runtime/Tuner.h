@@ -1,0 +1,264 @@
+//===- Tuner.h - Measure candidates, keep the fastest -----------*- C++ -*-===//
+//
+// What `kgen tune` does for one GEMM problem, on the runtime's GPU:
+//
+//   1. candidates: enumerateConfigs for the problem as the runtime resolves
+//      it for packed buffers (tuningProblem), compiled in parallel on every
+//      core through the disk cache, while the GPU works on earlier ones;
+//   2. check: each candidate runs once on random inputs with C poisoned
+//      (NaN) and is compared with the plain reference under the tolerance
+//      rule of kgen/Codegen/Reference.h; a failing one is reported with its
+//      error and excluded;
+//   3. timing, serial on one stream: warm-up, inputs rotated over sets that
+//      together exceed twice the L2 (and 64 MB) so no run finds its inputs
+//      cached, median of per-run times over >= 50 runs and >= 30 ms, and
+//      graph replay for kernels under 20 us, where launch overhead would
+//      otherwise be measured;
+//   4. the winner as a TuningRecord, with the runner-up's time and the time
+//      of the dispatcher's heuristic default (measured like the others).
+//
+// Also here, as plain functions the unit tests cover without a GPU: the
+// device key the dispatcher looks records up under, the resume planning and
+// the save-after-every-problem loop of `kgen tune`, the ranking, and the
+// timing statistics.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KGEN_RUNTIME_TUNER_H
+#define KGEN_RUNTIME_TUNER_H
+
+#include "kgen/Codegen/Reference.h"
+#include "kgen/kgen.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kgen {
+
+//===----------------------------------------------------------------------===//
+// Keys and figures
+//===----------------------------------------------------------------------===//
+
+/// The key `rt`'s dispatcher looks tuning records up under (as
+/// Runtime::chooseConfig builds it): its GPU, its target, kgen's and the
+/// compiler's versions. Throws kgen::Error without a GPU.
+DeviceKey deviceKey(Runtime &rt);
+
+/// `p` as Runtime::gemm resolves it for packed buffers at device-allocation
+/// addresses (M = p.m; alignments lowered to what the extents allow, e.g.
+/// to 1 for K = 1023): the problem tune() measures and records, and so the
+/// one the dispatcher finds for such calls.
+GemmProblem tuningProblem(const GemmProblem &p);
+
+/// Bytes one call moves at least: A and B read once, C written once.
+double gemmBytes(const GemmProblem &p);
+/// TFLOP/s (2*M*N*K) and GB/s (gemmBytes) of a call taking `us`.
+double gemmTflops(const GemmProblem &p, double us);
+double gemmGbPerS(const GemmProblem &p, double us);
+
+/// How much slower `otherUs` is than `winnerUs`, in percent (12.5 means
+/// 1.125x the winner's time); 0 when either is not measured (<= 0).
+double marginPercent(double winnerUs, double otherUs);
+
+//===----------------------------------------------------------------------===//
+// Options, statistics
+//===----------------------------------------------------------------------===//
+
+struct TuneProgress {
+  size_t candidates = 0; ///< of the problem being tuned
+  size_t compiled = 0;   ///< built or failed to build
+  size_t checked = 0;    ///< ran against the reference
+  size_t timed = 0;      ///< timed after passing
+  size_t failed = 0;     ///< excluded: build, launch or check failed
+};
+
+struct TunerOptions {
+  int minRuns = 50;         ///< timed runs per candidate, at least...
+  double minMs = 30;        ///< ...and this much measured time
+  double maxMs = 2000;      ///< stop a slow candidate here after 10 runs
+  double warmupMs = 10;     ///< untimed runs before measuring
+  double graphBelowUs = 20; ///< replay a graph for kernels faster than this
+  /// Rotated input sets total at least this many bytes, and more than
+  /// twice the device's L2.
+  size_t rotateBytes = size_t(64) << 20;
+  size_t maxSets = 256;        ///< at most this many input sets
+  unsigned compileThreads = 0; ///< 0: std::thread::hardware_concurrency()
+  uint64_t seed = 0x6b67656e;  ///< inputs are a pure function of the seed
+  /// Polled while waiting and timing; when it returns true, tune() stops
+  /// and throws TuneInterrupted.
+  std::function<bool()> stopRequested;
+  /// Called on tune()'s thread as candidates advance.
+  std::function<void(const TuneProgress &)> progress;
+};
+
+/// Thrown by Tuner::tune when TunerOptions::stopRequested said so.
+class TuneInterrupted : public Error {
+public:
+  TuneInterrupted() : Error("tuning interrupted") {}
+};
+
+/// The median (the mean of the middle two for an even count); 0 if empty.
+double median(std::vector<double> v);
+/// The run-count rule: enough when at least `minRuns` runs took at least
+/// `minMs` together, or when a slow kernel ran 10 times past `maxMs`.
+bool enoughRuns(size_t runs, double totalMs, const TunerOptions &o);
+/// How many more runs to queue before looking again, given the time per
+/// run so far (`perRunMs`, > 0): what the rule still needs, in [1, cap].
+size_t nextBatch(size_t runs, double totalMs, double perRunMs,
+                 const TunerOptions &o, size_t cap);
+/// Input sets of `setBytes` each that rotate past an L2 of `l2Bytes`
+/// (0: unknown): enough to exceed max(rotateBytes, 2 * l2Bytes), at least
+/// 1, at most maxSets.
+size_t rotationSets(size_t setBytes, size_t l2Bytes, const TunerOptions &o);
+/// Kernel launches per replayed graph for a kernel of `us`: about 100 us
+/// of work and at least 10 launches, a multiple of `sets` so every replay
+/// walks all sets.
+size_t graphLaunches(double us, size_t sets);
+
+//===----------------------------------------------------------------------===//
+// Results
+//===----------------------------------------------------------------------===//
+
+struct CandidateResult {
+  enum class Status { Timed, CompileFailed, LaunchFailed, CheckFailed };
+  GemmConfig config;
+  std::string kernel;
+  Status status = Status::Timed;
+  std::string error;      ///< why it was excluded
+  bool heuristic = false; ///< defaultConfig's choice
+  bool checked = false;   ///< `check` holds the numbers
+  ReferenceCheck check;
+  double us = 0; ///< median per call (Timed)
+  double tflops = 0, gbs = 0;
+  size_t runs = 0;     ///< timed samples (graph replays when `graph`)
+  double timedMs = 0;  ///< measured time in total
+  bool graph = false;  ///< timed by graph replay
+  size_t perGraph = 0; ///< kernel launches per replay when `graph`
+  bool ok() const { return status == Status::Timed; }
+};
+
+const char *toString(CandidateResult::Status s);
+
+/// Sorts passing candidates by time (ties keep their order) ahead of the
+/// excluded ones (in their order).
+void rankCandidates(std::vector<CandidateResult> &c);
+
+/// The winner of ranked candidates as a record for `p` (its kernel name,
+/// time, rates, the runner-up's time and the heuristic's time, 0 where not
+/// measured); none when no candidate passed.
+std::optional<TuningRecord>
+winnerRecord(const GemmProblem &p, const std::vector<CandidateResult> &ranked);
+
+struct TuneResult {
+  GemmProblem problem; ///< as tuned and recorded (tuningProblem)
+  Target target = Target::SM90A;
+  GemmConfig heuristic; ///< defaultConfig(problem, target)
+  /// Passing candidates fastest first, then the excluded ones.
+  std::vector<CandidateResult> candidates;
+  std::optional<TuningRecord> record; ///< the winner; none if none passed
+  size_t sets = 0;                    ///< rotated input sets
+  double seconds = 0;                 ///< wall time of tune()
+  /// Things the user should know (e.g. graph replay unavailable: small
+  /// kernels were timed launch by launch).
+  std::vector<std::string> notes;
+
+  const CandidateResult *winner() const;
+  const CandidateResult *runnerUp() const;
+  const CandidateResult *heuristicResult() const;
+  size_t failedCount() const;
+};
+
+//===----------------------------------------------------------------------===//
+// Resume
+//===----------------------------------------------------------------------===//
+
+/// Indices of `problems` still to tune under `key`: those without an exact
+/// record in `db` (every one with `force`), each distinct problem once, in
+/// order. Compare problems as tuningProblem gives them.
+std::vector<size_t> pendingProblems(const TuningDB &db, const DeviceKey &key,
+                                    const std::vector<GemmProblem> &problems,
+                                    bool force);
+
+/// Runs `tuneOne(i)` for each i of `pending`, in order; after each, records
+/// the winner under `key` and writes the DB at `dbPath`
+/// (TuningDB::mergeAndSave) before the next starts, so an interrupted run
+/// loses at most the problem in progress and a rerun's pendingProblems
+/// skips what is done. `done(i, result, stored)` follows each save
+/// (`stored`: the DB kept this winner; false when none passed or the DB
+/// holds a faster record). An exception from tuneOne (TuneInterrupted, a
+/// dead GPU) ends the loop and propagates; what was saved stays.
+void tuneAndRecord(
+    const std::vector<size_t> &pending, TuningDB &db, const DeviceKey &key,
+    const std::string &dbPath, const std::function<TuneResult(size_t)> &tuneOne,
+    const std::function<void(size_t, const TuneResult &, bool)> &done);
+
+//===----------------------------------------------------------------------===//
+// The reference on the GPU
+//===----------------------------------------------------------------------===//
+
+/// The plain reference of kgen/Codegen/Reference.h for `p`'s dtypes and
+/// layout, built through the runtime's compiler and disk cache and loaded on
+/// its GPU. Safe to construct from several threads once `rt`'s compiler is
+/// open (any Runtime::compile or deviceKey opens it).
+class GemmReference {
+public:
+  GemmReference(Runtime &rt, const GemmProblem &p);
+
+  const std::string &name() const { return name_; }
+  /// ref (double) and naive (C's dtype), both M x N packed, for the call
+  /// `args` of the problem: M = args.m (or the problem's), leading
+  /// dimensions 0 = packed.
+  void run(const GemmArgs &args, double *ref, void *naive,
+           void *stream = nullptr) const;
+  /// p[0, count) = uniform values in [-1, 1) of `t` from (seed, index), or
+  /// NaN with `poison`.
+  void fill(void *p, int64_t count, DType t, uint64_t seed, bool poison,
+            void *stream = nullptr) const;
+
+private:
+  Backend *be_;
+  GemmProblem p_;
+  std::string name_;
+  Backend::Function gemm_ = nullptr, fill_ = nullptr;
+};
+
+//===----------------------------------------------------------------------===//
+// The tuner
+//===----------------------------------------------------------------------===//
+
+/// Call tune and prefetch from one thread (the one that drives the GPU);
+/// the tuner's compile threads use `rt` meanwhile.
+class Tuner {
+public:
+  /// Needs `rt` with a GPU of its target (throws kgen::Error otherwise).
+  /// Starts the compile threads (TunerOptions::compileThreads); the
+  /// destructor drops queued compiles and waits for those in flight.
+  explicit Tuner(Runtime &rt, TunerOptions opts = {});
+  ~Tuner();
+  Tuner(const Tuner &) = delete;
+  Tuner &operator=(const Tuner &) = delete;
+
+  /// Checks and times every candidate of `p` (M at run time: `p.m`).
+  /// Throws TuneInterrupted when asked to stop, kgen::Error when the GPU
+  /// fails (a kernel fault leaves the context unusable).
+  TuneResult tune(const GemmProblem &p);
+  /// Starts building `p`'s candidates and reference in the background, so
+  /// they are ready when tune(p) comes (call it for the next problem before
+  /// tuning the current one).
+  void prefetch(const GemmProblem &p);
+
+  const TunerOptions &options() const;
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace kgen
+
+#endif // KGEN_RUNTIME_TUNER_H
