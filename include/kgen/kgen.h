@@ -16,6 +16,7 @@
 #include "kgen/Error.h"
 #include "kgen/Problem.h"
 #include "kgen/Runtime/Backend.h"
+#include "kgen/Runtime/Bundle.h"
 #include "kgen/Runtime/Cache.h"
 #include "kgen/Runtime/Compiler.h"
 #include "kgen/Runtime/TuningDB.h"
@@ -47,15 +48,32 @@ struct Kernel {
   std::string cacheKey;
   std::string binary;
   bool cacheHit = false;
+  bool bundled = false; ///< read from an ahead-of-time bundle
   double compileMs = 0;
   Backend::Function function = nullptr; ///< null without a GPU
 };
+
+/// When kgen measures kernels (set here or with $KGEN_TUNE).
+enum class TunePolicy {
+  Off,     ///< never time: the tuning DB's winner, else the heuristic
+  Offline, ///< as Off, and problems without a record are added to the DB's
+           ///< misses for `kgen tune --misses` (the default)
+  Online,  ///< a problem without a record is tuned on first use, then saved
+};
+
+/// $KGEN_TUNE: off | offline | online (unset: offline). Throws on others.
+TunePolicy tunePolicyFromEnv();
 
 struct RuntimeOptions {
   /// Target to compile for; empty = the GPU's, or compile-only when none.
   std::optional<Target> target;
   bool requireDevice = false; ///< throw when no GPU runtime/device is found
   CacheOptions cache = CacheOptions::fromEnv();
+  TunePolicy tune = tunePolicyFromEnv();
+  /// Ahead-of-time bundles read before any compiler is opened
+  /// ($KGEN_BUNDLE), and what a problem missing from them does
+  /// ($KGEN_BUNDLE_MISS=jit|error).
+  BundleOptions bundles = BundleOptions::fromEnv();
 };
 
 class Runtime {
@@ -67,6 +85,9 @@ public:
   Backend *backend() { return backend_.get(); }
   Target target() const { return target_; }
   DiskCache &cache() { return cache_; }
+  /// The bundles of RuntimeOptions::bundles, opened (and checked) at
+  /// construction.
+  const BundleSet &bundles() const { return bundles_; }
   /// Compiler for a vendor (opened on first use); throws when missing.
   Compiler &compiler(Vendor v);
 
@@ -97,6 +118,7 @@ private:
   std::unique_ptr<Backend> backend_;
   Target target_;
   DiskCache cache_;
+  BundleSet bundles_;
   std::unique_ptr<Compiler> compilers_[2];
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<Kernel>> loaded_; ///< by cache key
@@ -106,8 +128,14 @@ private:
   /// key in it, loaded on the first dispatch.
   std::optional<TuningDB> tuning_;
   DeviceKey tuningKey_;
+  std::string tuningPath_;
 
   GemmConfig chooseConfig(const GemmProblem &resolved);
+
+  /// The kernel of a bundle entry compiled from `src`, loaded on the GPU.
+  std::shared_ptr<Kernel> loadBundled(const BundleEntry &e,
+                                      const GemmProblem &p, const GemmConfig &c,
+                                      const KernelSource &src, Target t);
 
   std::shared_ptr<Kernel> build(const GemmProblem &p, const GemmConfig &c,
                                 Target t, void *captureStream);

@@ -13,11 +13,24 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 
 namespace kgen {
 
+TunePolicy tunePolicyFromEnv() {
+  const char *v = std::getenv("KGEN_TUNE");
+  std::string s = v ? v : "";
+  if (s.empty() || s == "offline")
+    return TunePolicy::Offline;
+  if (s == "off")
+    return TunePolicy::Off;
+  if (s == "online")
+    return TunePolicy::Online;
+  throw Error("KGEN_TUNE='" + s + "' is not one of off, offline, online");
+}
+
 Runtime::Runtime(RuntimeOptions opts)
-    : opts_(std::move(opts)), cache_(opts_.cache) {
+    : opts_(std::move(opts)), cache_(opts_.cache), bundles_(opts_.bundles) {
   std::string why;
   backend_ = openBackend(std::nullopt, &why);
   if (!backend_ && opts_.requireDevice)
@@ -55,6 +68,14 @@ std::shared_ptr<Kernel> Runtime::build(const GemmProblem &p,
   if (auto e = checkConfig(p, c, t))
     throw Error(*e);
   KernelSource src = emitGemm(p, c, t);
+  // Bundles come before the compiler: with one, a program runs without
+  // nvrtc/hiprtc. Only a binary of exactly this source is taken.
+  if (!bundles_.empty()) {
+    if (const BundleEntry *e = bundles_.findSource(src))
+      return loadBundled(*e, p, c, src, t);
+    if (bundles_.missPolicy() == BundleMiss::Error)
+      throw bundles_.missError(t, p, &c);
+  }
   // The lock guards the compiler slots and the loaded map only: compiles of
   // different kernels proceed in parallel (the cache serializes equal keys).
   std::unique_lock<std::mutex> lock(mu_);
@@ -87,7 +108,7 @@ std::shared_ptr<Kernel> Runtime::build(const GemmProblem &p,
                       " is not compiled yet and the stream is being "
                       "captured into a graph; run the call once before "
                       "capture, or load an ahead-of-time bundle "
-                      "(KGEN_CACHE_READONLY)");
+                      "(kgen bundle, KGEN_BUNDLE)");
         return cc.compile(src);
       });
   k->binary = std::move(r.binary);
@@ -99,6 +120,30 @@ std::shared_ptr<Kernel> Runtime::build(const GemmProblem &p,
   }
   lock.lock();
   return loaded_.emplace(key, k).first->second;
+}
+
+std::shared_ptr<Kernel>
+Runtime::loadBundled(const BundleEntry &e, const GemmProblem &p,
+                     const GemmConfig &c, const KernelSource &src, Target t) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = loaded_.find(e.cacheKey); it != loaded_.end())
+      return it->second;
+  }
+  auto k = std::make_shared<Kernel>();
+  k->problem = p;
+  k->config = c;
+  k->source = src;
+  k->cacheKey = e.cacheKey;
+  k->binary = bundles_.binary(e); // size and SHA-256 checked
+  k->cacheHit = true;
+  k->bundled = true;
+  if (backend_ && backend_->target() == t) {
+    Backend::Module mod = backend_->loadModule(k->binary);
+    k->function = backend_->getFunction(mod, src.name);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  return loaded_.emplace(e.cacheKey, k).first->second;
 }
 
 namespace {
@@ -205,7 +250,18 @@ std::shared_ptr<Kernel> Runtime::select(const GemmProblem &p,
   GemmProblem keyed = r;
   if (!p.staticM)
     keyed.m = p.m;
-  std::shared_ptr<Kernel> k = build(keyed, chooseConfig(r), target_, stream);
+  std::shared_ptr<Kernel> k;
+  if (const BundleEntry *e = bundles_.find(target_, r)) {
+    // The bundle's variant (its config, its alignments: at most the call's).
+    GemmProblem bp = e->problem;
+    if (!p.staticM)
+      bp.m = p.m;
+    k = build(bp, e->config, target_, stream);
+  } else if (!bundles_.empty() && bundles_.missPolicy() == BundleMiss::Error) {
+    throw bundles_.missError(target_, r);
+  } else {
+    k = build(keyed, chooseConfig(r), target_, stream);
+  }
   std::lock_guard<std::mutex> lock(mu_);
   return dispatch_.emplace(key, k).first->second;
 }
@@ -221,9 +277,9 @@ GemmConfig Runtime::chooseConfig(const GemmProblem &r) {
                   std::string(kVersion),
                   cc.name(),
                   cc.version()};
-    std::string path = defaultTuningDbPath(opts_.cache);
+    tuningPath_ = defaultTuningDbPath(opts_.cache);
     try {
-      tuning_ = path.empty() ? TuningDB() : TuningDB::load(path);
+      tuning_ = tuningPath_.empty() ? TuningDB() : TuningDB::load(tuningPath_);
     } catch (const Error &e) {
       // A broken DB must not stop the program: use the heuristic, say why.
       std::fprintf(stderr, "kgen: tuning DB ignored: %s\n", e.what());
@@ -236,7 +292,18 @@ GemmConfig Runtime::chooseConfig(const GemmProblem &r) {
   TuningDB::Match match = tuning_->lookup(tuningKey_, r);
   if (match.record && !checkConfig(r, match.record->config, target_))
     return match.record->config;
-  tuning_->noteMiss(tuningKey_, r); // kept for `kgen tune`
+  if (opts_.tune == TunePolicy::Offline && tuning_->noteMiss(tuningKey_, r) &&
+      !tuningPath_.empty()) {
+    // Persist the miss so `kgen tune --misses` can tune it later; the DB
+    // file is shared with other processes, hence merge under its lock.
+    try {
+      TuningDB miss;
+      miss.noteMiss(tuningKey_, r);
+      miss.mergeAndSave(tuningPath_);
+    } catch (const Error &e) {
+      std::fprintf(stderr, "kgen: tuning DB miss not saved: %s\n", e.what());
+    }
+  }
   return defaultConfig(r, target_);
 }
 
