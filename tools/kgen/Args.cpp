@@ -49,8 +49,9 @@ Args::Args(int argc, char **argv, int first) {
       name = name.substr(0, eq);
     } else if (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0) {
       // A value follows unless this is a known bare flag.
-      static const char *bare[] = {"json",       "inline",  "help", "all",
-                                   "candidates", "verbose", "quiet"};
+      static const char *bare[] = {"json",  "inline",     "help",
+                                   "all",   "candidates", "verbose",
+                                   "quiet", "force",      "misses"};
       bool isBare = false;
       for (const char *b : bare)
         isBare |= name == b;

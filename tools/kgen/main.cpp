@@ -10,6 +10,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "Args.h"
+#include "Commands.h"
+#include "Presets.h"
 
 #include "kgen/Codegen/Candidates.h"
 #include "kgen/Codegen/Json.h"
@@ -34,42 +36,24 @@ Commands:
             Llama-3-8B layer) for the local GPU, or sm_90a and gfx90a
   emit      print the generated HIP source of a problem
   compile   compile problems for one or more targets, through the cache
+  tune      measure every candidate of problems on this GPU and write the
+            winners to the tuning DB (resumable)
+  bundle    compile problems ahead of time into a bundle directory that a
+            host program loads with no compiler (KGEN_BUNDLE)
   cache     inspect the kernel cache: list | stats | verify | clear
   info      GPU runtimes, devices and compiler versions
 
 Run 'kgen <command> --help' for a command's options.
 Environment: KGEN_CACHE_DIR, KGEN_CACHE_READONLY, KGEN_CACHE_MAX_BYTES,
-KGEN_BACKEND (cuda|hip|none), KGEN_DEVICE, KGEN_NVRTC, KGEN_HIPRTC, KGEN_LOG.
+KGEN_BACKEND (cuda|hip|none), KGEN_DEVICE, KGEN_NVRTC, KGEN_HIPRTC, KGEN_LOG,
+KGEN_BUNDLE, KGEN_BUNDLE_MISS (jit|error), KGEN_TUNE (off|offline|online),
+KGEN_TUNING_DB.
 )";
 
 const char *kTargetHelp = R"(Target:
   --target T         sm_80 | sm_90a | gfx90a | gfx942 | native; repeat or
                      use commas for several
 )";
-
-/// The built-in job: the GEMMs of one Llama-3-8B decoder layer (hidden 4096,
-/// 32 query and 8 KV heads of 128, MLP 14336) at 532 tokens, weights stored
-/// N x K (layout nt), M taken at run time.
-std::vector<ProblemSpec> llama3Layer() {
-  struct Row {
-    const char *name;
-    int64_t n, k;
-  };
-  const Row rows[] = {{"llama3-8b.qkv_proj", 6144, 4096},
-                      {"llama3-8b.o_proj", 4096, 4096},
-                      {"llama3-8b.gate_up_proj", 28672, 4096},
-                      {"llama3-8b.down_proj", 4096, 14336}};
-  std::vector<ProblemSpec> out;
-  for (const Row &r : rows) {
-    GemmProblem p;
-    p.m = 532;
-    p.n = r.n;
-    p.k = r.k;
-    p.transB = true;
-    out.push_back({r.name, p, std::nullopt, std::nullopt});
-  }
-  return out;
-}
 
 std::string configText(const GemmConfig &c) {
   return std::to_string(c.blockM) + "x" + std::to_string(c.blockN) + "x" +
@@ -224,7 +208,7 @@ Usage: kgen run [--target T] [--candidates] [--json] [problem options]
                         "static", "align"})
     custom |= args.flag(f);
   std::vector<ProblemSpec> specs =
-      custom ? problemsFromArgs(args) : llama3Layer();
+      custom ? problemsFromArgs(args) : llama3LayerProblems();
   std::optional<GemmConfig> cfg = configFromArgs(args);
   args.finish("run");
   if (targets.empty())
@@ -469,6 +453,10 @@ int main(int argc, char **argv) {
       return cmdEmit(args);
     if (cmd == "compile")
       return cmdCompile(args);
+    if (cmd == "bundle")
+      return cmdBundle(args);
+    if (cmd == "tune")
+      return cmdTune(args);
     if (cmd == "cache")
       return cmdCache(args);
     if (cmd == "info")

@@ -1,0 +1,510 @@
+//===- Tune.cpp - kgen tune: measure the candidates, write the tuning DB --===//
+//
+// The loop is kgen::tuneAndRecord: one problem at a time, the DB saved after
+// each, so Ctrl-C or a kill loses at most the problem in progress and the
+// same command resumes (kgen::pendingProblems skips what has a record).
+// Results go to stdout; the progress bar, one line redrawn in place, to
+// stderr.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Args.h"
+#include "Commands.h"
+#include "Presets.h"
+
+#include "kgen/Codegen/Candidates.h"
+#include "kgen/Codegen/Json.h"
+#include "kgen/Runtime/Tuner.h"
+#include "kgen/kgen.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+
+#include <unistd.h>
+
+namespace kgen::cli {
+
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+const char *kTuneHelp =
+    R"(kgen tune: measure every candidate kernel, keep the fastest
+
+Usage: kgen tune [--preset NAME]... [problem options] [--misses] [--db PATH]
+                 [--force] [--json]
+  --preset NAME      a built-in problem list (repeatable):
+                       gemm-bench  the GEMM benchmark shapes (bf16, nt):
+                                   cubes 8192..1024, 532/788 x 2048 x 2048,
+                                   532x2048x16384, 4096x14336x4096,
+                                   4096x4096x14336, M = 1..256 with N = K =
+                                   4096 and 8192, 127x4099x1023
+                       llama3-8b   the GEMMs of one Llama-3-8B layer
+  --db PATH          the tuning DB to update (default: $KGEN_TUNING_DB, else
+                     tuning.json in the kernel cache directory)
+  --misses           also tune the problems programs ran without a record
+                     (noted in the DB under the default KGEN_TUNE=offline)
+  --force            retune problems the DB already has a record for
+  --json             print the results as JSON (the progress bar stays on
+                     stderr)
+
+For each problem, every candidate config is compiled (in parallel on all
+cores, through the kernel cache), checked on random inputs against a plain
+reference (one that fails is reported and excluded) and timed on the GPU, one
+at a time: warm-up, inputs rotated past the L2, the median over >= 50 runs
+and >= 30 ms, graph replay for kernels under 20 us. Each problem's winner is
+written to the DB before the next starts: an interrupted run (Ctrl-C, a
+kill) loses at most the problem in progress, and the same command resumes,
+skipping problems with a record. The dispatcher (kgen::Runtime::gemm) reads
+the DB at $KGEN_TUNING_DB or the default path.
+
+Exit status: 0 done; 1 an error (no GPU, bad options, a problem where no
+candidate passed); 130 interrupted (SIGINT), 143 terminated (SIGTERM).
+
+)";
+
+//===----------------------------------------------------------------------===//
+// Signals: the first SIGINT/SIGTERM asks the tuner to stop; a second one
+// (the default action, restored by SA_RESETHAND) ends the process at once.
+//===----------------------------------------------------------------------===//
+
+std::atomic<int> gSignal{0};
+static_assert(std::atomic<int>::is_always_lock_free,
+              "set from a signal handler");
+
+void onStopSignal(int sig) { gSignal.store(sig); }
+
+class StopSignals {
+public:
+  StopSignals() {
+    gSignal = 0;
+    struct sigaction sa = {};
+    sa.sa_handler = onStopSignal;
+    sa.sa_flags = SA_RESETHAND | SA_RESTART; // compiles in flight go on
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGINT, &sa, &oldInt_);
+    ::sigaction(SIGTERM, &sa, &oldTerm_);
+  }
+  ~StopSignals() {
+    ::sigaction(SIGINT, &oldInt_, nullptr);
+    ::sigaction(SIGTERM, &oldTerm_, nullptr);
+  }
+  static int received() { return gSignal.load(); }
+
+private:
+  struct sigaction oldInt_ = {}, oldTerm_ = {};
+};
+
+//===----------------------------------------------------------------------===//
+// Text
+//===----------------------------------------------------------------------===//
+
+std::string configText(const GemmConfig &c) {
+  return std::to_string(c.blockM) + "x" + std::to_string(c.blockN) + "x" +
+         std::to_string(c.blockK) + " w" + std::to_string(c.warpsM) + "x" +
+         std::to_string(c.warpsN) + " s" + std::to_string(c.stages) +
+         (c.smem == SmemLayout::Swizzled ? " swz" : "");
+}
+
+std::string shapeText(const GemmProblem &p) {
+  std::string s = std::to_string(p.m) + "x" + std::to_string(p.n) + "x" +
+                  std::to_string(p.k) + " " + std::string(toString(p.ab));
+  if (p.c != p.ab)
+    s += "->" + std::string(toString(p.c));
+  return s + " " + p.layoutName() + (p.staticM ? "" : " (M at run time)");
+}
+
+std::string firstLine(const std::string &s) {
+  size_t nl = s.find('\n');
+  return nl == std::string::npos ? s : s.substr(0, nl) + " ...";
+}
+
+std::string duration(double s) {
+  char buf[32];
+  if (s < 60)
+    std::snprintf(buf, sizeof(buf), "%.0fs", s);
+  else if (s < 3600)
+    std::snprintf(buf, sizeof(buf), "%dm%02ds", int(s) / 60, int(s) % 60);
+  else
+    std::snprintf(buf, sizeof(buf), "%dh%02dm", int(s) / 3600,
+                  int(s) % 3600 / 60);
+  return buf;
+}
+
+std::string fixed(double v, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", decimals, v);
+  return buf;
+}
+
+//===----------------------------------------------------------------------===//
+// The progress bar
+//===----------------------------------------------------------------------===//
+
+/// One line on stderr, redrawn at most ten times a second on a terminal;
+/// elsewhere (a log file) a line every 30 s.
+class ProgressBar {
+public:
+  ProgressBar(size_t problems, size_t candidates)
+      : tty_(::isatty(2)), problems_(problems), total_(candidates),
+        start_(Clock::now()) {}
+
+  void startProblem(size_t ordinal, const std::string &what) {
+    ordinal_ = ordinal;
+    what_ = what;
+    current_ = {};
+    draw(true);
+  }
+  void update(const TuneProgress &p) {
+    current_ = p;
+    draw(false);
+  }
+  void finishProblem(size_t candidates) {
+    done_ += candidates;
+    current_ = {};
+  }
+  /// Erases the line so results printed on stdout do not mix with it.
+  void clear() {
+    if (tty_ && shown_) {
+      std::fputs("\r\033[K", stderr);
+      std::fflush(stderr);
+      shown_ = false;
+    }
+  }
+
+private:
+  void draw(bool force) {
+    auto now = Clock::now();
+    double since = std::chrono::duration<double>(now - last_).count();
+    if (!force && since < (tty_ ? 0.1 : 30))
+      return;
+    if (!tty_ && force)
+      return; // results say when a problem ends; a log needs no more
+    last_ = now;
+    double elapsed = std::chrono::duration<double>(now - start_).count();
+    size_t done = done_ + current_.timed + current_.failed;
+    std::string eta = "--";
+    if (done > 0 && total_ > done)
+      eta = duration(elapsed / double(done) * double(total_ - done));
+    char line[512];
+    std::snprintf(line, sizeof(line),
+                  "[%zu/%zu] %s: compiled %zu/%zu, checked %zu, timed %zu, "
+                  "failed %zu | %zu/%zu candidates, %s, ETA %s",
+                  ordinal_, problems_, what_.c_str(), current_.compiled,
+                  current_.candidates, current_.checked, current_.timed,
+                  current_.failed, std::min(done, total_), total_,
+                  duration(elapsed).c_str(), eta.c_str());
+    if (tty_)
+      std::fprintf(stderr, "\r\033[K%s", line);
+    else
+      std::fprintf(stderr, "%s\n", line);
+    std::fflush(stderr);
+    shown_ = true;
+  }
+
+  bool tty_;
+  size_t problems_, total_, done_ = 0, ordinal_ = 0;
+  std::string what_;
+  TuneProgress current_;
+  Clock::time_point start_, last_;
+  bool shown_ = false;
+};
+
+//===----------------------------------------------------------------------===//
+// Results
+//===----------------------------------------------------------------------===//
+
+json candidateJson(const CandidateResult &c) {
+  json j = {{"config", toJson(c.config)},
+            {"kernel", c.kernel},
+            {"status", toString(c.status)},
+            {"heuristic", c.heuristic}};
+  if (c.ok()) {
+    j["time_us"] = c.us;
+    j["tflops"] = c.tflops;
+    j["gb_s"] = c.gbs;
+    j["runs"] = c.runs;
+    j["timed_ms"] = c.timedMs;
+    j["graph"] = c.graph;
+    if (c.graph)
+      j["launches_per_graph"] = c.perGraph;
+  } else {
+    j["error"] = c.error;
+  }
+  if (c.checked)
+    j["check"] = {{"max_err", c.check.errOurs},
+                  {"naive_err", c.check.errNaive},
+                  {"bound", c.check.bound()},
+                  {"non_finite", c.check.nonFinite}};
+  return j;
+}
+
+json resultJson(const std::string &label, const TuneResult &r, bool stored) {
+  json j = {{"label", label},
+            {"problem", toJson(r.problem)},
+            {"target", toString(r.target)},
+            {"stored", stored},
+            {"seconds", r.seconds},
+            {"input_sets", r.sets},
+            {"heuristic_config", toJson(r.heuristic)},
+            {"notes", r.notes}};
+  json cands = json::array();
+  for (const CandidateResult &c : r.candidates)
+    cands.push_back(candidateJson(c));
+  j["candidates"] = cands;
+  if (r.record) {
+    const TuningRecord &w = *r.record;
+    j["winner"] = {{"config", toJson(w.config)},
+                   {"kernel", w.kernel},
+                   {"time_us", w.timeUs},
+                   {"tflops", w.tflops},
+                   {"gb_s", w.gbs},
+                   {"runner_up_us", w.runnerUpUs},
+                   {"heuristic_us", w.heuristicUs}};
+    j["margin_runner_up_pct"] = marginPercent(w.timeUs, w.runnerUpUs);
+    j["margin_heuristic_pct"] = marginPercent(w.timeUs, w.heuristicUs);
+  } else {
+    j["winner"] = nullptr;
+  }
+  return j;
+}
+
+void printResult(size_t ordinal, size_t count, const std::string &label,
+                 const TuneResult &r, bool stored, const TuningDB &db,
+                 const DeviceKey &key) {
+  std::printf("[%zu/%zu] %s  %s  (%zu candidates, %.1f s)\n", ordinal, count,
+              label.c_str(), shapeText(r.problem).c_str(), r.candidates.size(),
+              r.seconds);
+  if (const CandidateResult *w = r.winner()) {
+    std::printf("  winner     %-22s %10.2f us %8.1f TFLOP/s %8.1f GB/s  %s\n",
+                configText(w->config).c_str(), w->us, w->tflops, w->gbs,
+                w->kernel.c_str());
+    if (const CandidateResult *u = r.runnerUp())
+      std::printf("  runner-up  %-22s %10.2f us  winner by %.1f%%\n",
+                  configText(u->config).c_str(), u->us,
+                  marginPercent(w->us, u->us));
+    else
+      std::printf("  runner-up  none passed\n");
+    const CandidateResult *h = r.heuristicResult();
+    if (h == w)
+      std::printf("  heuristic  %-22s the winner\n",
+                  configText(r.heuristic).c_str());
+    else if (h && h->ok())
+      std::printf("  heuristic  %-22s %10.2f us  winner by %.1f%%\n",
+                  configText(h->config).c_str(), h->us,
+                  marginPercent(w->us, h->us));
+    else
+      std::printf("  heuristic  %-22s not measured (%s)\n",
+                  configText(r.heuristic).c_str(),
+                  h ? toString(h->status) : "not a candidate");
+  } else {
+    std::printf("  no candidate passed: nothing recorded\n");
+  }
+  for (const CandidateResult &c : r.candidates)
+    if (!c.ok())
+      std::printf("  excluded   %-22s %s: %s\n", configText(c.config).c_str(),
+                  toString(c.status), firstLine(c.error).c_str());
+  for (const std::string &n : r.notes)
+    std::printf("  note: %s\n", n.c_str());
+  if (r.record && !stored) {
+    TuningDB::Match m = db.lookup(key, r.problem);
+    std::printf("  kept the DB's faster record (%s, %.2f us)\n",
+                m.record ? configText(m.record->config).c_str() : "?",
+                m.record ? m.record->timeUs : 0.0);
+  }
+  std::fflush(stdout);
+}
+
+/// The winners of the run, one line a problem, with their margins.
+void printSummary(const std::vector<std::pair<std::string, TuneResult>> &rows) {
+  if (rows.empty())
+    return;
+  std::printf("\n%-32s %-22s %10s %9s %9s %9s\n", "problem", "winner", "us",
+              "TFLOP/s", "vs 2nd", "vs heur.");
+  for (const auto &[label, r] : rows) {
+    if (!r.record) {
+      std::printf("%-32s %-22s\n", label.c_str(), "(none passed)");
+      continue;
+    }
+    const TuningRecord &w = *r.record;
+    auto pct = [&](double other) {
+      return other > 0 ? "+" + fixed(marginPercent(w.timeUs, other), 1) + "%"
+                       : std::string("-");
+    };
+    std::printf("%-32s %-22s %10.2f %9.1f %9s %9s\n", label.c_str(),
+                configText(w.config).c_str(), w.timeUs, w.tflops,
+                pct(w.runnerUpUs).c_str(), pct(w.heuristicUs).c_str());
+  }
+}
+
+} // namespace
+
+int cmdTune(Args &args) {
+  if (args.flag("help")) {
+    std::cout << kTuneHelp << kProblemHelp;
+    return 0;
+  }
+  const bool asJson = args.flag("json"), force = args.flag("force");
+  const bool misses = args.flag("misses");
+  std::optional<std::string> dbArg = args.value("db");
+  std::vector<ProblemSpec> specs;
+  for (const std::string &name : args.values("preset")) {
+    if (name.empty())
+      throw Error("option --preset needs a name (gemm-bench, llama3-8b)");
+    for (ProblemSpec &s : presetProblems(name))
+      specs.push_back(std::move(s));
+  }
+  bool custom = false;
+  for (const char *f : {"problem", "m", "n", "k", "dtype", "c-dtype", "layout",
+                        "static", "align"})
+    custom |= args.flag(f);
+  if (custom)
+    for (ProblemSpec &s : problemsFromArgs(args))
+      specs.push_back(std::move(s));
+  args.finish("tune");
+  if (!args.positional().empty())
+    throw Error("unexpected argument '" + args.positional()[0] +
+                "' (see kgen tune --help)");
+  if (specs.empty() && !misses)
+    throw Error("nothing to tune: name problems with --preset gemm-bench, "
+                "--problem FILE, --m/--n/--k or --misses");
+  const std::string dbPath = dbArg ? *dbArg : defaultTuningDbPath();
+  if (dbPath.empty())
+    throw Error("no place for the tuning DB: pass --db PATH, or set "
+                "KGEN_TUNING_DB or KGEN_CACHE_DIR");
+
+  Runtime rt;
+  if (!rt.backend()) {
+    std::string why;
+    openBackend(std::nullopt, &why);
+    throw Error("tuning measures kernels on a GPU: " + why +
+                "; run kgen tune on the machine the kernels will run on");
+  }
+  const Target target = rt.target();
+  const DeviceKey key = deviceKey(rt);
+  TuningDB db = TuningDB::load(dbPath);
+  // Problems programs ran without a record (KGEN_TUNE=offline notes them).
+  if (misses)
+    for (const GemmProblem &p : db.misses(key))
+      specs.push_back({"miss." + std::to_string(p.m) + "x" +
+                           std::to_string(p.n) + "x" + std::to_string(p.k),
+                       p, std::nullopt, std::nullopt});
+  if (specs.empty())
+    throw Error("nothing to tune: the DB " + dbPath +
+                " notes no misses for this GPU");
+
+  std::vector<GemmProblem> problems;
+  for (const ProblemSpec &s : specs) {
+    if (s.target && *s.target != target)
+      throw Error(s.label + " is for " + std::string(toString(*s.target)) +
+                  ", but this GPU is " + std::string(toString(target)) +
+                  ": tune it on such a GPU");
+    if (auto e = checkProblemOnTarget(s.problem, target))
+      throw Error(s.label + ": " + *e);
+    problems.push_back(s.problem);
+  }
+  const std::vector<size_t> pending = pendingProblems(db, key, problems, force);
+  size_t candidates = 0;
+  for (size_t i : pending)
+    candidates += enumerateConfigs(tuningProblem(problems[i]), target).size();
+
+  FILE *info = asJson ? stderr : stdout;
+  std::fprintf(info, "GPU: %s (%s, %d compute units, %zu MB L2) -> %s, %s %s\n",
+               key.device.c_str(), key.arch.c_str(), key.computeUnits,
+               rt.backend()->l2Bytes() >> 20,
+               std::string(toString(target)).c_str(), key.compiler.c_str(),
+               key.compilerVersion.c_str());
+  std::fprintf(info, "DB: %s\n", dbPath.c_str());
+  const size_t distinct = pendingProblems(db, key, problems, true).size();
+  std::fprintf(info,
+               "%zu problems (%zu distinct): %zu to tune (%zu candidates), "
+               "%zu with a record already%s\n\n",
+               problems.size(), distinct, pending.size(), candidates,
+               distinct - pending.size(),
+               distinct == pending.size() ? ""
+                                          : " (skipped; --force retunes them)");
+  std::fflush(info);
+
+  json results = json::array();
+  std::vector<std::pair<std::string, TuneResult>> summary;
+  size_t ordinal = 0, noWinner = 0, stored = 0;
+  StopSignals signals;
+  ProgressBar bar(pending.size(), candidates);
+  TunerOptions opts;
+  opts.stopRequested = [] { return StopSignals::received() != 0; };
+  opts.progress = [&](const TuneProgress &p) { bar.update(p); };
+  Tuner tuner(rt, opts);
+  try {
+    tuneAndRecord(
+        pending, db, key, dbPath,
+        [&](size_t i) {
+          ++ordinal;
+          bar.startProblem(ordinal, specs[i].label);
+          // The next problem compiles while this one is timed.
+          auto at = std::find(pending.begin(), pending.end(), i);
+          if (at + 1 != pending.end())
+            tuner.prefetch(problems[*(at + 1)]);
+          return tuner.tune(problems[i]);
+        },
+        [&](size_t i, const TuneResult &r, bool kept) {
+          bar.finishProblem(r.candidates.size());
+          bar.clear();
+          noWinner += !r.record;
+          stored += kept;
+          if (asJson) {
+            results.push_back(resultJson(specs[i].label, r, kept));
+          } else {
+            printResult(ordinal, pending.size(), specs[i].label, r, kept, db,
+                        key);
+            summary.push_back({specs[i].label, r});
+          }
+        });
+  } catch (const TuneInterrupted &) {
+    bar.clear();
+    int sig = StopSignals::received();
+    printSummary(summary);
+    if (asJson)
+      std::cout << json{{"db", dbPath},
+                        {"results", results},
+                        {"interrupted", true}}
+                       .dump(2)
+                << "\n";
+    std::fprintf(stderr,
+                 "kgen tune: %s: %zu of %zu problems done and saved in %s; "
+                 "the problem in progress was dropped. Run the same command "
+                 "again to resume.\n",
+                 sig == SIGTERM ? "terminated" : "interrupted", ordinal - 1,
+                 pending.size(), dbPath.c_str());
+    return 128 + (sig ? sig : SIGINT);
+  } catch (...) {
+    bar.clear();
+    throw;
+  }
+  bar.clear();
+  if (asJson)
+    std::cout << json{{"db", dbPath},
+                      {"results", results},
+                      {"interrupted", false}}
+                     .dump(2)
+              << "\n";
+  else {
+    printSummary(summary);
+    std::printf("\n%zu problems tuned, %zu records written to %s\n",
+                pending.size(), stored, dbPath.c_str());
+  }
+  if (noWinner) {
+    std::fprintf(stderr,
+                 "kgen tune: error: %zu problem(s) had no candidate that "
+                 "passed the check; see above\n",
+                 noWinner);
+    return 1;
+  }
+  return 0;
+}
+
+} // namespace kgen::cli
