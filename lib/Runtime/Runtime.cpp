@@ -9,6 +9,7 @@
 #include "kgen/Codegen/Candidates.h"
 #include "kgen/Codegen/Limits.h"
 #include "kgen/Codegen/Templates.h"
+#include "kgen/Runtime/Tuner.h"
 #include "kgen/kgen.h"
 
 #include <chrono>
@@ -267,44 +268,65 @@ std::shared_ptr<Kernel> Runtime::select(const GemmProblem &p,
 }
 
 GemmConfig Runtime::chooseConfig(const GemmProblem &r) {
+  if (!backend_) // no GPU, no measurements: the heuristic
+    return defaultConfig(r, target_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!tuning_) {
+      tuningKey_ = deviceKey(*this);
+      tuningPath_ = defaultTuningDbPath(opts_.cache);
+      try {
+        tuning_ =
+            tuningPath_.empty() ? TuningDB() : TuningDB::load(tuningPath_);
+      } catch (const Error &e) {
+        // A broken DB must not stop the program: use the heuristic, say why.
+        std::fprintf(stderr, "kgen: tuning DB ignored: %s\n", e.what());
+        tuning_ = TuningDB();
+      }
+    }
+    // Measured winners first: the exact problem, then the nearest M bucket.
+    // A record whose config does not fit this call (another alignment) is
+    // passed over.
+    TuningDB::Match match = tuning_->lookup(tuningKey_, r);
+    if (match.record && !checkConfig(r, match.record->config, target_))
+      return match.record->config;
+    if (opts_.tune != TunePolicy::Online) {
+      if (opts_.tune == TunePolicy::Offline &&
+          tuning_->noteMiss(tuningKey_, r) && !tuningPath_.empty()) {
+        // Persist the miss so `kgen tune --misses` can tune it later; the
+        // DB file is shared with other processes, hence merge under its
+        // lock.
+        try {
+          TuningDB miss;
+          miss.noteMiss(tuningKey_, r);
+          miss.mergeAndSave(tuningPath_);
+        } catch (const Error &e) {
+          std::fprintf(stderr, "kgen: tuning DB miss not saved: %s\n",
+                       e.what());
+        }
+      }
+      return defaultConfig(r, target_);
+    }
+  }
+  // Online: measure this problem now (the tuner compiles through this
+  // runtime, so the lock is not held), keep and persist the winner.
+  TuneResult result = Tuner(*this).tune(r);
+  if (!result.record)
+    throw Error("tuning " +
+                gemmKernelName(r, defaultConfig(r, target_), target_) +
+                ": no candidate passed the numeric check; see kgen tune");
   std::lock_guard<std::mutex> lock(mu_);
-  if (!tuning_) {
-    Compiler &cc = compiler(targetInfo(target_).vendor);
-    tuningKey_ = {backend_->deviceName(),
-                  backend_->archName(),
-                  target_,
-                  backend_->computeUnits(),
-                  std::string(kVersion),
-                  cc.name(),
-                  cc.version()};
-    tuningPath_ = defaultTuningDbPath(opts_.cache);
+  tuning_->record(tuningKey_, *result.record);
+  if (!tuningPath_.empty()) {
     try {
-      tuning_ = tuningPath_.empty() ? TuningDB() : TuningDB::load(tuningPath_);
+      TuningDB one;
+      one.record(tuningKey_, *result.record);
+      one.mergeAndSave(tuningPath_);
     } catch (const Error &e) {
-      // A broken DB must not stop the program: use the heuristic, say why.
-      std::fprintf(stderr, "kgen: tuning DB ignored: %s\n", e.what());
-      tuning_ = TuningDB();
+      std::fprintf(stderr, "kgen: tuning result not saved: %s\n", e.what());
     }
   }
-  // Measured winners first: the exact problem, then the nearest M bucket.
-  // A record whose config does not fit this call (another alignment) is
-  // passed over for the heuristic.
-  TuningDB::Match match = tuning_->lookup(tuningKey_, r);
-  if (match.record && !checkConfig(r, match.record->config, target_))
-    return match.record->config;
-  if (opts_.tune == TunePolicy::Offline && tuning_->noteMiss(tuningKey_, r) &&
-      !tuningPath_.empty()) {
-    // Persist the miss so `kgen tune --misses` can tune it later; the DB
-    // file is shared with other processes, hence merge under its lock.
-    try {
-      TuningDB miss;
-      miss.noteMiss(tuningKey_, r);
-      miss.mergeAndSave(tuningPath_);
-    } catch (const Error &e) {
-      std::fprintf(stderr, "kgen: tuning DB miss not saved: %s\n", e.what());
-    }
-  }
-  return defaultConfig(r, target_);
+  return result.record->config;
 }
 
 void Runtime::gemm(const GemmProblem &p, const GemmArgs &args, void *stream) {
