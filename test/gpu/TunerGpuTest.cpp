@@ -221,3 +221,35 @@ TEST_F(TunerGpu, TunesAProblemAndTheDispatcherUsesTheWinner) {
 }
 
 } // namespace
+
+TEST_F(TunerGpu, OnlinePolicyTunesOnFirstUseAndSaves) {
+  GemmProblem p;
+  p.m = 96;
+  p.n = 384;
+  p.k = 320;
+  p.transB = true;
+  RuntimeOptions o;
+  o.tune = TunePolicy::Online;
+  Runtime online(o);
+  Backend *b = online.backend();
+  Buffer A(b, p.m * p.k * 2), B(b, p.n * p.k * 2), C(b, p.m * p.n * 2);
+  GemmArgs args;
+  args.a = A.p;
+  args.b = B.p;
+  args.c = C.p;
+  std::shared_ptr<Kernel> k = online.select(p, args);
+  // The first use measured every candidate and saved the winner; its
+  // config is what the dispatcher chose.
+  TuningDB db = TuningDB::load(dbPath());
+  GemmProblem resolved = Runtime::resolve(p, args);
+  TuningDB::Match m = db.lookup(deviceKey(online), resolved);
+  ASSERT_EQ(m.kind, TuningDB::Match::Exact);
+  EXPECT_EQ(m.record->config, k->config);
+  std::printf("[ online   ] %s: %.2f us\n", m.record->kernel.c_str(),
+              m.record->timeUs);
+  // A second process-like Runtime (off) uses the record without timing.
+  RuntimeOptions off;
+  off.tune = TunePolicy::Off;
+  Runtime again(off);
+  EXPECT_EQ(again.select(p, args)->config, k->config);
+}
