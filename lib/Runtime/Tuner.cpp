@@ -231,7 +231,7 @@ void tuneAndRecord(
 //===----------------------------------------------------------------------===//
 
 GemmReference::GemmReference(Runtime &rt, const GemmProblem &p)
-    : be_(rt.backend()), p_(p), name_(gemmReferenceName(p)) {
+    : be_(rt.backend()), name_(gemmReferenceName(p)) {
   const Target t = rt.target();
   if (!be_ || be_->target() != t)
     throw Error("the reference " + name_ + " runs on a GPU of target " +
@@ -253,18 +253,21 @@ GemmReference::GemmReference(Runtime &rt, const GemmProblem &p)
   fill_ = be_->getFunction(m, gemmReferenceFillName(p));
 }
 
-void GemmReference::run(const GemmArgs &args, double *ref, void *naive,
-                        void *stream) const {
-  const int64_t M = args.m < 0 ? p_.m : args.m;
+void GemmReference::run(const GemmProblem &call, const GemmArgs &args,
+                        double *ref, void *naive, void *stream) const {
+  if (gemmReferenceName(call) != name_)
+    throw Error("reference " + name_ + " cannot run " +
+                gemmReferenceName(call) + " (other dtypes or layout)");
+  const int64_t M = args.m < 0 ? call.m : args.m;
   const void *a = args.a, *b = args.b, *c = args.c;
-  int m = int(M), n = int(p_.n), k = int(p_.k);
-  long long lda = args.lda ? args.lda : (p_.transA ? M : p_.k);
-  long long ldb = args.ldb ? args.ldb : (p_.transB ? p_.k : p_.n);
-  long long ldc = args.ldc ? args.ldc : p_.n;
+  int m = int(M), n = int(call.n), k = int(call.k);
+  long long lda = args.lda ? args.lda : (call.transA ? M : call.k);
+  long long ldb = args.ldb ? args.ldb : (call.transB ? call.k : call.n);
+  long long ldc = args.ldc ? args.ldc : call.n;
   float alpha = args.alpha, beta = args.beta;
   void *params[] = {&a,   &b,   &c,     &m,    &n,   &k,    &lda,
                     &ldb, &ldc, &alpha, &beta, &ref, &naive};
-  be_->launch(gemm_, gemmReferenceLaunchDims(M, p_.n), params, stream);
+  be_->launch(gemm_, gemmReferenceLaunchDims(M, call.n), params, stream);
 }
 
 void GemmReference::fill(void *p, int64_t count, DType t, uint64_t seed,
@@ -544,7 +547,7 @@ TuneResult Tuner::tune(const GemmProblem &p) {
     ref->fill(ws.b(s), r.n * r.k, r.ab, I.o.seed + 2 * s + 2, false, ws.stream);
     be.memsetAsync(ws.c(s), 0, ws.cBytes, ws.stream);
   }
-  ref->run(ws.args(0), ws.ref, ws.naive, ws.stream);
+  ref->run(r, ws.args(0), ws.ref, ws.naive, ws.stream);
   be.synchronizeStream(ws.stream);
   std::vector<double> refH(size_t(r.m * r.n));
   std::vector<char> naiveH(ws.cBytes), ours(ws.cBytes);

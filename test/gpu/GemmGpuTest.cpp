@@ -571,7 +571,8 @@ bool runCase(const Case &c) {
     r.lda = ops[0].ld;
     r.ldb = ops[1].ld;
     r.ldc = ops[2].ld;
-    g.reference(c.problem()).run(r, reinterpret_cast<double *>(ref.p), naive.p);
+    g.reference(c.problem())
+        .run(c.problem(), r, reinterpret_cast<double *>(ref.p), naive.p);
   }
   be->synchronize();
   std::vector<char> before = C.download();

@@ -209,7 +209,7 @@ TEST_F(TunerGpu, TunesAProblemAndTheDispatcherUsesTheWinner) {
   reference.fill(A.p, p.m * p.k, DType::BF16, 1, false);
   reference.fill(B.p, p.n * p.k, DType::BF16, 2, false);
   reference.fill(C.p, p.m * p.n, DType::BF16, 0, true);
-  reference.run(args, reinterpret_cast<double *>(ref.p), naive.p);
+  reference.run(p, args, reinterpret_cast<double *>(ref.p), naive.p);
   fresh.gemm(p, args);
   fb->synchronize();
   std::vector<char> ours = C.download(), refH = ref.download(),

@@ -211,10 +211,11 @@ public:
 
   const std::string &name() const { return name_; }
   /// ref (double) and naive (C's dtype), both M x N packed, for the call
-  /// `args` of the problem: M = args.m (or the problem's), leading
-  /// dimensions 0 = packed.
-  void run(const GemmArgs &args, double *ref, void *naive,
-           void *stream = nullptr) const;
+  /// `args` of `call`: M = args.m (or call's), N and K from `call`, leading
+  /// dimensions 0 = packed. One reference kernel serves every problem of
+  /// its dtypes and layout, so the shape always comes from the call.
+  void run(const GemmProblem &call, const GemmArgs &args, double *ref,
+           void *naive, void *stream = nullptr) const;
   /// p[0, count) = uniform values in [-1, 1) of `t` from (seed, index), or
   /// NaN with `poison`.
   void fill(void *p, int64_t count, DType t, uint64_t seed, bool poison,
@@ -222,7 +223,6 @@ public:
 
 private:
   Backend *be_;
-  GemmProblem p_;
   std::string name_;
   Backend::Function gemm_ = nullptr, fill_ = nullptr;
 };
