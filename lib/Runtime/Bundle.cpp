@@ -515,18 +515,8 @@ std::string Bundle::binary(const Entry &e) const { return readEntry(e); }
 
 BundleOptions BundleOptions::fromEnv() {
   BundleOptions o;
-  if (const char *dirs = envOrNull("KGEN_BUNDLE")) {
-    std::string s = dirs;
-    size_t start = 0;
-    while (start <= s.size()) {
-      size_t end = s.find(':', start);
-      if (end == std::string::npos)
-        end = s.size();
-      if (end > start)
-        o.dirs.push_back(s.substr(start, end - start));
-      start = end + 1;
-    }
-  }
+  if (const char *dirs = envOrNull("KGEN_BUNDLE"))
+    o.dirs = splitDirList(dirs);
   if (const char *miss = envOrNull("KGEN_BUNDLE_MISS")) {
     std::string v = miss;
     if (v == "jit")

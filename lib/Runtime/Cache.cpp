@@ -437,20 +437,24 @@ std::string kgen::cacheKey(const CacheKeyInput &in) {
   return h.hexDigest();
 }
 
+std::vector<std::string> kgen::splitDirList(const std::string &s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t end = s.find(':', start);
+    if (end == std::string::npos)
+      end = s.size();
+    if (end > start)
+      out.push_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
 CacheOptions CacheOptions::fromEnv() {
   CacheOptions o;
-  if (const char *ro = envOrNull("KGEN_CACHE_READONLY")) {
-    std::string s = ro;
-    size_t start = 0;
-    while (start <= s.size()) {
-      size_t end = s.find(':', start);
-      if (end == std::string::npos)
-        end = s.size();
-      if (end > start)
-        o.readOnlyDirs.push_back(s.substr(start, end - start));
-      start = end + 1;
-    }
-  }
+  if (const char *ro = envOrNull("KGEN_CACHE_READONLY"))
+    o.readOnlyDirs = splitDirList(ro);
   if (const char *max = envOrNull("KGEN_CACHE_MAX_BYTES"))
     o.maxBytes = parseBytes(max, o.maxBytes);
   if (const char *log = envOrNull("KGEN_LOG")) {
@@ -732,10 +736,12 @@ std::vector<Inspected> inspectAll(const std::string &root, bool readOnly,
 
 } // namespace
 
-std::vector<CacheEntry> DiskCache::list() const {
+/// Every entry of the writable root and the read-only dirs; `full` also
+/// checks each payload's checksum.
+std::vector<CacheEntry> DiskCache::entries(bool full) const {
   std::vector<CacheEntry> out;
   auto add = [&](const std::string &root, bool ro) {
-    for (Inspected &r : inspectAll(root, ro, /*full=*/false))
+    for (Inspected &r : inspectAll(root, ro, full))
       out.push_back(std::move(r.entry));
   };
   if (!memoryOnly_)
@@ -745,18 +751,9 @@ std::vector<CacheEntry> DiskCache::list() const {
   return out;
 }
 
-std::vector<CacheEntry> DiskCache::verify() const {
-  std::vector<CacheEntry> out;
-  auto add = [&](const std::string &root, bool ro) {
-    for (Inspected &r : inspectAll(root, ro, /*full=*/true))
-      out.push_back(std::move(r.entry));
-  };
-  if (!memoryOnly_)
-    add(root_, false);
-  for (const std::string &ro : opts_.readOnlyDirs)
-    add(ro, true);
-  return out;
-}
+std::vector<CacheEntry> DiskCache::list() const { return entries(false); }
+
+std::vector<CacheEntry> DiskCache::verify() const { return entries(true); }
 
 uint64_t DiskCache::totalBytes() const {
   if (memoryOnly_)

@@ -150,6 +150,13 @@ bool endsWith(const std::string &s, const std::string &suffix) {
 
 } // namespace
 
+std::string configText(const GemmConfig &c) {
+  return std::to_string(c.blockM) + "x" + std::to_string(c.blockN) + "x" +
+         std::to_string(c.blockK) + " w" + std::to_string(c.warpsM) + "x" +
+         std::to_string(c.warpsN) + " s" + std::to_string(c.stages) +
+         (c.smem == SmemLayout::Swizzled ? " swz" : "");
+}
+
 std::vector<ProblemSpec> problemsFromArgs(Args &args) {
   std::vector<ProblemSpec> out;
   if (auto file = args.value("problem")) {

@@ -48,6 +48,9 @@ std::optional<GemmConfig> configFromArgs(Args &args);
 /// --target T (repeatable, comma lists allowed, `native`); empty when none.
 std::vector<Target> targetsFromArgs(Args &args, std::optional<Target> native);
 
+/// A config in one short line for tables: "128x128x32 w2x2 s3 swz".
+std::string configText(const GemmConfig &c);
+
 /// The help text of the options above, for every subcommand's --help.
 extern const char *kProblemHelp;
 extern const char *kConfigHelp;

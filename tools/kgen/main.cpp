@@ -55,13 +55,6 @@ const char *kTargetHelp = R"(Target:
                      use commas for several
 )";
 
-std::string configText(const GemmConfig &c) {
-  return std::to_string(c.blockM) + "x" + std::to_string(c.blockN) + "x" +
-         std::to_string(c.blockK) + " w" + std::to_string(c.warpsM) + "x" +
-         std::to_string(c.warpsN) + " s" + std::to_string(c.stages) +
-         (c.smem == SmemLayout::Swizzled ? " swz" : "");
-}
-
 std::string shapeText(const GemmProblem &p) {
   return std::to_string(p.m) + "x" + std::to_string(p.n) + "x" +
          std::to_string(p.k) + " " + std::string(toString(p.ab)) + " " +

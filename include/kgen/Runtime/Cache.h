@@ -39,11 +39,16 @@ struct CacheKeyInput {
 
 std::string cacheKey(const CacheKeyInput &in); ///< 64 hex chars
 
+/// The non-empty parts of a ':'-separated list of directories (as in
+/// KGEN_CACHE_READONLY and KGEN_BUNDLE).
+std::vector<std::string> splitDirList(const std::string &list);
+
 struct CacheOptions {
-  std::string dir;                       ///< empty: $KGEN_CACHE_DIR, XDG, ~/.cache/kgen
-  std::vector<std::string> readOnlyDirs; ///< $KGEN_CACHE_READONLY (':'-separated)
-  uint64_t maxBytes = 4ull << 30;        ///< $KGEN_CACHE_MAX_BYTES
-  bool log = true;                       ///< log misses/bad entries to stderr ($KGEN_LOG)
+  std::string dir; ///< empty: $KGEN_CACHE_DIR, XDG, ~/.cache/kgen
+  std::vector<std::string>
+      readOnlyDirs;               ///< $KGEN_CACHE_READONLY (':'-separated)
+  uint64_t maxBytes = 4ull << 30; ///< $KGEN_CACHE_MAX_BYTES
+  bool log = true; ///< log misses/bad entries to stderr ($KGEN_LOG)
   static CacheOptions fromEnv();
   /// The writable root these options name: `dir`, else $KGEN_CACHE_DIR, else
   /// $XDG_CACHE_HOME/kgen, else $HOME/.cache/kgen; "" when none is set. Not
@@ -65,8 +70,8 @@ public:
 
   struct Result {
     std::string binary;
-    bool hit = false;       ///< came from disk (or memory) without compiling
-    double compileMs = 0;   ///< time spent compiling on a miss
+    bool hit = false;     ///< came from disk (or memory) without compiling
+    double compileMs = 0; ///< time spent compiling on a miss
   };
 
   /// Load `key`, or compile it once across processes (file lock), publish it
@@ -85,10 +90,11 @@ public:
   std::vector<CacheEntry> list() const;   ///< writable and read-only entries
   std::vector<CacheEntry> verify() const; ///< entries with problem set if bad
   uint64_t totalBytes() const;
-  void clear();                           ///< writable root only
-  void evictToCap();                      ///< LRU down to maxBytes
+  void clear();      ///< writable root only
+  void evictToCap(); ///< LRU down to maxBytes
 
 private:
+  std::vector<CacheEntry> entries(bool full) const;
   CacheOptions opts_;
   std::string root_;
   bool memoryOnly_ = false;
