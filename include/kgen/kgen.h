@@ -41,7 +41,10 @@ struct GemmArgs {
 };
 
 /// A compiled kernel variant, ready to launch (or, with no GPU, just built).
+/// Kernels of every family share this; `problem` and `config` are set for
+/// GEMM kernels (isGemm) only.
 struct Kernel {
+  bool isGemm = false;
   GemmProblem problem;
   GemmConfig config;
   KernelSource source;
@@ -96,6 +99,13 @@ public:
   std::shared_ptr<Kernel> compile(const GemmProblem &p, const GemmConfig &c,
                                   std::optional<Target> t = std::nullopt);
 
+  /// The family-agnostic part of the pipeline: the kernel built from
+  /// generated source for src.target, from a bundle, the memory map, the
+  /// disk cache or the compiler, in that order; loaded when a GPU of that
+  /// target is present. Refuses to compile while `captureStream` captures.
+  std::shared_ptr<Kernel> compileSource(const KernelSource &src,
+                                        void *captureStream = nullptr);
+
   /// C = alpha*op(A)*op(B) + beta*C on `stream` with the dispatcher's choice
   /// for this problem (lowered to the alignment the arguments allow).
   void gemm(const GemmProblem &p, const GemmArgs &args, void *stream = nullptr);
@@ -134,8 +144,7 @@ private:
 
   /// The kernel of a bundle entry compiled from `src`, loaded on the GPU.
   std::shared_ptr<Kernel> loadBundled(const BundleEntry &e,
-                                      const GemmProblem &p, const GemmConfig &c,
-                                      const KernelSource &src, Target t);
+                                      const KernelSource &src);
 
   std::shared_ptr<Kernel> build(const GemmProblem &p, const GemmConfig &c,
                                 Target t, void *captureStream);

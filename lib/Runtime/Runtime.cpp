@@ -69,13 +69,33 @@ std::shared_ptr<Kernel> Runtime::build(const GemmProblem &p,
   if (auto e = checkConfig(p, c, t))
     throw Error(*e);
   KernelSource src = emitGemm(p, c, t);
+  if (!bundles_.empty() && !bundles_.findSource(src) &&
+      bundles_.missPolicy() == BundleMiss::Error)
+    throw bundles_.missError(t, p, &c);
+  std::shared_ptr<Kernel> k = compileSource(src, captureStream);
+  // Kernels are shared by cache key; the first GEMM build names its problem.
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!k->isGemm) {
+    k->problem = p;
+    k->config = c;
+    k->isGemm = true;
+  }
+  return k;
+}
+
+std::shared_ptr<Kernel> Runtime::compileSource(const KernelSource &src,
+                                               void *captureStream) {
+  Target t = src.target;
   // Bundles come before the compiler: with one, a program runs without
   // nvrtc/hiprtc. Only a binary of exactly this source is taken.
   if (!bundles_.empty()) {
     if (const BundleEntry *e = bundles_.findSource(src))
-      return loadBundled(*e, p, c, src, t);
+      return loadBundled(*e, src);
     if (bundles_.missPolicy() == BundleMiss::Error)
-      throw bundles_.missError(t, p, &c);
+      throw Error("kernel " + src.name + " for " + std::string(toString(t)) +
+                  " is not in KGEN_BUNDLE, and KGEN_BUNDLE_MISS=error "
+                  "forbids compiling it; add its problem to the bundle "
+                  "(kgen bundle) or set KGEN_BUNDLE_MISS=jit");
   }
   // The lock guards the compiler slots and the loaded map only: compiles of
   // different kernels proceed in parallel (the cache serializes equal keys).
@@ -96,8 +116,6 @@ std::shared_ptr<Kernel> Runtime::build(const GemmProblem &p,
   lock.unlock();
 
   auto k = std::make_shared<Kernel>();
-  k->problem = p;
-  k->config = c;
   k->source = src;
   k->cacheKey = key;
   DiskCache::Result r =
@@ -123,17 +141,15 @@ std::shared_ptr<Kernel> Runtime::build(const GemmProblem &p,
   return loaded_.emplace(key, k).first->second;
 }
 
-std::shared_ptr<Kernel>
-Runtime::loadBundled(const BundleEntry &e, const GemmProblem &p,
-                     const GemmConfig &c, const KernelSource &src, Target t) {
+std::shared_ptr<Kernel> Runtime::loadBundled(const BundleEntry &e,
+                                             const KernelSource &src) {
+  Target t = src.target;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = loaded_.find(e.cacheKey); it != loaded_.end())
       return it->second;
   }
   auto k = std::make_shared<Kernel>();
-  k->problem = p;
-  k->config = c;
   k->source = src;
   k->cacheKey = e.cacheKey;
   k->binary = bundles_.binary(e); // size and SHA-256 checked
