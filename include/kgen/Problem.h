@@ -93,11 +93,28 @@ struct GemmProblem {
 /// How shared memory rows are laid out to avoid bank conflicts.
 enum class SmemLayout { Padded, Swizzled };
 
+/// The main loop a GEMM kernel is built around.
+enum class GemmLoop {
+  /// templates/gemm/gemm.h: every thread loads tiles into a shared-memory
+  /// ring (cp.async on NVIDIA) and runs mma.sync (NVIDIA) or MFMA (AMD).
+  Tiled,
+  /// templates/gemm/gemm_sm90.h (sm_90a only): a producer warpgroup loads
+  /// tiles with TMA, consumer warpgroups run wgmma; persistent grid.
+  Wgmma,
+};
+
+std::string_view toString(GemmLoop l);
+std::optional<GemmLoop> parseGemmLoop(std::string_view s);
+
 /// A tile configuration: everything that changes the generated kernel but
 /// not the function it computes.
 struct GemmConfig {
+  GemmLoop loop = GemmLoop::Tiled;
   int blockM = 128, blockN = 128, blockK = 32;
-  int warpsM = 2, warpsN = 2; ///< warp (wavefront) grid inside a block
+  /// Warp (wavefront) grid inside a block. With GemmLoop::Wgmma, warpsM
+  /// counts the consumer warpgroups (each owns blockM / warpsM rows) and
+  /// warpsN is 1.
+  int warpsM = 2, warpsN = 2;
   int stages = 3;             ///< shared-memory pipeline depth (>= 2)
   SmemLayout smem = SmemLayout::Padded;
   int smemPad = 8; ///< elements added to every shared row when Padded

@@ -2,7 +2,8 @@
 //
 // The space is small on purpose: block tiles from 16x64 to 256x128, the
 // warp grid that gives each warp a 32x32..64x64 tile, blockK 32 or 64, 2-4
-// stages, padded or swizzled shared memory. Every combination that passes
+// stages, padded or swizzled shared memory; on sm_90a also the wgmma loop's
+// tiles from 64x128 to 128x256 with 3-6 stages. Every combination that passes
 // checkConfig is ranked by a roofline-style model with wave quantization,
 // and the best `kMaxCandidates` are kept: enough for the dispatcher to find
 // the winner, few enough that tuning and the compile tests stay fast.
@@ -56,6 +57,15 @@ double modelCost(const GemmProblem &p, const GemmConfig &c, Target t) {
   // Long K loops keep a stage's worth of loads in flight; blockK 64 halves
   // the barriers per FLOP.
   double bkFactor = c.blockK >= 64 ? 0.98 : 1.0;
+  if (c.loop == GemmLoop::Wgmma) {
+    // wgmma runs about twice as fast as mma.sync on sm_90a, and its
+    // 64-row atoms saturate at larger tiles; the persistent grid keeps the
+    // waves but overlaps one tile's stores with the next tile's loads.
+    double wgSpeed = std::min(intensity, 96.0);
+    tileTime = double(c.blockM) * c.blockN * kSteps * c.blockK / wgSpeed;
+    stageFactor = c.stages >= 4 ? 1.0 : 1.1;
+    return 0.5 * waves * tileTime * stageFactor;
+  }
   return waves * tileTime * stageFactor * smemFactor * bkFactor;
 }
 
@@ -114,6 +124,34 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
             continue;
           ranked.push_back({modelCost(p, c, t), c});
         }
+  }
+  // sm_90a: the wgmma loop's tiles (consumer warpgroups x m64 slices, n up
+  // to 256), as deep as shared memory allows from 3 stages.
+  if (t == Target::SM90A) {
+    static const Shape wgmmaShapes[] = {
+        {64, 128, 1, 1},  {64, 256, 1, 1},  {128, 64, 2, 1},
+        {128, 128, 2, 1}, {128, 192, 2, 1}, {128, 256, 2, 1},
+        {256, 128, 2, 1},
+    };
+    for (const Shape &s : wgmmaShapes) {
+      if (s.bm > std::max<int64_t>(capM, 64) || s.bn > capN)
+        continue;
+      for (int stages : {3, 4, 5, 6}) {
+        GemmConfig c;
+        c.loop = GemmLoop::Wgmma;
+        c.blockM = s.bm;
+        c.blockN = s.bn;
+        c.blockK = 64;
+        c.warpsM = s.wm;
+        c.warpsN = 1;
+        c.stages = stages;
+        c.smem = SmemLayout::Swizzled;
+        c.smemPad = 0;
+        if (checkConfig(p, c, t))
+          continue;
+        ranked.push_back({modelCost(p, c, t), c});
+      }
+    }
   }
   std::stable_sort(ranked.begin(), ranked.end(),
                    [](auto &a, auto &b) { return a.first < b.first; });

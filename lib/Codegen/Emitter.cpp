@@ -10,6 +10,7 @@
 #include "kgen/Codegen/Emitter.h"
 #include "kgen/Codegen/Templates.h"
 
+#include <algorithm>
 #include <set>
 #include <sstream>
 
@@ -67,6 +68,25 @@ std::string inlineHeaders(const std::vector<std::string> &headers) {
   return os.str();
 }
 
+std::string configComment(const GemmConfig &c) {
+  std::ostringstream os;
+  if (c.loop == GemmLoop::Wgmma) {
+    os << "wgmma loop, block " << c.blockM << "x" << c.blockN << "x"
+       << c.blockK << ", 1 producer + " << c.warpsM
+       << " consumer warpgroups, " << c.stages
+       << " stages, 128-byte swizzled shared memory";
+    return os.str();
+  }
+  os << "block " << c.blockM << "x" << c.blockN << "x" << c.blockK
+     << ", warps " << c.warpsM << "x" << c.warpsN << ", " << c.stages
+     << " stages, "
+     << (c.smem == SmemLayout::Swizzled
+             ? std::string("swizzled")
+             : "padded (+" + std::to_string(c.smemPad) + ")")
+     << " shared memory";
+  return os.str();
+}
+
 } // namespace
 
 std::string gemmKernelName(const GemmProblem &p, const GemmConfig &c,
@@ -87,6 +107,12 @@ std::string gemmKernelName(const GemmProblem &p, const GemmConfig &c,
   dim('m', p.staticM, p.m);
   dim('n', p.staticN, p.n);
   dim('k', p.staticK, p.k);
+  if (c.loop == GemmLoop::Wgmma) {
+    os << "_wgmma_b" << c.blockM << "x" << c.blockN << "x" << c.blockK
+       << "_wg" << c.warpsM << "_s" << c.stages << "_v" << tr.vecA << tr.vecB
+       << tr.vecC;
+    return os.str();
+  }
   os << "_b" << c.blockM << "x" << c.blockN << "x" << c.blockK << "_w"
      << c.warpsM << "x" << c.warpsN << "_s" << c.stages;
   if (c.smem == SmemLayout::Swizzled)
@@ -110,8 +136,11 @@ KernelSource emitGemm(const GemmProblem &p, const GemmConfig &c, Target t,
   const bool nvidia = targetInfo(t).vendor == Vendor::NVIDIA;
   if (nvidia)
     ks.headers.push_back(std::string(kHipRuntimeNvidia));
+  const bool wgmma = c.loop == GemmLoop::Wgmma;
+  const char *familyHeader =
+      wgmma ? "kgen/gemm/gemm_sm90.h" : "kgen/gemm/gemm.h";
   std::set<std::string> seen;
-  collectIncludes("kgen/gemm/gemm.h", ks.headers, seen);
+  collectIncludes(familyHeader, ks.headers, seen);
 
   auto dimText = [](bool isStatic, int64_t v) {
     return isStatic ? std::to_string(v) : std::string("0");
@@ -131,28 +160,72 @@ KernelSource emitGemm(const GemmProblem &p, const GemmConfig &c, Target t,
      << dimComment("M", p.staticM, p.m) << ", "
      << dimComment("N", p.staticN, p.n) << ", "
      << dimComment("K", p.staticK, p.k) << "\n"
-     << "// config: block " << c.blockM << "x" << c.blockN << "x" << c.blockK
-     << ", warps " << c.warpsM << "x" << c.warpsN << ", " << c.stages
-     << " stages, "
-     << (c.smem == SmemLayout::Swizzled
-             ? std::string("swizzled")
-             : "padded (+" + std::to_string(c.smemPad) + ")")
-     << " shared memory\n"
+     << "// config: " << configComment(c) << "\n"
      << "// instructions: "
-     << (nvidia
+     << (wgmma ? "TMA (cp.async.bulk.tensor), mbarrier, wgmma m64n" +
+                     std::to_string(c.blockN) +
+                     "k16, setmaxnreg (kgen/common/wgmma_sm90.h)"
+         : nvidia
              ? "mma.sync m16n8k16, ldmatrix, cp.async (kgen/common/mma_sm80.h)"
              : "MFMA 32x32x8, wave64 (kgen/common/mfma_cdna.h)")
-     << "\n"
-     << "// launch: grid (ceil(N/" << c.blockN << "), ceil(M/" << c.blockM
-     << ")), " << tr.threads << " threads, " << tr.smemBytes
-     << " B dynamic shared memory\n";
+     << "\n";
+  if (wgmma)
+    os << "// launch: persistent grid (min(tiles, multiprocessors)), "
+       << tr.threads << " threads, " << tr.smemBytes
+       << " B dynamic shared memory; A and B through tensor maps\n";
+  else
+    os << "// launch: grid (ceil(N/" << c.blockN << "), ceil(M/" << c.blockM
+       << ")), " << tr.threads << " threads, " << tr.smemBytes
+       << " B dynamic shared memory\n";
   if (inlineTemplates) {
     if (!nvidia)
       os << "#include <hip/hip_runtime.h>\n";
     os << inlineHeaders(ks.headers);
   } else {
     os << "#include <hip/hip_runtime.h>\n";
-    os << "#include \"kgen/gemm/gemm.h\"\n";
+    os << "#include \"" << familyHeader << "\"\n";
+  }
+  if (wgmma) {
+    os << "\nnamespace {\n"
+       << "struct Config {\n"
+       << "  using TypeA = " << ta << ";\n"
+       << "  using TypeB = " << ta << ";\n"
+       << "  using TypeC = " << tc << ";\n"
+       << "  static constexpr bool kTransA = false;\n"
+       << "  static constexpr bool kTransB = " << boolStr(p.transB) << ";\n"
+       << "  static constexpr int kM = " << dimText(p.staticM, p.m)
+       << "; // 0: taken at run time\n"
+       << "  static constexpr int kN = " << dimText(p.staticN, p.n) << ";\n"
+       << "  static constexpr int kK = " << dimText(p.staticK, p.k) << ";\n"
+       << "  static constexpr int kBlockM = " << c.blockM
+       << ", kBlockN = " << c.blockN << ", kBlockK = " << c.blockK << ";\n"
+       << "  static constexpr int kConsumers = " << c.warpsM
+       << "; // warpgroups, after the producer's\n"
+       << "  static constexpr int kStages = " << c.stages << ";\n"
+       << "  static constexpr int kVecC = " << tr.vecC << ";\n"
+       << "  static constexpr bool kCheckM = " << boolStr(tr.checkM)
+       << ", kCheckN = " << boolStr(tr.checkN) << ";\n"
+       << "  static constexpr int kThreads = " << tr.threads << ";\n"
+       << "};\n"
+       << "} // namespace\n\n"
+       << "extern \"C\" __global__ void __launch_bounds__(" << tr.threads
+       << ", 1)\n"
+       << ks.name << "(\n"
+       << "    const __grid_constant__ kgen::sm90::TensorMap mapA,\n"
+       << "    const __grid_constant__ kgen::sm90::TensorMap mapB,\n"
+       << "    const " << ta << " *__restrict__ a, const " << ta
+       << " *__restrict__ b, " << tc << " *__restrict__ c,\n"
+       << "    int m, int n, int k, long long lda, long long ldb, long long "
+          "ldc,\n"
+       << "    float alpha, float beta) {\n"
+       << "  // A and B are read through mapA and mapB (TMA).\n"
+       << "  kgen::gemm_sm90::run<Config>(mapA, mapB, c, m, n, k, ldc, alpha, "
+          "beta);\n"
+       << "}\n";
+    ks.source = os.str();
+    if (inlineTemplates)
+      ks.headers.clear();
+    return ks;
   }
   os << "\nnamespace {\n"
      << "struct Config {\n"
@@ -200,11 +273,21 @@ KernelSource emitGemm(const GemmProblem &p, const GemmConfig &c, Target t,
 }
 
 LaunchDims gemmLaunchDims(const GemmProblem &p, const GemmConfig &c, Target t,
-                          int64_t m) {
+                          int64_t m, int computeUnits) {
   GemmTraits tr = gemmTraits(p, c, t);
   LaunchDims d{};
-  d.grid[0] = unsigned((p.n + c.blockN - 1) / c.blockN);
-  d.grid[1] = unsigned((m + c.blockM - 1) / c.blockM);
+  int64_t tilesN = (p.n + c.blockN - 1) / c.blockN;
+  int64_t tilesM = (m + c.blockM - 1) / c.blockM;
+  if (c.loop == GemmLoop::Wgmma) {
+    // Persistent: one block per multiprocessor walks the tiles.
+    int64_t tiles = tilesM * tilesN;
+    d.grid[0] = unsigned(std::max<int64_t>(
+        1, computeUnits > 0 ? std::min<int64_t>(tiles, computeUnits) : tiles));
+    d.grid[1] = 1;
+  } else {
+    d.grid[0] = unsigned(tilesN);
+    d.grid[1] = unsigned(tilesM);
+  }
   d.grid[2] = 1;
   d.block[0] = unsigned(tr.threads);
   d.block[1] = d.block[2] = 1;

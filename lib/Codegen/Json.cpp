@@ -29,11 +29,16 @@ json toJson(const GemmProblem &p) {
 }
 
 json toJson(const GemmConfig &c) {
-  return json{{"block", json::array({c.blockM, c.blockN, c.blockK})},
-              {"warps", json::array({c.warpsM, c.warpsN})},
-              {"stages", c.stages},
-              {"smem", c.smem == SmemLayout::Padded ? "padded" : "swizzled"},
-              {"pad", c.smemPad}};
+  json j{{"block", json::array({c.blockM, c.blockN, c.blockK})},
+         {"warps", json::array({c.warpsM, c.warpsN})},
+         {"stages", c.stages},
+         {"smem", c.smem == SmemLayout::Padded ? "padded" : "swizzled"},
+         {"pad", c.smemPad}};
+  // The default loop is left out, so configs written before it existed
+  // read back the same.
+  if (c.loop != GemmLoop::Tiled)
+    j["loop"] = toString(c.loop);
+  return j;
 }
 
 namespace {
@@ -144,8 +149,16 @@ GemmProblem gemmProblemFromJson(const json &j) {
 }
 
 GemmConfig gemmConfigFromJson(const json &j) {
-  rejectUnknown(j, {"block", "warps", "stages", "smem", "pad"}, "gemm config");
+  rejectUnknown(j, {"loop", "block", "warps", "stages", "smem", "pad"},
+                "gemm config");
   GemmConfig c;
+  if (j.contains("loop")) {
+    std::string s = getString(j, "loop");
+    std::optional<GemmLoop> l = parseGemmLoop(s);
+    if (!l)
+      fail("'loop' = \"" + s + "\" must be \"tiled\" or \"wgmma\"");
+    c.loop = *l;
+  }
   if (j.contains("block")) {
     auto b = getInts(j, "block", 3);
     c.blockM = int(b[0]);

@@ -14,6 +14,71 @@ namespace kgen {
 namespace {
 std::string str(int64_t v) { return std::to_string(v); }
 bool isPow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+
+/// The rules of templates/gemm/gemm_sm90.h: TMA boxes of 64-element
+/// (128-byte) swizzled rows, wgmma m64nN with N <= 256, one or two m64
+/// slices per consumer warpgroup.
+std::optional<std::string> checkWgmmaConfig(const GemmProblem &p,
+                                            const GemmConfig &c, Target t) {
+  const TargetInfo &ti = targetInfo(t);
+  std::string tgt(toString(t));
+  if (t != Target::SM90A)
+    return "config: loop = wgmma needs sm_90a (wgmma, TMA); " + tgt +
+           " uses loop = tiled";
+  if (p.transA)
+    return std::string("config: loop = wgmma reads A K-major; layout ") +
+           p.layoutName() + " stores A as K x M ('T'); use loop = tiled";
+  if (c.blockK != 64)
+    return "config: blockK = " + str(c.blockK) +
+           " with loop = wgmma must be 64 (one 128-byte swizzled row of "
+           "2-byte elements per k-slice)";
+  if (c.warpsM != 1 && c.warpsM != 2)
+    return "config: warpsM = " + str(c.warpsM) +
+           " with loop = wgmma counts consumer warpgroups and must be 1 or 2";
+  if (c.warpsN != 1)
+    return "config: warpsN = " + str(c.warpsN) +
+           " with loop = wgmma must be 1 (consumer warpgroups split M)";
+  int rows = c.blockM / c.warpsM;
+  if (c.blockM % c.warpsM != 0 || (rows != 64 && rows != 128))
+    return "config: blockM / warpsM = " + str(c.blockM) + "/" +
+           str(c.warpsM) +
+           " must be 64 or 128 (each consumer warpgroup runs one or two "
+           "wgmma m64 slices)";
+  if (c.blockN % 64 != 0 || c.blockN > 256)
+    return "config: blockN = " + str(c.blockN) +
+           " with loop = wgmma must be 64, 128, 192 or 256 (wgmma n <= 256, "
+           "64-column TMA boxes)";
+  if (c.stages < 2 || c.stages > 8)
+    return "config: stages = " + str(c.stages) + " must be between 2 and 8";
+  if (c.smem != SmemLayout::Swizzled || c.smemPad != 0)
+    return std::string("config: loop = wgmma uses the 128-byte swizzle TMA "
+                       "writes; set smem = swizzled, pad = 0");
+  // TMA needs 16-byte aligned base addresses and row strides: 8-element
+  // vectors of A and B (which also needs the baked row lengths to divide).
+  GemmTraits tr = gemmTraits(p, c, t);
+  if (tr.vecA < 8 || tr.vecB < 8)
+    return "config: loop = wgmma loads A and B with TMA, which needs 16-byte "
+           "aligned pointers and rows (8-element vectors); this problem "
+           "allows vectors of " +
+           str(tr.vecA) + " (A) and " + str(tr.vecB) +
+           " (B) elements; use loop = tiled";
+  if (tr.smemBytes > ti.maxSharedBytes)
+    return "config: shared memory " + str(tr.smemBytes) + " B exceeds " + tgt +
+           "'s " + str(ti.maxSharedBytes) +
+           " B per block; lower stages or the block tile";
+  if (tr.accumPerThread > 128)
+    return "config: " + str(tr.accumPerThread) +
+           " fp32 accumulators per consumer thread exceed 128; lower blockN "
+           "or use two consumer warpgroups";
+  // An fp32 C keeps a second, promoted set of accumulators (gemm_sm90.h).
+  if (p.c == DType::F32 && tr.accumPerThread > 64)
+    return "config: " + str(tr.accumPerThread) +
+           " fp32 accumulators per consumer thread, doubled for an f32 C "
+           "(promoted sums), exceed 128; use blockM / warpsM * blockN <= "
+           "8192 (e.g. block 128x128x64, warps 2x1)";
+  return std::nullopt;
+}
+
 } // namespace
 
 std::optional<std::string> checkConfig(const GemmProblem &p,
@@ -23,6 +88,8 @@ std::optional<std::string> checkConfig(const GemmProblem &p,
   const TargetInfo &ti = targetInfo(t);
   std::string tgt(toString(t));
   const bool amd = ti.vendor == Vendor::AMD;
+  if (c.loop == GemmLoop::Wgmma)
+    return checkWgmmaConfig(p, c, t);
 
   for (auto [name, v] : {std::pair{"blockM", c.blockM},
                          {"blockN", c.blockN},

@@ -65,6 +65,18 @@ const TargetInfo &targetInfo(Target t) {
   return infos[static_cast<int>(t)];
 }
 
+std::string_view toString(GemmLoop l) {
+  return l == GemmLoop::Wgmma ? "wgmma" : "tiled";
+}
+
+std::optional<GemmLoop> parseGemmLoop(std::string_view s) {
+  if (s == "tiled")
+    return GemmLoop::Tiled;
+  if (s == "wgmma")
+    return GemmLoop::Wgmma;
+  return std::nullopt;
+}
+
 std::string GemmProblem::layoutName() const {
   return std::string(transA ? "t" : "n") + (transB ? "t" : "n");
 }
@@ -91,6 +103,19 @@ GemmTraits gemmTraits(const GemmProblem &p, const GemmConfig &c, Target t) {
   tr.checkM = !p.staticM || p.m % c.blockM != 0;
   tr.checkN = !p.staticN || p.n % c.blockN != 0;
   tr.checkK = !p.staticK || p.k % c.blockK != 0;
+  if (c.loop == GemmLoop::Wgmma) {
+    // A producer warpgroup and warpsM consumer warpgroups; stages of
+    // 128-byte swizzled rows (blockK = 64 two-byte elements) for A and B,
+    // a full and an empty barrier per stage, and 1 KiB to align the ring
+    // to the swizzle period.
+    tr.threads = 128 * (c.warpsM + 1);
+    int64_t smem = int64_t(c.stages) * (c.blockM + c.blockN) * c.blockK *
+                       sizeOf(p.ab) +
+                   16 * c.stages + 1024;
+    tr.smemBytes = int(std::min<int64_t>(smem, INT32_MAX));
+    tr.accumPerThread = c.blockM / std::max(c.warpsM, 1) / 64 * c.blockN / 2;
+    return tr;
+  }
   tr.threads = c.warpsM * c.warpsN * ti.waveSize;
   int pad = c.smem == SmemLayout::Padded ? c.smemPad : 0;
   int64_t tileA = p.transA ? int64_t(c.blockK) * (c.blockM + pad)

@@ -42,8 +42,25 @@ void kgen::ir::printSmemLayout(AsmPrinter &printer, SmemLayout layout) {
   printer << (layout == SmemLayout::Swizzled ? "swizzled" : "padded");
 }
 
+FailureOr<kgen::GemmLoop> kgen::ir::parseGemmLoop(AsmParser &parser) {
+  SMLoc loc = parser.getCurrentLocation();
+  StringRef keyword;
+  if (parser.parseKeyword(&keyword))
+    return failure();
+  if (std::optional<GemmLoop> l = kgen::parseGemmLoop(keyword))
+    return *l;
+  parser.emitError(loc) << "unknown GEMM loop '" << keyword
+                        << "'; expected tiled or wgmma";
+  return failure();
+}
+
+void kgen::ir::printGemmLoop(AsmPrinter &printer, GemmLoop loop) {
+  printer << kgen::toString(loop);
+}
+
 kgen::GemmConfig GemmConfigAttr::getConfig() const {
   GemmConfig c;
+  c.loop = getLoop();
   c.blockM = getBlockM();
   c.blockN = getBlockN();
   c.blockK = getBlockK();

@@ -132,6 +132,11 @@ struct CudaApi {
   int (*graphLaunch)(void *, void *);
   int (*graphExecDestroy)(void *);
   int (*graphDestroy)(void *);
+  // TMA (CUDA 12+).
+  int (*tensorMapEncodeTiled)(void *, int, unsigned, void *,
+                              const unsigned long long *,
+                              const unsigned long long *, const unsigned *,
+                              const unsigned *, int, int, int, int);
 };
 
 // Values from cuda.h.
@@ -192,6 +197,7 @@ public:
     bindOptional(lib, "cuGraphLaunch", api_.graphLaunch);
     bindOptional(lib, "cuGraphExecDestroy", api_.graphExecDestroy);
     bindOptional(lib, "cuGraphDestroy", api_.graphDestroy);
+    bindOptional(lib, "cuTensorMapEncodeTiled", api_.tensorMapEncodeTiled);
 
     check(api_.init(0), "cuInit", "initializing the CUDA driver");
     int count = 0;
@@ -304,6 +310,33 @@ public:
                             d.block[1], d.block[2], d.smemBytes, stream, args,
                             nullptr),
           "cuLaunchKernel", "launching " + describeLaunch(d, stream));
+  }
+
+  void encodeTensorMap(void *out, const void *base, DType t, uint64_t cols,
+                       uint64_t rows, uint64_t ld, uint32_t boxCols,
+                       uint32_t boxRows) override {
+    if (!api_.tensorMapEncodeTiled)
+      throw Error("the CUDA driver has no cuTensorMapEncodeTiled, which the "
+                  "wgmma GEMM (TMA) needs; update the driver or use a "
+                  "tiled-loop config");
+    // CUtensorMapDataType, CUtensorMapSwizzle, CUtensorMapL2promotion values
+    // from cuda.h.
+    constexpr int kFloat16 = 6, kBfloat16 = 9, kSwizzle128B = 3,
+                  kL2Promote256B = 3;
+    unsigned long long dims[2] = {cols, rows};
+    unsigned long long strides[1] = {ld * 2}; // bytes, rows after the first
+    unsigned box[2] = {boxCols, boxRows};
+    unsigned elementStrides[2] = {1, 1};
+    check(api_.tensorMapEncodeTiled(
+              out, t == DType::BF16 ? kBfloat16 : kFloat16, 2,
+              const_cast<void *>(base), dims, strides, box, elementStrides,
+              /*interleave none*/ 0, kSwizzle128B, kL2Promote256B,
+              /*out-of-bounds fill: zeros*/ 0),
+          "cuTensorMapEncodeTiled",
+          "building a TMA tensor map of " + std::to_string(rows) + " x " +
+              std::to_string(cols) + " elements (ld " + std::to_string(ld) +
+              ", box " + std::to_string(boxRows) + " x " +
+              std::to_string(boxCols) + ") at " + hex(base));
   }
 
   bool isCapturing(void *stream) override {
@@ -717,6 +750,12 @@ public:
                                   d.block[0], d.block[1], d.block[2],
                                   d.smemBytes, stream, args, nullptr),
           "hipModuleLaunchKernel", "launching " + describeLaunch(d, stream));
+  }
+
+  void encodeTensorMap(void *, const void *, DType, uint64_t, uint64_t,
+                       uint64_t, uint32_t, uint32_t) override {
+    throw Error("tensor maps (TMA) exist on NVIDIA sm_90 only; AMD GPUs run "
+                "the tiled GEMM loop");
   }
 
   bool isCapturing(void *stream) override {

@@ -165,6 +165,11 @@ std::shared_ptr<Kernel> Runtime::loadBundled(const BundleEntry &e,
 
 namespace {
 
+/// Host image of kgen::sm90::TensorMap (CUtensorMap): 128 opaque bytes.
+struct alignas(64) sm90TensorMap {
+  unsigned long long words[16];
+};
+
 /// The contiguous extent of a stored operand and its name, for messages.
 struct Operand {
   const char *name;
@@ -370,7 +375,8 @@ void Runtime::launch(const Kernel &k, const GemmArgs &args, void *stream) {
                 std::to_string(r.alignA) + ", " + std::to_string(r.alignB) +
                 ", " + std::to_string(r.alignC) +
                 "); compile a variant with lower align or use Runtime::gemm");
-  LaunchDims d = gemmLaunchDims(kp, k.config, k.source.target, r.m);
+  LaunchDims d = gemmLaunchDims(kp, k.config, k.source.target, r.m,
+                                backend_->computeUnits());
   if (d.grid[1] > 65535)
     throw Error("launch: M = " + std::to_string(r.m) + " needs " +
                 std::to_string(d.grid[1]) +
@@ -382,6 +388,25 @@ void Runtime::launch(const Kernel &k, const GemmArgs &args, void *stream) {
   long long ldb = args.ldb ? args.ldb : (kp.transB ? r.k : r.n);
   long long ldc = args.ldc ? args.ldc : r.n;
   float alpha = args.alpha, beta = args.beta;
+  if (k.config.loop == GemmLoop::Wgmma) {
+    // TMA reads A and B through tensor maps of this call's pointers and
+    // extents (rows past M, N or K read as zeros); boxes are one 128-byte
+    // swizzle row wide.
+    sm90TensorMap mapA, mapB;
+    const GemmConfig &cf = k.config;
+    backend_->encodeTensorMap(&mapA, a, kp.ab, uint64_t(kk), uint64_t(m),
+                              uint64_t(lda), 64, unsigned(cf.blockM));
+    if (kp.transB) // N x K, K contiguous
+      backend_->encodeTensorMap(&mapB, b, kp.ab, uint64_t(kk), uint64_t(n),
+                                uint64_t(ldb), 64, unsigned(cf.blockN));
+    else // K x N, N contiguous: 64-column boxes of blockK rows
+      backend_->encodeTensorMap(&mapB, b, kp.ab, uint64_t(n), uint64_t(kk),
+                                uint64_t(ldb), 64, unsigned(cf.blockK));
+    void *params[] = {&mapA, &mapB, &a,   &b,   &c,     &m,   &n,
+                      &kk,   &lda,  &ldb, &ldc, &alpha, &beta};
+    backend_->launch(k.function, d, params, stream);
+    return;
+  }
   void *params[] = {&a, &b, &c, &m, &n, &kk, &lda, &ldb, &ldc, &alpha, &beta};
   backend_->launch(k.function, d, params, stream);
 }

@@ -7,14 +7,14 @@
 
 // CHECK-LABEL: kgen.gemm @llama_qkv_v0
 // CHECK-SAME: {m = 532, n = 6144, k = 4096, ab = bf16, c = bf16, layout = "nt", target = "sm_90a",
-// CHECK-SAME: config = #kgen.gemm_config<block = [128, 128, 64], warps = [2, 2], stages = 3, smem = padded, pad = 8>}
+// CHECK-SAME: config = #kgen.gemm_config<loop = wgmma, block = [128, 256, 64], warps = [2, 1], stages = 4, smem = swizzled>}
 // CHECK-NEXT: kgen.gemm @llama_qkv_v1
 // CHECK-SAME: config = #kgen.gemm_config<
 // CHECK-NOT: kgen.gemm
 // CHECK: // -----
 
 // ALL-NOT: kgen.gemm @llama_qkv {
-// ALL: kgen.gemm @llama_qkv_v0 {{.*}} config = #kgen.gemm_config<block = [128, 128, 64], warps = [2, 2], stages = 3, smem = padded, pad = 8>}
+// ALL: kgen.gemm @llama_qkv_v0 {{.*}} config = #kgen.gemm_config<loop = wgmma, block = [128, 256, 64], warps = [2, 1], stages = 4, smem = swizzled>}
 // ALL-NEXT: kgen.gemm @llama_qkv_v1 {{.*}} config = #kgen.gemm_config<
 // ALL-NEXT: kgen.gemm @llama_qkv_v2 {{.*}} config = #kgen.gemm_config<
 // ALL-NOT: kgen.gemm @llama_qkv {

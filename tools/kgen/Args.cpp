@@ -31,6 +31,9 @@ const char *kConfigHelp =
   --block MxNxK      block tile, e.g. 128x128x32
   --warps MxN        warp grid, e.g. 2x2
   --stages S         pipeline stages (2..8)
+  --loop tiled|wgmma main loop: tiled (every target) or wgmma (sm_90a: TMA,
+                     warp-specialized; --block Mx{64..256}x64 --warps Cx1
+                     with C consumer warpgroups; implies --smem swizzled)
   --smem padded|swizzled   shared-memory layout (default padded)
   --pad P            padding elements per row when padded (default 8)
 )";
@@ -151,7 +154,8 @@ bool endsWith(const std::string &s, const std::string &suffix) {
 } // namespace
 
 std::string configText(const GemmConfig &c) {
-  return std::to_string(c.blockM) + "x" + std::to_string(c.blockN) + "x" +
+  return std::string(c.loop == GemmLoop::Wgmma ? "wgmma " : "") +
+         std::to_string(c.blockM) + "x" + std::to_string(c.blockN) + "x" +
          std::to_string(c.blockK) + " w" + std::to_string(c.warpsM) + "x" +
          std::to_string(c.warpsN) + " s" + std::to_string(c.stages) +
          (c.smem == SmemLayout::Swizzled ? " swz" : "");
@@ -289,6 +293,16 @@ std::optional<GemmConfig> configFromArgs(Args &args) {
   }
   if (auto v = args.value("stages"))
     ensure().stages = int(toInt("stages", *v));
+  if (auto v = args.value("loop")) {
+    std::optional<GemmLoop> l = parseGemmLoop(*v);
+    if (!l)
+      throw Error("option --loop: '" + *v + "' must be tiled or wgmma");
+    ensure().loop = *l;
+    if (*l == GemmLoop::Wgmma) {
+      c->smem = SmemLayout::Swizzled;
+      c->smemPad = 0;
+    }
+  }
   if (auto v = args.value("smem")) {
     if (*v == "padded")
       ensure().smem = SmemLayout::Padded;

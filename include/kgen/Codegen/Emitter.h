@@ -38,8 +38,10 @@ std::string gemmKernelName(const GemmProblem &p, const GemmConfig &c, Target t);
 KernelSource emitGemm(const GemmProblem &p, const GemmConfig &c, Target t,
                       bool inlineTemplates = false);
 
+/// `computeUnits` sizes persistent grids (GemmLoop::Wgmma: one block per
+/// multiprocessor); 0 means one block per tile.
 LaunchDims gemmLaunchDims(const GemmProblem &p, const GemmConfig &c, Target t,
-                          int64_t m);
+                          int64_t m, int computeUnits = 0);
 
 } // namespace kgen
 

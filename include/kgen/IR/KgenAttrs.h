@@ -14,6 +14,9 @@ namespace kgen::ir {
 /// `padded` or `swizzled`, the spelling of kgen::SmemLayout in attributes.
 mlir::FailureOr<SmemLayout> parseSmemLayout(mlir::AsmParser &parser);
 void printSmemLayout(mlir::AsmPrinter &printer, SmemLayout layout);
+/// `tiled` or `wgmma`, the spelling of kgen::GemmLoop in attributes.
+mlir::FailureOr<GemmLoop> parseGemmLoop(mlir::AsmParser &parser);
+void printGemmLoop(mlir::AsmPrinter &printer, GemmLoop loop);
 
 } // namespace kgen::ir
 

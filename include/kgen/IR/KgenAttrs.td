@@ -13,6 +13,14 @@ def Kgen_SmemLayoutParameter
   let printer = "::kgen::ir::printSmemLayout($_printer, $_self)";
 }
 
+/// kgen::GemmLoop, spelled `tiled` or `wgmma`; `tiled` when omitted.
+def Kgen_GemmLoopParameter
+    : AttrParameter<"::kgen::GemmLoop", "GEMM main loop"> {
+  let parser = "::kgen::ir::parseGemmLoop($_parser)";
+  let printer = "::kgen::ir::printGemmLoop($_printer, $_self)";
+  let defaultValue = "::kgen::GemmLoop::Tiled";
+}
+
 def Kgen_GemmConfigAttr : AttrDef<Kgen_Dialect, "GemmConfig"> {
   let mnemonic = "gemm_config";
   let summary = "A GEMM tile configuration (kgen::GemmConfig)";
@@ -22,7 +30,10 @@ def Kgen_GemmConfigAttr : AttrDef<Kgen_Dialect, "GemmConfig"> {
     grid inside a block (`warps = [warpsM, warpsN]`; wavefronts of 64 on
     AMD), the depth of the shared-memory pipeline (`stages`), and how shared
     rows avoid bank conflicts: `smem = padded` with `pad` extra elements per
-    row (0 when omitted), or `smem = swizzled` (XOR swizzle, no padding).
+    row (0 when omitted), or `smem = swizzled` (XOR swizzle, no padding),
+    and the main loop (`loop = tiled`, the default, or `loop = wgmma` on
+    sm_90a: TMA loads by a producer warpgroup, wgmma in `warps = [C, 1]`
+    consumer warpgroups, `block = [M, N, 64]`, `smem = swizzled`).
 
     Whether a configuration is valid depends on the problem and the target;
     `kgen.gemm` checks it with `kgen::checkConfig` once both are known.
@@ -32,6 +43,7 @@ def Kgen_GemmConfigAttr : AttrDef<Kgen_Dialect, "GemmConfig"> {
     ```mlir
     #kgen.gemm_config<block = [128, 128, 32], warps = [2, 2], stages = 3, smem = padded, pad = 8>
     #kgen.gemm_config<block = [64, 128, 64], warps = [2, 2], stages = 4, smem = swizzled>
+    #kgen.gemm_config<loop = wgmma, block = [128, 256, 64], warps = [2, 1], stages = 4, smem = swizzled>
     ```
   }];
   let parameters = (ins
@@ -39,10 +51,11 @@ def Kgen_GemmConfigAttr : AttrDef<Kgen_Dialect, "GemmConfig"> {
     "int":$warpsM, "int":$warpsN,
     "int":$stages,
     Kgen_SmemLayoutParameter:$smem,
-    DefaultValuedParameter<"int", "0">:$pad
+    DefaultValuedParameter<"int", "0">:$pad,
+    Kgen_GemmLoopParameter:$loop
   );
   let assemblyFormat = [{
-    `<` `block` `=` `[` $blockM `,` $blockN `,` $blockK `]` `,`
+    `<` (`loop` `=` $loop^ `,` ` `)? `block` `=` `[` $blockM `,` $blockN `,` $blockK `]` `,`
     `warps` `=` `[` $warpsM `,` $warpsN `]` `,`
     `stages` `=` $stages `,`
     `smem` `=` $smem (`,` `pad` `=` $pad^)? `>`
@@ -51,7 +64,7 @@ def Kgen_GemmConfigAttr : AttrDef<Kgen_Dialect, "GemmConfig"> {
     AttrBuilder<(ins "const ::kgen::GemmConfig &":$config), [{
       return $_get($_ctxt, config.blockM, config.blockN, config.blockK,
                    config.warpsM, config.warpsN, config.stages, config.smem,
-                   config.smemPad);
+                   config.smemPad, config.loop);
     }]>
   ];
   let extraClassDeclaration = [{

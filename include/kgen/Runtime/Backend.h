@@ -36,6 +36,16 @@ public:
   /// True when `stream` is being captured into a graph.
   virtual bool isCapturing(void *stream) = 0;
 
+  /// TMA (sm_90): writes the 128-byte tensor map (CUtensorMap) of a
+  /// row-major matrix of `rows` rows of `cols` 2-byte elements (`t`), rows
+  /// `ld` elements apart, read in boxes of boxCols x boxRows with the
+  /// 128-byte swizzle; reads past the matrix return zeros. Throws
+  /// kgen::Error on a backend or driver without tensor maps, or when the
+  /// driver refuses the arguments (alignment, box size).
+  virtual void encodeTensorMap(void *out, const void *base, DType t,
+                               uint64_t cols, uint64_t rows, uint64_t ld,
+                               uint32_t boxCols, uint32_t boxRows) = 0;
+
   // Memory, for tests, examples and benchmarks.
   virtual void *alloc(size_t bytes) = 0;
   virtual void free(void *p) = 0;

@@ -1,0 +1,307 @@
+//===- gemm_sm90.h - Hopper GEMM: TMA + wgmma, warp-specialized -*- C++ -*-===//
+//
+// C = alpha * op(A) * op(B) + beta * C on sm_90a. A persistent grid (one
+// block per multiprocessor) walks the kBlockM x kBlockN tiles of C in a
+// grouped order (kGroupM tile rows at a time, so the blocks running together
+// share their A rows and B columns in L2). Each block is
+//
+//   warpgroup 0         the producer: one thread issues the TMA loads of
+//                       each kBlockK = 64 slice of A and B into a ring of
+//                       kStages shared-memory stages; full[s] completes
+//                       when a stage's bytes have landed;
+//   warpgroups 1..kC    the consumers: each owns kBlockM / kC rows of the
+//                       tile as m64 slices, runs wgmma m64nkBlockNk16 on the
+//                       stage (keeping one k-slice of wgmmas in flight),
+//                       releases it through empty[s], and at the end of a
+//                       tile writes its fp32 accumulators to C while the
+//                       producer already loads the next tile.
+//
+// setmaxnreg moves registers from the producer (which needs few) to the
+// consumers (which hold up to 2 x 128 accumulators each). TMA zero-fills
+// what lies past M, N or K, so only the stores check bounds.
+//
+//===----------------------------------------------------------------------===//
+
+#pragma once
+
+#include "kgen/common/prelude.h"
+#include "kgen/common/wgmma_sm90.h"
+
+namespace kgen::gemm_sm90 {
+
+using sm90::TensorMap;
+
+template <class Config> struct Shape {
+  using T = typename Config::TypeA;
+  using TC = typename Config::TypeC;
+  static constexpr int kBlockM = Config::kBlockM, kBlockN = Config::kBlockN,
+                       kBlockK = Config::kBlockK, kStages = Config::kStages;
+  static constexpr int kConsumers = Config::kConsumers;
+  static constexpr int kThreads = 128 * (kConsumers + 1);
+  static constexpr int kRowsPerConsumer = kBlockM / kConsumers;
+  static constexpr int kMmaM = kRowsPerConsumer / 64; ///< m64 slices
+  static constexpr int kAccum = kBlockN / 2; ///< fp32 per thread per slice
+  /// Operand B stored K x N (N contiguous): wgmma reads it N-major.
+  static constexpr bool kBNMajor = !Config::kTransB;
+  static constexpr int kRowBytes = 128; ///< one swizzled row: 64 elements
+  static constexpr int kStageBytesA = kBlockM * kRowBytes;
+  static constexpr int kStageBytesB = kBlockN * kRowBytes;
+  static constexpr int kStageBytes = kStageBytesA + kStageBytesB;
+  static constexpr int kGroupM = 8;
+  /// wgmma, like mma.sync, adds into its accumulators with truncation; with
+  /// an fp32 C that error shows (2x a plain fp32 loop at K = 2048 on an
+  /// H200), so each k-slice's sum is promoted with FADDs. The limits keep
+  /// the doubled accumulators within the consumers' registers.
+  static constexpr bool kPromote = IsSame<TC, float>::value;
+
+  static_assert(IsSame<T, typename Config::TypeB>::value &&
+                    (IsSame<T, bf16>::value || IsSame<T, f16>::value),
+                "A and B are both bf16 or both f16");
+  static_assert(!Config::kTransA, "A is K-major (layout 'N')");
+  static_assert(kBlockK == 64, "a k-slice is one 128-byte swizzle row");
+  static_assert(kThreads == Config::kThreads, "128 threads per warpgroup");
+  static_assert(kRowsPerConsumer % 64 == 0 && kMmaM <= 2,
+                "each consumer owns one or two m64 slices");
+  static_assert(kBlockN % 64 == 0 && kBlockN <= 256,
+                "kBlockN is 64, 128, 192 or 256");
+  static_assert(kBlockM <= 256, "a TMA box has at most 256 rows");
+};
+
+/// The grouped tile order: consecutive tile indices walk down kGroupM tile
+/// rows before moving right, so blocks running together reuse L2.
+template <class S>
+KGEN_DEVICE void tileCoords(int tile, int tilesM, int tilesN, int &tm,
+                            int &tn) {
+  const int perGroup = S::kGroupM * tilesN;
+  const int group = tile / perGroup;
+  const int firstM = group * S::kGroupM;
+  const int rows = min(tilesM - firstM, S::kGroupM);
+  const int inGroup = tile % perGroup;
+  tm = firstM + inGroup % rows;
+  tn = inGroup / rows;
+}
+
+template <class Config>
+KGEN_DEVICE void storeTile(const float (&acc)[Shape<Config>::kMmaM]
+                                             [Shape<Config>::kAccum],
+                           typename Config::TypeC *c, int m, int n,
+                           long long ldc, int row0, int col0, float alpha,
+                           float beta) {
+  using S = Shape<Config>;
+  using TC = typename S::TC;
+  const int lane = int(threadIdx.x % 32u), warp = int(threadIdx.x / 32u) % 4;
+#pragma unroll
+  for (int mi = 0; mi < S::kMmaM; ++mi)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = row0 + mi * 64 + warp * 16 + lane / 4 + half * 8;
+      if (Config::kCheckM && row >= m)
+        continue;
+      TC *out = c + (long long)row * ldc;
+#pragma unroll
+      for (int j = 0; j < S::kBlockN / 8; ++j) {
+        const int col = col0 + j * 8 + (lane % 4) * 2;
+        float v0 = alpha * acc[mi][j * 4 + half * 2];
+        float v1 = alpha * acc[mi][j * 4 + half * 2 + 1];
+        const bool in0 = !Config::kCheckN || col < n;
+        const bool in1 = !Config::kCheckN || col + 1 < n;
+        if constexpr (Config::kVecC >= 2 && sizeof(TC) == 2) {
+          if (in1) {
+            if (beta != 0.0f) {
+              const TC *src = out + col;
+              v0 += beta * Convert<TC>::toFloat(src[0]);
+              v1 += beta * Convert<TC>::toFloat(src[1]);
+            }
+            struct alignas(4) Pair {
+              TC x, y;
+            } pair{Convert<TC>::fromFloat(v0), Convert<TC>::fromFloat(v1)};
+            *reinterpret_cast<Pair *>(out + col) = pair;
+            continue;
+          }
+        } else if constexpr (Config::kVecC >= 2) {
+          if (in1) {
+            if (beta != 0.0f) {
+              v0 += beta * out[col];
+              v1 += beta * out[col + 1];
+            }
+            *reinterpret_cast<float2 *>(out + col) = make_float2(v0, v1);
+            continue;
+          }
+        }
+        if (in0) {
+          if (beta != 0.0f)
+            v0 += beta * Convert<TC>::toFloat(out[col]);
+          out[col] = Convert<TC>::fromFloat(v0);
+        }
+        if (in1) {
+          if (beta != 0.0f)
+            v1 += beta * Convert<TC>::toFloat(out[col + 1]);
+          out[col + 1] = Convert<TC>::fromFloat(v1);
+        }
+      }
+    }
+}
+
+template <class Config>
+KGEN_DEVICE void run(const TensorMap &mapA, const TensorMap &mapB,
+                     typename Config::TypeC *c, int m, int n, int k,
+                     long long ldc, float alpha, float beta) {
+  using S = Shape<Config>;
+  using T = typename S::T;
+  if constexpr (Config::kM)
+    m = Config::kM;
+  if constexpr (Config::kN)
+    n = Config::kN;
+  if constexpr (Config::kK)
+    k = Config::kK;
+
+  // Stages start on a 1024-byte boundary, the period of the 128-byte
+  // swizzle, so TMA and wgmma agree on the pattern.
+  extern __shared__ __align__(1024) unsigned char smemRaw[];
+  unsigned char *smem =
+      smemRaw + ((1024 - (sm90::smemAddress(smemRaw) & 1023)) & 1023);
+  uint64_t *full =
+      reinterpret_cast<uint64_t *>(smem + S::kStages * S::kStageBytes);
+  uint64_t *empty = full + S::kStages;
+
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int s = 0; s < S::kStages; ++s) {
+      sm90::barrierInit(&full[s], 1);
+      sm90::barrierInit(&empty[s], S::kConsumers * 4); // one per warp
+    }
+    sm90::fenceBarrierInit();
+  }
+  __syncthreads();
+
+  const int tilesM = (m + S::kBlockM - 1) / S::kBlockM;
+  const int tilesN = (n + S::kBlockN - 1) / S::kBlockN;
+  const int tiles = tilesM * tilesN;
+  const int slices = (k + S::kBlockK - 1) / S::kBlockK;
+  const int warpgroup = int(threadIdx.x / 128u);
+
+  if (warpgroup == 0) {
+    sm90::setMaxRegsDec<40>();
+    if (threadIdx.x != 0)
+      return;
+    int stage = 0;
+    uint32_t phase = 0;
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+      int tm, tn;
+      tileCoords<S>(tile, tilesM, tilesN, tm, tn);
+      for (int kt = 0; kt < slices; ++kt) {
+        sm90::barrierWait(&empty[stage], phase ^ 1);
+        unsigned char *a = smem + stage * S::kStageBytes;
+        unsigned char *b = a + S::kStageBytesA;
+        sm90::barrierArriveExpectTx(&full[stage], S::kStageBytes);
+        const int k0 = kt * S::kBlockK;
+        sm90::tmaLoad2d(a, &mapA, &full[stage], k0, tm * S::kBlockM);
+        if constexpr (S::kBNMajor) {
+          // 64-column boxes (one swizzle row wide), 64 k-rows each.
+#pragma unroll
+          for (int j = 0; j < S::kBlockN / 64; ++j)
+            sm90::tmaLoad2d(b + j * 64 * S::kRowBytes, &mapB, &full[stage],
+                            tn * S::kBlockN + j * 64, k0);
+        } else {
+          sm90::tmaLoad2d(b, &mapB, &full[stage], k0, tn * S::kBlockN);
+        }
+        if (++stage == S::kStages) {
+          stage = 0;
+          phase ^= 1;
+        }
+      }
+    }
+    return;
+  }
+
+  // Consumers.
+  sm90::setMaxRegsInc<232>();
+  const int consumer = warpgroup - 1;
+  const bool warpLeader = threadIdx.x % 32u == 0;
+  using Mma = sm90::Wgmma<T, S::kBlockN, S::kBNMajor>;
+  float acc[S::kMmaM][S::kAccum];
+  // With an fp32 C, each k-slice's wgmmas start from zero and their sum is
+  // added here with round-to-nearest FADDs (see kPromote); otherwise unused.
+  float total[S::kPromote ? S::kMmaM : 1][S::kPromote ? S::kAccum : 1];
+  int stage = 0;
+  uint32_t phase = 0;
+  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    int tm, tn;
+    tileCoords<S>(tile, tilesM, tilesN, tm, tn);
+    if constexpr (S::kPromote) {
+#pragma unroll
+      for (int mi = 0; mi < S::kMmaM; ++mi)
+#pragma unroll
+        for (int i = 0; i < S::kAccum; ++i)
+          total[mi][i] = 0.0f;
+    }
+    int prevStage = -1;
+    for (int kt = 0; kt < slices; ++kt) {
+      sm90::barrierWait(&full[stage], phase);
+      const unsigned char *a = smem + stage * S::kStageBytes +
+                               consumer * S::kRowsPerConsumer * S::kRowBytes;
+      const unsigned char *b = smem + stage * S::kStageBytes + S::kStageBytesA;
+#pragma unroll
+      for (int mi = 0; mi < S::kMmaM; ++mi)
+        sm90::fenceAccumulators(acc[mi]);
+      sm90::wgmmaFence();
+#pragma unroll
+      for (int kk = 0; kk < S::kBlockK / 16; ++kk) {
+        const uint64_t descB =
+            S::kBNMajor
+                ? sm90::matrixDescriptor(b + kk * 2048, 64 * S::kRowBytes, 1024)
+                : sm90::matrixDescriptor(b + kk * 32, 16, 1024);
+        const int accumulate = S::kPromote ? kk > 0 : (kt > 0 || kk > 0);
+#pragma unroll
+        for (int mi = 0; mi < S::kMmaM; ++mi)
+          Mma::run(acc[mi],
+                   sm90::matrixDescriptor(a + mi * 64 * S::kRowBytes + kk * 32,
+                                          16, 1024),
+                   descB, accumulate);
+      }
+      sm90::wgmmaCommit();
+      if constexpr (S::kPromote) {
+        sm90::wgmmaWait<0>();
+#pragma unroll
+        for (int mi = 0; mi < S::kMmaM; ++mi) {
+          sm90::fenceAccumulators(acc[mi]);
+#pragma unroll
+          for (int i = 0; i < S::kAccum; ++i)
+            total[mi][i] += acc[mi][i];
+        }
+        if (warpLeader)
+          sm90::barrierArrive(&empty[stage]);
+      } else {
+        // One k-slice of wgmmas stays in flight; the one before it is done,
+        // so its stage goes back to the producer.
+        sm90::wgmmaWait<1>();
+#pragma unroll
+        for (int mi = 0; mi < S::kMmaM; ++mi)
+          sm90::fenceAccumulators(acc[mi]);
+        if (prevStage >= 0 && warpLeader)
+          sm90::barrierArrive(&empty[prevStage]);
+        prevStage = stage;
+      }
+      if (++stage == S::kStages) {
+        stage = 0;
+        phase ^= 1;
+      }
+    }
+    if constexpr (!S::kPromote) {
+      sm90::wgmmaWait<0>();
+#pragma unroll
+      for (int mi = 0; mi < S::kMmaM; ++mi)
+        sm90::fenceAccumulators(acc[mi]);
+      if (warpLeader)
+        sm90::barrierArrive(&empty[prevStage]);
+    }
+    const int row0 = tm * S::kBlockM + consumer * S::kRowsPerConsumer;
+    if constexpr (S::kPromote)
+      storeTile<Config>(total, c, m, n, ldc, row0, tn * S::kBlockN, alpha,
+                        beta);
+    else
+      storeTile<Config>(acc, c, m, n, ldc, row0, tn * S::kBlockN, alpha, beta);
+  }
+}
+
+} // namespace kgen::gemm_sm90
