@@ -93,6 +93,10 @@ public:
   const BundleSet &bundles() const { return bundles_; }
   /// Compiler for a vendor (opened on first use); throws when missing.
   Compiler &compiler(Vendor v);
+  /// The compiler's name and version for cache keys: remembered in
+  /// <cache>/compilers.json while its library file is unchanged, so cache
+  /// hits need no compiler; otherwise the compiler is opened.
+  CompilerIdentity compilerIdentity(Vendor v);
 
   /// Build an explicit variant for `t` (default: this runtime's target);
   /// the cache is consulted first. Loads it when a GPU of `t` is present.
@@ -130,6 +134,7 @@ private:
   DiskCache cache_;
   BundleSet bundles_;
   std::unique_ptr<Compiler> compilers_[2];
+  std::optional<CompilerIdentity> identities_[2];
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<Kernel>> loaded_; ///< by cache key
   std::map<std::string, std::shared_ptr<Kernel>>

@@ -12,7 +12,11 @@
 #include "kgen/Error.h"
 #include "kgen/Runtime/Cache.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cctype>
+#include <climits>
+#include <fstream>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -297,13 +301,16 @@ public:
   std::string version() const override { return version_; }
 
   std::vector<std::string> options(Target t) const override {
-    // No fast-math on either: kernels keep IEEE division and sqrt. -lineinfo
-    // costs nothing at run time and makes profiler and sanitizer reports
-    // point at source lines.
-    if (vendor_ == Vendor::NVIDIA)
-      return {"--gpu-architecture=" + std::string(toString(t)), "-std=c++17",
-              "-default-device", "-lineinfo"};
-    return {"--offload-arch=" + std::string(toString(t)), "-O3", "-std=c++17"};
+    return compilerOptions(vendor_, t);
+  }
+
+  std::string library() const override {
+    // The file the loader mapped for the library's entry point.
+    Dl_info info{};
+    if (::dladdr(reinterpret_cast<void *>(api_.createProgram), &info) &&
+        info.dli_fname)
+      return info.dli_fname;
+    return "";
   }
 
   std::string compile(const KernelSource &src) override {
@@ -478,7 +485,107 @@ std::unique_ptr<Compiler> openHiprtc(std::string *whyNot) {
   return std::make_unique<RtcCompiler>(Vendor::AMD, api, hiprtcVersionOf(lib));
 }
 
+/// The variables that decide which compiler library is loaded.
+std::string libraryEnvironment(Vendor v) {
+  std::string out;
+  const char *names[] = {v == Vendor::NVIDIA ? "KGEN_NVRTC" : "KGEN_HIPRTC",
+                         v == Vendor::NVIDIA ? "CUDA_HOME" : "ROCM_PATH",
+                         "LD_LIBRARY_PATH"};
+  for (const char *n : names) {
+    const char *val = std::getenv(n);
+    out += std::string(n) + "=" + (val ? val : "") + ";";
+  }
+  return out;
+}
+
+/// What identifies a library file: its target and stat fields.
+std::optional<nlohmann::json> fileIdentity(const std::string &path) {
+  char real[PATH_MAX];
+  struct stat st;
+  if (path.empty() || !::realpath(path.c_str(), real) ||
+      ::stat(real, &st) != 0)
+    return std::nullopt;
+  return nlohmann::json{{"path", path},
+                        {"real", real},
+                        {"size", int64_t(st.st_size)},
+                        {"mtime_ns", int64_t(st.st_mtim.tv_sec) * 1000000000 +
+                                         st.st_mtim.tv_nsec},
+                        {"inode", uint64_t(st.st_ino)}};
+}
+
+const char *vendorKey(Vendor v) {
+  return v == Vendor::NVIDIA ? "nvidia" : "amd";
+}
+
 } // namespace
+
+std::vector<std::string> kgen::compilerOptions(Vendor v, Target t) {
+  // No fast-math on either: kernels keep IEEE division and sqrt. -lineinfo
+  // costs nothing at run time and makes profiler and sanitizer reports
+  // point at source lines.
+  if (v == Vendor::NVIDIA)
+    return {"--gpu-architecture=" + std::string(toString(t)), "-std=c++17",
+            "-default-device", "-lineinfo"};
+  return {"--offload-arch=" + std::string(toString(t)), "-O3", "-std=c++17"};
+}
+
+std::optional<CompilerIdentity>
+kgen::recallCompilerIdentity(const std::string &memoPath, Vendor v) {
+  try {
+    std::ifstream in(memoPath);
+    if (!in)
+      return std::nullopt;
+    nlohmann::json memo = nlohmann::json::parse(in);
+    const nlohmann::json &e = memo.at(vendorKey(v));
+    if (e.at("env").get<std::string>() != libraryEnvironment(v) ||
+        e.at("kgen").get<std::string>() != kVersion)
+      return std::nullopt;
+    std::optional<nlohmann::json> now =
+        fileIdentity(e.at("file").at("path").get<std::string>());
+    if (!now || *now != e.at("file"))
+      return std::nullopt;
+    return CompilerIdentity{e.at("name").get<std::string>(),
+                            e.at("version").get<std::string>()};
+  } catch (const std::exception &) {
+    return std::nullopt; // absent, malformed or partial: open the compiler
+  }
+}
+
+void kgen::rememberCompilerIdentity(const std::string &memoPath,
+                                    const Compiler &c) {
+  std::optional<nlohmann::json> file = fileIdentity(c.library());
+  if (!file)
+    return;
+  nlohmann::json memo = nlohmann::json::object();
+  try {
+    std::ifstream in(memoPath);
+    if (in)
+      memo = nlohmann::json::parse(in);
+    if (!memo.is_object())
+      memo = nlohmann::json::object();
+  } catch (const std::exception &) {
+    memo = nlohmann::json::object();
+  }
+  memo[vendorKey(c.vendor())] = {{"name", c.name()},
+                                 {"version", c.version()},
+                                 {"file", *file},
+                                 {"env", libraryEnvironment(c.vendor())},
+                                 {"kgen", std::string(kVersion)}};
+  // Temp file and rename: readers see the old memo or the new one.
+  std::string tmp = memoPath + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out)
+      return;
+    out << memo.dump(1) << "\n";
+    if (!out.good()) {
+      ::unlink(tmp.c_str());
+      return;
+    }
+  }
+  if (::rename(tmp.c_str(), memoPath.c_str()) != 0)
+    ::unlink(tmp.c_str());
+}
 
 std::unique_ptr<Compiler> kgen::openCompiler(Vendor v, std::string *whyNot) {
   return v == Vendor::NVIDIA ? openNvrtc(whyNot) : openHiprtc(whyNot);

@@ -57,6 +57,25 @@ Compiler &Runtime::compiler(Vendor v) {
   return *slot;
 }
 
+CompilerIdentity Runtime::compilerIdentity(Vendor v) {
+  std::optional<CompilerIdentity> &slot = identities_[v == Vendor::AMD ? 0 : 1];
+  if (slot)
+    return *slot;
+  // Remembered next to the cache: a process whose kernels are all cached
+  // then never opens nvrtc/hiprtc.
+  std::string memo =
+      cache_.memoryOnly() ? std::string() : cache_.root() + "/compilers.json";
+  if (!memo.empty())
+    slot = recallCompilerIdentity(memo, v);
+  if (!slot) {
+    Compiler &cc = compiler(v);
+    slot = CompilerIdentity{cc.name(), cc.version()};
+    if (!memo.empty())
+      rememberCompilerIdentity(memo, cc);
+  }
+  return *slot;
+}
+
 std::shared_ptr<Kernel> Runtime::compile(const GemmProblem &p,
                                          const GemmConfig &c,
                                          std::optional<Target> t) {
@@ -100,15 +119,16 @@ std::shared_ptr<Kernel> Runtime::compileSource(const KernelSource &src,
   // The lock guards the compiler slots and the loaded map only: compiles of
   // different kernels proceed in parallel (the cache serializes equal keys).
   std::unique_lock<std::mutex> lock(mu_);
-  Compiler &cc = compiler(targetInfo(t).vendor);
+  const Vendor vendor = targetInfo(t).vendor;
+  const CompilerIdentity id = compilerIdentity(vendor);
 
   CacheKeyInput in;
   in.source = src.source;
   for (const std::string &h : src.headers)
     in.headerTexts.push_back(std::string(templateText(h)));
-  in.compiler = cc.name();
-  in.compilerVersion = cc.version();
-  in.options = cc.options(t);
+  in.compiler = id.name;
+  in.compilerVersion = id.version;
+  in.options = compilerOptions(vendor, t);
   in.target = t;
   std::string key = cacheKey(in);
   if (auto it = loaded_.find(key); it != loaded_.end())
@@ -128,7 +148,12 @@ std::shared_ptr<Kernel> Runtime::compileSource(const KernelSource &src,
                       "captured into a graph; run the call once before "
                       "capture, or load an ahead-of-time bundle "
                       "(kgen bundle, KGEN_BUNDLE)");
-        return cc.compile(src);
+        Compiler *cc;
+        {
+          std::lock_guard<std::mutex> g(mu_);
+          cc = &compiler(vendor);
+        }
+        return cc->compile(src);
       });
   k->binary = std::move(r.binary);
   k->cacheHit = r.hit;

@@ -33,9 +33,9 @@ DeviceKey deviceKey(Runtime &rt) {
   if (!b)
     throw Error("no GPU: tuning records are keyed by the GPU they were "
                 "measured on");
-  Compiler &cc = rt.compiler(targetInfo(rt.target()).vendor);
+  CompilerIdentity cc = rt.compilerIdentity(targetInfo(rt.target()).vendor);
   return {b->deviceName(),       b->archName(), rt.target(), b->computeUnits(),
-          std::string(kVersion), cc.name(),     cc.version()};
+          std::string(kVersion), cc.name,       cc.version};
 }
 
 GemmProblem tuningProblem(const GemmProblem &p) {

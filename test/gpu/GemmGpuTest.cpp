@@ -115,7 +115,8 @@ struct Case {
     if (off[0] || off[1] || off[2])
       os << " ptr+(" << off[0] << "," << off[1] << "," << off[2] << ")";
     if (config)
-      os << " config " << config->blockM << "x" << config->blockN << "x"
+      os << " config " << (config->loop == GemmLoop::Wgmma ? "wgmma " : "")
+         << config->blockM << "x" << config->blockN << "x"
          << config->blockK << " w" << config->warpsM << "x" << config->warpsN
          << " s" << config->stages
          << (config->smem == SmemLayout::Swizzled ? " swizzled" : " padded");

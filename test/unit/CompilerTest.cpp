@@ -195,6 +195,57 @@ TEST_F(HiprtcTest, RefusesAnNvidiaTarget) {
 // Backends
 //===----------------------------------------------------------------------===//
 
+//===----------------------------------------------------------------------===//
+// The remembered compiler identity (cache hits without opening a compiler)
+//===----------------------------------------------------------------------===//
+
+TEST_F(HiprtcTest, IdentityIsRememberedUntilTheLibraryOrEnvironmentChanges) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() /
+                 ("kgen-memo-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::string memo = (dir / "compilers.json").string();
+
+  EXPECT_FALSE(recallCompilerIdentity(memo, Vendor::AMD)) << "no memo yet";
+  rememberCompilerIdentity(memo, *hiprtc_);
+  std::optional<CompilerIdentity> id = recallCompilerIdentity(memo, Vendor::AMD);
+  ASSERT_TRUE(id);
+  EXPECT_EQ(id->name, hiprtc_->name());
+  EXPECT_EQ(id->version, hiprtc_->version());
+  EXPECT_FALSE(recallCompilerIdentity(memo, Vendor::NVIDIA))
+      << "one vendor's record never answers for the other";
+
+  // Another library search path may pick another library: not trusted.
+  const char *old = std::getenv("LD_LIBRARY_PATH");
+  std::string saved = old ? old : "";
+  ::setenv("LD_LIBRARY_PATH", (saved + ":/opt/other-rocm/lib").c_str(), 1);
+  EXPECT_FALSE(recallCompilerIdentity(memo, Vendor::AMD));
+  if (old)
+    ::setenv("LD_LIBRARY_PATH", saved.c_str(), 1);
+  else
+    ::unsetenv("LD_LIBRARY_PATH");
+  EXPECT_TRUE(recallCompilerIdentity(memo, Vendor::AMD));
+
+  // A library file that changed (here: the recorded size) is not trusted.
+  std::string text;
+  {
+    std::ifstream in(memo);
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  std::string changed = std::regex_replace(
+      text, std::regex("\"size\": (\\d+)"), "\"size\": 1");
+  ASSERT_NE(changed, text);
+  std::ofstream(memo, std::ios::trunc) << changed;
+  EXPECT_FALSE(recallCompilerIdentity(memo, Vendor::AMD));
+
+  // A malformed memo is a miss, and remembering again repairs it.
+  std::ofstream(memo, std::ios::trunc) << "{\"amd\": {\"name\": ";
+  EXPECT_FALSE(recallCompilerIdentity(memo, Vendor::AMD));
+  rememberCompilerIdentity(memo, *hiprtc_);
+  EXPECT_TRUE(recallCompilerIdentity(memo, Vendor::AMD));
+  fs::remove_all(dir);
+}
+
 TEST(Backend, NoGpuGivesNullAndAReasonQuickly) {
   std::string why;
   auto start = std::chrono::steady_clock::now();
