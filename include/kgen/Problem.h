@@ -116,6 +116,9 @@ struct GemmConfig {
   /// warpsN is 1.
   int warpsM = 2, warpsN = 2;
   int stages = 3;             ///< shared-memory pipeline depth (>= 2)
+  /// GemmLoop::Wgmma: CTAs per cluster (1 or 2); a pair takes vertically
+  /// adjacent tiles and multicasts the shared B slice to both.
+  int cluster = 1;
   SmemLayout smem = SmemLayout::Padded;
   int smemPad = 8; ///< elements added to every shared row when Padded
 

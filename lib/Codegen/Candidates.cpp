@@ -64,7 +64,11 @@ double modelCost(const GemmProblem &p, const GemmConfig &c, Target t) {
     double wgSpeed = std::min(intensity, 96.0);
     tileTime = double(c.blockM) * c.blockN * kSteps * c.blockK / wgSpeed;
     stageFactor = c.stages >= 4 ? 1.0 : 1.1;
-    return 0.5 * waves * tileTime * stageFactor;
+    // A pair of CTAs halves B's traffic from L2, which large tiles at full
+    // speed are short of; the pairing costs a little where tiles are few.
+    double clusterFactor =
+        c.cluster == 1 ? 1.0 : (tiles >= 2 * assumedComputeUnits(t) ? 0.97 : 1.02);
+    return 0.5 * waves * tileTime * stageFactor * clusterFactor;
   }
   return waves * tileTime * stageFactor * smemFactor * bkFactor;
 }
@@ -136,8 +140,10 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
     for (const Shape &s : wgmmaShapes) {
       if (s.bm > std::max<int64_t>(capM, 64) || s.bn > capN)
         continue;
+      for (int cluster : {1, 2})
       for (int stages : {3, 4, 5, 6}) {
         GemmConfig c;
+        c.cluster = cluster;
         c.loop = GemmLoop::Wgmma;
         c.blockM = s.bm;
         c.blockN = s.bn;

@@ -75,6 +75,8 @@ std::string configComment(const GemmConfig &c) {
        << c.blockK << ", 1 producer + " << c.warpsM
        << " consumer warpgroups, " << c.stages
        << " stages, 128-byte swizzled shared memory";
+    if (c.cluster > 1)
+      os << ", clusters of " << c.cluster << " (B multicast)";
     return os.str();
   }
   os << "block " << c.blockM << "x" << c.blockN << "x" << c.blockK
@@ -109,8 +111,10 @@ std::string gemmKernelName(const GemmProblem &p, const GemmConfig &c,
   dim('k', p.staticK, p.k);
   if (c.loop == GemmLoop::Wgmma) {
     os << "_wgmma_b" << c.blockM << "x" << c.blockN << "x" << c.blockK
-       << "_wg" << c.warpsM << "_s" << c.stages << "_v" << tr.vecA << tr.vecB
-       << tr.vecC;
+       << "_wg" << c.warpsM << "_s" << c.stages;
+    if (c.cluster > 1)
+      os << "_c" << c.cluster;
+    os << "_v" << tr.vecA << tr.vecB << tr.vecC;
     return os.str();
   }
   os << "_b" << c.blockM << "x" << c.blockN << "x" << c.blockK << "_w"
@@ -170,7 +174,10 @@ KernelSource emitGemm(const GemmProblem &p, const GemmConfig &c, Target t,
              : "MFMA 32x32x8, wave64 (kgen/common/mfma_cdna.h)")
      << "\n";
   if (wgmma)
-    os << "// launch: persistent grid (min(tiles, multiprocessors)), "
+    os << "// launch: persistent grid (min(tiles, multiprocessors)"
+       << (c.cluster > 1 ? ", in clusters of " + std::to_string(c.cluster)
+                         : std::string())
+       << "), "
        << tr.threads << " threads, " << tr.smemBytes
        << " B dynamic shared memory; A and B through tensor maps\n";
   else
@@ -202,14 +209,18 @@ KernelSource emitGemm(const GemmProblem &p, const GemmConfig &c, Target t,
        << "  static constexpr int kConsumers = " << c.warpsM
        << "; // warpgroups, after the producer's\n"
        << "  static constexpr int kStages = " << c.stages << ";\n"
+       << "  static constexpr int kCluster = " << c.cluster
+       << "; // CTAs sharing B by multicast\n"
        << "  static constexpr int kVecC = " << tr.vecC << ";\n"
        << "  static constexpr bool kCheckM = " << boolStr(tr.checkM)
        << ", kCheckN = " << boolStr(tr.checkN) << ";\n"
        << "  static constexpr int kThreads = " << tr.threads << ";\n"
        << "};\n"
        << "} // namespace\n\n"
-       << "extern \"C\" __global__ void __launch_bounds__(" << tr.threads
-       << ", 1)\n"
+       << "extern \"C\" __global__ void ";
+    if (c.cluster > 1)
+      os << "__cluster_dims__(" << c.cluster << ", 1, 1) ";
+    os << "__launch_bounds__(" << tr.threads << ", 1)\n"
        << ks.name << "(\n"
        << "    const __grid_constant__ kgen::sm90::TensorMap mapA,\n"
        << "    const __grid_constant__ kgen::sm90::TensorMap mapB,\n"
@@ -280,9 +291,11 @@ LaunchDims gemmLaunchDims(const GemmProblem &p, const GemmConfig &c, Target t,
   int64_t tilesM = (m + c.blockM - 1) / c.blockM;
   if (c.loop == GemmLoop::Wgmma) {
     // Persistent: one block per multiprocessor walks the tiles.
-    int64_t tiles = tilesM * tilesN;
-    d.grid[0] = unsigned(std::max<int64_t>(
-        1, computeUnits > 0 ? std::min<int64_t>(tiles, computeUnits) : tiles));
+    // Clusters take kCluster vertically adjacent tiles at a time.
+    int64_t units = (tilesM + c.cluster - 1) / c.cluster * tilesN;
+    int64_t slots = computeUnits > 0 ? computeUnits / c.cluster : units;
+    d.grid[0] =
+        unsigned(std::max<int64_t>(1, std::min(units, slots)) * c.cluster);
     d.grid[1] = 1;
   } else {
     d.grid[0] = unsigned(tilesN);

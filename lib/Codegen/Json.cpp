@@ -38,6 +38,8 @@ json toJson(const GemmConfig &c) {
   // read back the same.
   if (c.loop != GemmLoop::Tiled)
     j["loop"] = toString(c.loop);
+  if (c.cluster != 1)
+    j["cluster"] = c.cluster;
   return j;
 }
 
@@ -149,7 +151,8 @@ GemmProblem gemmProblemFromJson(const json &j) {
 }
 
 GemmConfig gemmConfigFromJson(const json &j) {
-  rejectUnknown(j, {"loop", "block", "warps", "stages", "smem", "pad"},
+  rejectUnknown(j,
+                {"loop", "block", "warps", "stages", "smem", "pad", "cluster"},
                 "gemm config");
   GemmConfig c;
   if (j.contains("loop")) {
@@ -181,6 +184,7 @@ GemmConfig gemmConfigFromJson(const json &j) {
       fail("'smem' = \"" + s + "\" must be \"padded\" or \"swizzled\"");
   }
   c.smemPad = int(getInt(j, "pad", c.smem == SmemLayout::Padded ? 8 : 0));
+  c.cluster = int(getInt(j, "cluster", 1));
   return c;
 }
 

@@ -50,6 +50,12 @@ std::optional<std::string> checkWgmmaConfig(const GemmProblem &p,
            "64-column TMA boxes)";
   if (c.stages < 2 || c.stages > 8)
     return "config: stages = " + str(c.stages) + " must be between 2 and 8";
+  if (c.cluster != 1 && c.cluster != 2)
+    return "config: cluster = " + str(c.cluster) + " must be 1 or 2";
+  if (c.cluster == 2 && !p.transB && c.blockN % 128 != 0)
+    return "config: cluster = 2 with B stored K x N splits the B slice into "
+           "64-column boxes between the pair; blockN = " +
+           str(c.blockN) + " must be 128 or 256";
   if (c.smem != SmemLayout::Swizzled || c.smemPad != 0)
     return std::string("config: loop = wgmma uses the 128-byte swizzle TMA "
                        "writes; set smem = swizzled, pad = 0");
@@ -90,6 +96,9 @@ std::optional<std::string> checkConfig(const GemmProblem &p,
   const bool amd = ti.vendor == Vendor::AMD;
   if (c.loop == GemmLoop::Wgmma)
     return checkWgmmaConfig(p, c, t);
+  if (c.cluster != 1)
+    return "config: cluster = " + str(c.cluster) +
+           " needs loop = wgmma (clusters share B through TMA multicast)";
 
   for (auto [name, v] : {std::pair{"blockM", c.blockM},
                          {"blockN", c.blockN},

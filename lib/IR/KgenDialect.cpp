@@ -61,6 +61,7 @@ void kgen::ir::printGemmLoop(AsmPrinter &printer, GemmLoop loop) {
 kgen::GemmConfig GemmConfigAttr::getConfig() const {
   GemmConfig c;
   c.loop = getLoop();
+  c.cluster = getCluster();
   c.blockM = getBlockM();
   c.blockN = getBlockN();
   c.blockK = getBlockK();

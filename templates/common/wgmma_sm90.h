@@ -90,6 +90,49 @@ KGEN_DEVICE void tmaLoad2d(void *dst, const TensorMap *map, uint64_t *bar,
                : "memory");
 }
 
+/// As tmaLoad2d, multicast: the box lands at the same shared-memory offset in
+/// every CTA of the cluster named in `ctaMask`, and completes bytes on the
+/// barrier at the same offset in each.
+KGEN_DEVICE void tmaLoad2dMulticast(void *dst, const TensorMap *map,
+                                    uint64_t *bar, int c0, int c1,
+                                    uint16_t ctaMask) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::"
+               "complete_tx::bytes.multicast::cluster [%0], [%1, {%3, %4}], "
+               "[%2], %5;\n" ::"r"(smemAddress(dst)),
+               "l"(reinterpret_cast<uint64_t>(map)), "r"(smemAddress(bar)),
+               "r"(c0), "r"(c1), "h"(ctaMask)
+               : "memory");
+}
+
+// ---- clusters -----------------------------------------------------------------
+
+KGEN_DEVICE uint32_t clusterRank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+
+/// Every thread of every CTA in the cluster arrives, then waits: shared
+/// memory and barriers of the others are then initialized (at the start)
+/// or no longer touched by them (at the end).
+KGEN_DEVICE void clusterSync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n"
+               "barrier.cluster.wait.acquire.aligned;\n" ::
+                   : "memory");
+}
+
+/// Arrives on the barrier at the same offset in CTA `rank` of the cluster.
+KGEN_DEVICE void barrierArriveCluster(uint64_t *bar, uint32_t rank) {
+  asm volatile("{\n"
+               ".reg .b32 remote;\n"
+               "mapa.shared::cluster.u32 remote, %0, %1;\n"
+               "mbarrier.arrive.release.cluster.shared::cluster.b64 _, "
+               "[remote];\n"
+               "}\n" ::"r"(smemAddress(bar)),
+               "r"(rank)
+               : "memory");
+}
+
 // ---- registers ----------------------------------------------------------------
 
 template <int kRegs> KGEN_DEVICE void setMaxRegsDec() {

@@ -16,6 +16,11 @@
 //                       tile writes its fp32 accumulators to C while the
 //                       producer already loads the next tile.
 //
+// With kCluster = 2, two CTAs of a cluster take vertically adjacent tiles
+// (the same columns of B): each loads half of the B slice and multicasts it
+// to both, halving B's traffic from L2, and a stage is refilled only when
+// the consumers of both CTAs have released it.
+//
 // setmaxnreg moves registers from the producer (which needs few) to the
 // consumers (which hold up to 2 x 128 accumulators each). TMA zero-fills
 // what lies past M, N or K, so only the stores check bounds.
@@ -37,6 +42,7 @@ template <class Config> struct Shape {
   static constexpr int kBlockM = Config::kBlockM, kBlockN = Config::kBlockN,
                        kBlockK = Config::kBlockK, kStages = Config::kStages;
   static constexpr int kConsumers = Config::kConsumers;
+  static constexpr int kCluster = Config::kCluster; ///< CTAs sharing B
   static constexpr int kThreads = 128 * (kConsumers + 1);
   static constexpr int kRowsPerConsumer = kBlockM / kConsumers;
   static constexpr int kMmaM = kRowsPerConsumer / 64; ///< m64 slices
@@ -65,6 +71,10 @@ template <class Config> struct Shape {
   static_assert(kBlockN % 64 == 0 && kBlockN <= 256,
                 "kBlockN is 64, 128, 192 or 256");
   static_assert(kBlockM <= 256, "a TMA box has at most 256 rows");
+  static_assert(kCluster == 1 || kCluster == 2, "clusters of 1 or 2 CTAs");
+  static_assert(kCluster == 1 || (kBNMajor ? kBlockN % 128 == 0
+                                           : kBlockN % 16 == 0),
+                "each CTA of a pair loads half of the B slice");
 };
 
 /// The grouped tile order: consecutive tile indices walk down kGroupM tile
@@ -142,81 +152,56 @@ KGEN_DEVICE void storeTile(const float (&acc)[Shape<Config>::kMmaM]
     }
 }
 
-template <class Config>
-KGEN_DEVICE void run(const TensorMap &mapA, const TensorMap &mapB,
-                     typename Config::TypeC *c, int m, int n, int k,
-                     long long ldc, float alpha, float beta) {
-  using S = Shape<Config>;
-  using T = typename S::T;
-  if constexpr (Config::kM)
-    m = Config::kM;
-  if constexpr (Config::kN)
-    n = Config::kN;
-  if constexpr (Config::kK)
-    k = Config::kK;
-
-  // Stages start on a 1024-byte boundary, the period of the 128-byte
-  // swizzle, so TMA and wgmma agree on the pattern.
-  extern __shared__ __align__(1024) unsigned char smemRaw[];
-  unsigned char *smem =
-      smemRaw + ((1024 - (sm90::smemAddress(smemRaw) & 1023)) & 1023);
-  uint64_t *full =
-      reinterpret_cast<uint64_t *>(smem + S::kStages * S::kStageBytes);
-  uint64_t *empty = full + S::kStages;
-
-  if (threadIdx.x == 0) {
+/// Gives a stage back to the producers of every CTA that fills it.
+template <class S> KGEN_DEVICE void release(uint64_t *emptyBar) {
+  if constexpr (S::kCluster > 1) {
 #pragma unroll
-    for (int s = 0; s < S::kStages; ++s) {
-      sm90::barrierInit(&full[s], 1);
-      sm90::barrierInit(&empty[s], S::kConsumers * 4); // one per warp
-    }
-    sm90::fenceBarrierInit();
+    for (int r = 0; r < S::kCluster; ++r)
+      sm90::barrierArriveCluster(emptyBar, uint32_t(r));
+  } else {
+    sm90::barrierArrive(emptyBar);
   }
-  __syncthreads();
+}
 
-  const int tilesM = (m + S::kBlockM - 1) / S::kBlockM;
-  const int tilesN = (n + S::kBlockN - 1) / S::kBlockN;
-  const int tiles = tilesM * tilesN;
-  const int slices = (k + S::kBlockK - 1) / S::kBlockK;
-  const int warpgroup = int(threadIdx.x / 128u);
-
-  if (warpgroup == 0) {
-    sm90::setMaxRegsDec<40>();
-    if (threadIdx.x != 0)
-      return;
-    int stage = 0;
-    uint32_t phase = 0;
-    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-      int tm, tn;
-      tileCoords<S>(tile, tilesM, tilesN, tm, tn);
-      for (int kt = 0; kt < slices; ++kt) {
-        sm90::barrierWait(&empty[stage], phase ^ 1);
-        unsigned char *a = smem + stage * S::kStageBytes;
-        unsigned char *b = a + S::kStageBytesA;
-        sm90::barrierArriveExpectTx(&full[stage], S::kStageBytes);
-        const int k0 = kt * S::kBlockK;
-        sm90::tmaLoad2d(a, &mapA, &full[stage], k0, tm * S::kBlockM);
-        if constexpr (S::kBNMajor) {
-          // 64-column boxes (one swizzle row wide), 64 k-rows each.
+/// Loads this CTA's part of the B slice of columns n0.. and k-slice k0: all
+/// of it, or with a pair, half of it multicast to both CTAs.
+template <class S>
+KGEN_DEVICE void loadB(unsigned char *b, const TensorMap &mapB, uint64_t *bar,
+                       int n0, int k0, uint32_t rank) {
+  if constexpr (S::kBNMajor) {
+    // 64-column boxes (one swizzle row wide) of 64 k-rows each; with a pair,
+    // CTA r loads boxes r, r + 2, ...
 #pragma unroll
-          for (int j = 0; j < S::kBlockN / 64; ++j)
-            sm90::tmaLoad2d(b + j * 64 * S::kRowBytes, &mapB, &full[stage],
-                            tn * S::kBlockN + j * 64, k0);
-        } else {
-          sm90::tmaLoad2d(b, &mapB, &full[stage], k0, tn * S::kBlockN);
-        }
-        if (++stage == S::kStages) {
-          stage = 0;
-          phase ^= 1;
-        }
+    for (int j = 0; j < S::kBlockN / 64; ++j) {
+      if constexpr (S::kCluster > 1) {
+        if (j % S::kCluster == int(rank))
+          sm90::tmaLoad2dMulticast(b + j * 64 * S::kRowBytes, &mapB, bar,
+                                   n0 + j * 64, k0, 0x3);
+      } else {
+        sm90::tmaLoad2d(b + j * 64 * S::kRowBytes, &mapB, bar, n0 + j * 64,
+                        k0);
       }
     }
-    return;
+  } else if constexpr (S::kCluster > 1) {
+    constexpr int kRows = S::kBlockN / S::kCluster;
+    sm90::tmaLoad2dMulticast(b + rank * kRows * S::kRowBytes, &mapB, bar, k0,
+                             n0 + int(rank) * kRows, 0x3);
+  } else {
+    sm90::tmaLoad2d(b, &mapB, bar, k0, n0);
   }
+}
 
-  // Consumers.
+/// The consumer warpgroups' part: wgmma over each stage, then the stores.
+template <class Config>
+KGEN_DEVICE void consume(unsigned char *smem, uint64_t *full, uint64_t *empty,
+                         uint32_t rank, int unit0, int unitStride, int units,
+                         int unitsM, int tilesM, int tilesN, int slices,
+                         typename Config::TypeC *c, int m, int n,
+                         long long ldc, float alpha, float beta) {
+  using S = Shape<Config>;
+  using T = typename S::T;
   sm90::setMaxRegsInc<232>();
-  const int consumer = warpgroup - 1;
+  const int consumer = int(threadIdx.x / 128u) - 1;
   const bool warpLeader = threadIdx.x % 32u == 0;
   using Mma = sm90::Wgmma<T, S::kBlockN, S::kBNMajor>;
   float acc[S::kMmaM][S::kAccum];
@@ -225,9 +210,10 @@ KGEN_DEVICE void run(const TensorMap &mapA, const TensorMap &mapB,
   float total[S::kPromote ? S::kMmaM : 1][S::kPromote ? S::kAccum : 1];
   int stage = 0;
   uint32_t phase = 0;
-  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    int tm, tn;
-    tileCoords<S>(tile, tilesM, tilesN, tm, tn);
+  for (int unit = unit0; unit < units; unit += unitStride) {
+    int um, tn;
+    tileCoords<S>(unit, unitsM, tilesN, um, tn);
+    const int tm = um * S::kCluster + int(rank);
     if constexpr (S::kPromote) {
 #pragma unroll
       for (int mi = 0; mi < S::kMmaM; ++mi)
@@ -270,7 +256,7 @@ KGEN_DEVICE void run(const TensorMap &mapA, const TensorMap &mapB,
             total[mi][i] += acc[mi][i];
         }
         if (warpLeader)
-          sm90::barrierArrive(&empty[stage]);
+          release<S>(&empty[stage]);
       } else {
         // One k-slice of wgmmas stays in flight; the one before it is done,
         // so its stage goes back to the producer.
@@ -279,7 +265,7 @@ KGEN_DEVICE void run(const TensorMap &mapA, const TensorMap &mapB,
         for (int mi = 0; mi < S::kMmaM; ++mi)
           sm90::fenceAccumulators(acc[mi]);
         if (prevStage >= 0 && warpLeader)
-          sm90::barrierArrive(&empty[prevStage]);
+          release<S>(&empty[prevStage]);
         prevStage = stage;
       }
       if (++stage == S::kStages) {
@@ -293,8 +279,10 @@ KGEN_DEVICE void run(const TensorMap &mapA, const TensorMap &mapB,
       for (int mi = 0; mi < S::kMmaM; ++mi)
         sm90::fenceAccumulators(acc[mi]);
       if (warpLeader)
-        sm90::barrierArrive(&empty[prevStage]);
+        release<S>(&empty[prevStage]);
     }
+    if (S::kCluster > 1 && tm >= tilesM)
+      continue; // the pair's second tile lies past M
     const int row0 = tm * S::kBlockM + consumer * S::kRowsPerConsumer;
     if constexpr (S::kPromote)
       storeTile<Config>(total, c, m, n, ldc, row0, tn * S::kBlockN, alpha,
@@ -302,6 +290,90 @@ KGEN_DEVICE void run(const TensorMap &mapA, const TensorMap &mapB,
     else
       storeTile<Config>(acc, c, m, n, ldc, row0, tn * S::kBlockN, alpha, beta);
   }
+}
+
+template <class Config>
+KGEN_DEVICE void run(const TensorMap &mapA, const TensorMap &mapB,
+                     typename Config::TypeC *c, int m, int n, int k,
+                     long long ldc, float alpha, float beta) {
+  using S = Shape<Config>;
+  using T = typename S::T;
+  if constexpr (Config::kM)
+    m = Config::kM;
+  if constexpr (Config::kN)
+    n = Config::kN;
+  if constexpr (Config::kK)
+    k = Config::kK;
+
+  // Stages start on a 1024-byte boundary, the period of the 128-byte
+  // swizzle, so TMA and wgmma agree on the pattern.
+  extern __shared__ __align__(1024) unsigned char smemRaw[];
+  unsigned char *smem =
+      smemRaw + ((1024 - (sm90::smemAddress(smemRaw) & 1023)) & 1023);
+  uint64_t *full =
+      reinterpret_cast<uint64_t *>(smem + S::kStages * S::kStageBytes);
+  uint64_t *empty = full + S::kStages;
+
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int s = 0; s < S::kStages; ++s) {
+      sm90::barrierInit(&full[s], 1);
+      // One arrival per consumer warp of every CTA that reads the stage.
+      sm90::barrierInit(&empty[s], S::kConsumers * 4 * S::kCluster);
+    }
+    sm90::fenceBarrierInit();
+  }
+  // The peer's barriers must exist before its stages receive multicasts.
+  if constexpr (S::kCluster > 1)
+    sm90::clusterSync();
+  else
+    __syncthreads();
+
+  // Tiles go out in units of kCluster vertically adjacent tiles; CTA `rank`
+  // of a cluster takes row rank of each unit (rows past M read zeros and
+  // store nothing).
+  const uint32_t rank = S::kCluster > 1 ? sm90::clusterRank() : 0;
+  const int unit0 = int(blockIdx.x) / S::kCluster;
+  const int unitStride = int(gridDim.x) / S::kCluster;
+  const int tilesM = (m + S::kBlockM - 1) / S::kBlockM;
+  const int tilesN = (n + S::kBlockN - 1) / S::kBlockN;
+  const int unitsM = (tilesM + S::kCluster - 1) / S::kCluster;
+  const int units = unitsM * tilesN;
+  const int slices = (k + S::kBlockK - 1) / S::kBlockK;
+  const int warpgroup = int(threadIdx.x / 128u);
+
+  if (warpgroup == 0) {
+    sm90::setMaxRegsDec<40>();
+    if (threadIdx.x == 0) {
+      int stage = 0;
+      uint32_t phase = 0;
+      for (int unit = unit0; unit < units; unit += unitStride) {
+        int um, tn;
+        tileCoords<S>(unit, unitsM, tilesN, um, tn);
+        const int tm = um * S::kCluster + int(rank);
+        for (int kt = 0; kt < slices; ++kt) {
+          sm90::barrierWait(&empty[stage], phase ^ 1);
+          unsigned char *a = smem + stage * S::kStageBytes;
+          unsigned char *b = a + S::kStageBytesA;
+          sm90::barrierArriveExpectTx(&full[stage], S::kStageBytes);
+          const int k0 = kt * S::kBlockK;
+          sm90::tmaLoad2d(a, &mapA, &full[stage], k0, tm * S::kBlockM);
+          loadB<S>(b, mapB, &full[stage], tn * S::kBlockN, k0, rank);
+          if (++stage == S::kStages) {
+            stage = 0;
+            phase ^= 1;
+          }
+        }
+      }
+    }
+  } else {
+    consume<Config>(smem, full, empty, rank, unit0, unitStride, units, unitsM,
+                    tilesM, tilesN, slices, c, m, n, ldc, alpha, beta);
+  }
+  // No CTA of a cluster leaves while the other may still arrive on its
+  // barriers or multicast into its shared memory.
+  if constexpr (S::kCluster > 1)
+    sm90::clusterSync();
 }
 
 } // namespace kgen::gemm_sm90

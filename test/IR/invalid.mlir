@@ -200,3 +200,18 @@ kgen.gemm @huge_pad {m = 1, n = 64, k = 64, ab = bf16, c = bf16, layout = "nt", 
 
 // expected-error@+1 {{expected '['}}
 kgen.gemm @flat_block {m = 1, n = 64, k = 64, ab = bf16, c = bf16, layout = "nt", config = #kgen.gemm_config<block = 64, warps = [2, 2], stages = 3, smem = padded>}
+
+// -----
+
+// expected-error@+1 {{config: loop = wgmma reads A K-major; layout tn stores A as K x M ('T'); use loop = tiled}}
+kgen.gemm @wgmma_a_transposed {m = 4096, n = 4096, k = 4096, ab = bf16, c = bf16, layout = "tn", target = "sm_90a", config = #kgen.gemm_config<loop = wgmma, block = [128, 256, 64], warps = [2, 1], stages = 4, smem = swizzled>}
+
+// -----
+
+// expected-error@+1 {{config: cluster = 2 needs loop = wgmma (clusters share B through TMA multicast)}}
+kgen.gemm @cluster_tiled {m = 4096, n = 4096, k = 4096, ab = bf16, c = bf16, layout = "nt", target = "sm_90a", config = #kgen.gemm_config<cluster = 2, block = [128, 128, 64], warps = [2, 2], stages = 4, smem = swizzled>}
+
+// -----
+
+// expected-error@+1 {{config: 128 fp32 accumulators per consumer thread, doubled for an f32 C (promoted sums), exceed 128; use blockM / warpsM * blockN <= 8192 (e.g. block 128x128x64, warps 2x1)}}
+kgen.gemm @wgmma_f32_regs {m = 4096, n = 4096, k = 4096, ab = bf16, c = f32, layout = "nt", target = "sm_90a", config = #kgen.gemm_config<loop = wgmma, block = [128, 256, 64], warps = [2, 1], stages = 4, smem = swizzled>}

@@ -39,3 +39,8 @@ kgen.gemm @config_no_target {m = 532, n = 2048, k = 2048, ab = bf16, c = bf16, l
 // CHECK-LABEL: kgen.gemm @extra
 // CHECK-SAME: target = "gfx942", note = "from llama-3-8b"}
 kgen.gemm @extra {note = "from llama-3-8b", m = 16, n = 1024, k = 1024, ab = bf16, c = bf16, layout = "nt", target = "gfx942"}
+
+// The wgmma loop and clusters print first, and only when not the default.
+// CHECK-LABEL: kgen.gemm @wgmma_pair
+// CHECK-SAME: config = #kgen.gemm_config<loop = wgmma, cluster = 2, block = [128, 256, 64], warps = [2, 1], stages = 4, smem = swizzled>}
+kgen.gemm @wgmma_pair {m = 4096, n = 4096, k = 4096, ab = bf16, c = bf16, layout = "nt", target = "sm_90a", config = #kgen.gemm_config<loop = wgmma, cluster = 2, block = [128, 256, 64], warps = [2, 1], stages = 4, smem = swizzled>}

@@ -119,7 +119,9 @@ struct Case {
          << config->blockM << "x" << config->blockN << "x"
          << config->blockK << " w" << config->warpsM << "x" << config->warpsN
          << " s" << config->stages
-         << (config->smem == SmemLayout::Swizzled ? " swizzled" : " padded");
+         << (config->smem == SmemLayout::Swizzled ? " swizzled" : " padded")
+         << (config->cluster > 1 ? " cluster " + std::to_string(config->cluster)
+                                 : std::string());
     return os.str();
   }
 };
@@ -339,6 +341,35 @@ std::vector<Case> explicitCases(Target t) {
   Case other = make(532, 2048, 2048, "tn", DType::BF16, DType::F32);
   other.callM = 1000; // compiled for the hint 532, run with another M
   add(other, false);
+  if (t == Target::SM90A) {
+    // CTA pairs sharing B by multicast, each way B is stored; an odd number
+    // of tile rows leaves the pair's second tile past M, with (532) and
+    // without (384, M baked: no bounds checks) a ragged last tile.
+    GemmConfig pair;
+    pair.loop = GemmLoop::Wgmma;
+    pair.blockM = 128;
+    pair.blockN = 256;
+    pair.blockK = 64;
+    pair.warpsM = 2;
+    pair.warpsN = 1;
+    pair.stages = 4;
+    pair.smem = SmemLayout::Swizzled;
+    pair.smemPad = 0;
+    pair.cluster = 2;
+    for (const char *layout : {"nt", "nn"}) {
+      Case c = make(532, 2048, 2048, layout, DType::BF16, DType::BF16);
+      c.config = pair;
+      out.push_back(c);
+      Case baked = make(384, 512, 512, layout, DType::F16, DType::F16);
+      baked.staticM = true;
+      baked.config = pair;
+      out.push_back(baked);
+    }
+    Case f32 = make(532, 2048, 2048, "nn", DType::BF16, DType::F32);
+    f32.config = pair;
+    f32.config->blockN = 128; // the promoted sums need the registers
+    out.push_back(f32);
+  }
   return out;
 }
 

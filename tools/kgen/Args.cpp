@@ -34,6 +34,8 @@ const char *kConfigHelp =
   --loop tiled|wgmma main loop: tiled (every target) or wgmma (sm_90a: TMA,
                      warp-specialized; --block Mx{64..256}x64 --warps Cx1
                      with C consumer warpgroups; implies --smem swizzled)
+  --cluster N        wgmma loop: CTAs per cluster, 1 or 2 (pairs share B
+                     through TMA multicast)
   --smem padded|swizzled   shared-memory layout (default padded)
   --pad P            padding elements per row when padded (default 8)
 )";
@@ -158,7 +160,8 @@ std::string configText(const GemmConfig &c) {
          std::to_string(c.blockM) + "x" + std::to_string(c.blockN) + "x" +
          std::to_string(c.blockK) + " w" + std::to_string(c.warpsM) + "x" +
          std::to_string(c.warpsN) + " s" + std::to_string(c.stages) +
-         (c.smem == SmemLayout::Swizzled ? " swz" : "");
+         (c.smem == SmemLayout::Swizzled ? " swz" : "") +
+         (c.cluster > 1 ? " c" + std::to_string(c.cluster) : "");
 }
 
 std::vector<ProblemSpec> problemsFromArgs(Args &args) {
@@ -303,6 +306,8 @@ std::optional<GemmConfig> configFromArgs(Args &args) {
       c->smemPad = 0;
     }
   }
+  if (auto v = args.value("cluster"))
+    ensure().cluster = int(toInt("cluster", *v));
   if (auto v = args.value("smem")) {
     if (*v == "padded")
       ensure().smem = SmemLayout::Padded;

@@ -33,7 +33,8 @@ def Kgen_GemmConfigAttr : AttrDef<Kgen_Dialect, "GemmConfig"> {
     row (0 when omitted), or `smem = swizzled` (XOR swizzle, no padding),
     and the main loop (`loop = tiled`, the default, or `loop = wgmma` on
     sm_90a: TMA loads by a producer warpgroup, wgmma in `warps = [C, 1]`
-    consumer warpgroups, `block = [M, N, 64]`, `smem = swizzled`).
+    consumer warpgroups, `block = [M, N, 64]`, `smem = swizzled`; with
+    `cluster = 2`, CTA pairs share B through TMA multicast).
 
     Whether a configuration is valid depends on the problem and the target;
     `kgen.gemm` checks it with `kgen::checkConfig` once both are known.
@@ -52,10 +53,11 @@ def Kgen_GemmConfigAttr : AttrDef<Kgen_Dialect, "GemmConfig"> {
     "int":$stages,
     Kgen_SmemLayoutParameter:$smem,
     DefaultValuedParameter<"int", "0">:$pad,
-    Kgen_GemmLoopParameter:$loop
+    Kgen_GemmLoopParameter:$loop,
+    DefaultValuedParameter<"int", "1">:$cluster
   );
   let assemblyFormat = [{
-    `<` (`loop` `=` $loop^ `,` ` `)? `block` `=` `[` $blockM `,` $blockN `,` $blockK `]` `,`
+    `<` (`loop` `=` $loop^ `,` ` `)? (`cluster` `=` $cluster^ `,` ` `)? `block` `=` `[` $blockM `,` $blockN `,` $blockK `]` `,`
     `warps` `=` `[` $warpsM `,` $warpsN `]` `,`
     `stages` `=` $stages `,`
     `smem` `=` $smem (`,` `pad` `=` $pad^)? `>`
@@ -64,7 +66,7 @@ def Kgen_GemmConfigAttr : AttrDef<Kgen_Dialect, "GemmConfig"> {
     AttrBuilder<(ins "const ::kgen::GemmConfig &":$config), [{
       return $_get($_ctxt, config.blockM, config.blockN, config.blockK,
                    config.warpsM, config.warpsN, config.stages, config.smem,
-                   config.smemPad, config.loop);
+                   config.smemPad, config.loop, config.cluster);
     }]>
   ];
   let extraClassDeclaration = [{
