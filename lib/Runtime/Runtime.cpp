@@ -421,9 +421,10 @@ void Runtime::launch(const Kernel &k, const GemmArgs &args, void *stream) {
     const GemmConfig &cf = k.config;
     backend_->encodeTensorMap(&mapA, a, kp.ab, uint64_t(kk), uint64_t(m),
                               uint64_t(lda), 64, unsigned(cf.blockM));
-    if (kp.transB) // N x K, K contiguous
+    if (kp.transB) // N x K, K contiguous; a pair loads half the rows each
       backend_->encodeTensorMap(&mapB, b, kp.ab, uint64_t(kk), uint64_t(n),
-                                uint64_t(ldb), 64, unsigned(cf.blockN));
+                                uint64_t(ldb), 64,
+                                unsigned(cf.blockN / cf.cluster));
     else // K x N, N contiguous: 64-column boxes of blockK rows
       backend_->encodeTensorMap(&mapB, b, kp.ab, uint64_t(n), uint64_t(kk),
                                 uint64_t(ldb), 64, unsigned(cf.blockK));

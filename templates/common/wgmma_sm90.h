@@ -114,10 +114,11 @@ KGEN_DEVICE uint32_t clusterRank() {
 
 /// Every thread of every CTA in the cluster arrives, then waits: shared
 /// memory and barriers of the others are then initialized (at the start)
-/// or no longer touched by them (at the end).
+/// or no longer touched by them (at the end). Not .aligned: the threads of
+/// a warp may arrive from different branches (the producer's lane 0).
 KGEN_DEVICE void clusterSync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n"
-               "barrier.cluster.wait.acquire.aligned;\n" ::
+  asm volatile("barrier.cluster.arrive.release;\n"
+               "barrier.cluster.wait.acquire;\n" ::
                    : "memory");
 }
 
