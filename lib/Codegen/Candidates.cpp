@@ -64,11 +64,10 @@ double modelCost(const GemmProblem &p, const GemmConfig &c, Target t) {
     double wgSpeed = std::min(intensity, 96.0);
     tileTime = double(c.blockM) * c.blockN * kSteps * c.blockK / wgSpeed;
     stageFactor = c.stages >= 4 ? 1.0 : 1.1;
-    // A pair of CTAs halves B's traffic from L2, which large tiles at full
-    // speed are short of; the pairing costs a little where tiles are few.
-    double clusterFactor =
-        c.cluster == 1 ? 1.0 : (tiles >= 2 * assumedComputeUnits(t) ? 0.97 : 1.02);
-    return 0.5 * waves * tileTime * stageFactor * clusterFactor;
+    // Pairs (cluster = 2) halve B's traffic from L2 but tie two CTAs
+    // together; the model cannot tell which wins, so they rank equal with
+    // their single-CTA twins (listed after them) and the tuner decides.
+    return 0.5 * waves * tileTime * stageFactor;
   }
   return waves * tileTime * stageFactor * smemFactor * bkFactor;
 }

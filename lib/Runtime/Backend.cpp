@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -132,6 +133,7 @@ struct CudaApi {
   int (*graphLaunch)(void *, void *);
   int (*graphExecDestroy)(void *);
   int (*graphDestroy)(void *);
+  int (*occupancyMaxActiveClusters)(int *, void *, const void *);
   // TMA (CUDA 12+).
   int (*tensorMapEncodeTiled)(void *, int, unsigned, void *,
                               const unsigned long long *,
@@ -198,6 +200,8 @@ public:
     bindOptional(lib, "cuGraphExecDestroy", api_.graphExecDestroy);
     bindOptional(lib, "cuGraphDestroy", api_.graphDestroy);
     bindOptional(lib, "cuTensorMapEncodeTiled", api_.tensorMapEncodeTiled);
+    bindOptional(lib, "cuOccupancyMaxActiveClusters",
+                 api_.occupancyMaxActiveClusters);
 
     check(api_.init(0), "cuInit", "initializing the CUDA driver");
     int count = 0;
@@ -287,29 +291,64 @@ public:
   void launch(Function f, const LaunchDims &d, void **args,
               void *stream) override {
     bind();
-    if (d.smemBytes > kDefaultSharedLimit) {
-      if (d.smemBytes > unsigned(maxSmemOptin_))
-        throw Error("the kernel needs " + std::to_string(d.smemBytes) +
-                    " bytes of shared memory, device " + name_ + " allows " +
-                    std::to_string(maxSmemOptin_) +
-                    " per block: pick a config with fewer stages or smaller "
-                    "tiles");
-      // Above 48 KiB each function must opt in; once per function and size.
-      std::lock_guard<std::mutex> g(mu_);
-      unsigned &set = smemLimit_[f];
-      if (set < d.smemBytes) {
-        check(api_.funcSetAttribute(f, kCuFuncAttrMaxDynamicSharedSizeBytes,
-                                    int(d.smemBytes)),
-              "cuFuncSetAttribute",
-              "raising the dynamic shared memory limit to " +
-                  std::to_string(d.smemBytes) + " bytes");
-        set = d.smemBytes;
-      }
-    }
+    raiseSharedLimit(f, d.smemBytes);
     check(api_.launchKernel(f, d.grid[0], d.grid[1], d.grid[2], d.block[0],
                             d.block[1], d.block[2], d.smemBytes, stream, args,
                             nullptr),
           "cuLaunchKernel", "launching " + describeLaunch(d, stream));
+  }
+
+  /// Above 48 KiB each function must opt in; once per function and size.
+  void raiseSharedLimit(Function f, unsigned bytes) {
+    if (bytes <= kDefaultSharedLimit)
+      return;
+    if (bytes > unsigned(maxSmemOptin_))
+      throw Error("the kernel needs " + std::to_string(bytes) +
+                  " bytes of shared memory, device " + name_ + " allows " +
+                  std::to_string(maxSmemOptin_) +
+                  " per block: pick a config with fewer stages or smaller "
+                  "tiles");
+    std::lock_guard<std::mutex> g(mu_);
+    unsigned &set = smemLimit_[f];
+    if (set < bytes) {
+      check(api_.funcSetAttribute(f, kCuFuncAttrMaxDynamicSharedSizeBytes,
+                                  int(bytes)),
+            "cuFuncSetAttribute",
+            "raising the dynamic shared memory limit to " +
+                std::to_string(bytes) + " bytes");
+      set = bytes;
+    }
+  }
+
+  int residentClusters(Function f, const LaunchDims &d) override {
+    if (!api_.occupancyMaxActiveClusters)
+      return 0;
+    bind();
+    raiseSharedLimit(f, d.smemBytes);
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      if (auto it = clusters_.find({f, d.smemBytes}); it != clusters_.end())
+        return it->second;
+    }
+    // CUlaunchConfig: grid, block, dynamic shared memory, stream, no
+    // attributes (the kernel's own cluster dimensions apply).
+    struct {
+      unsigned grid[3], block[3], smem;
+      void *stream;
+      void *attrs;
+      unsigned numAttrs;
+    } config{{d.grid[0], d.grid[1], d.grid[2]},
+             {d.block[0], d.block[1], d.block[2]},
+             d.smemBytes,
+             nullptr,
+             nullptr,
+             0};
+    int n = 0;
+    if (api_.occupancyMaxActiveClusters(&n, f, &config) != 0)
+      n = 0;
+    std::lock_guard<std::mutex> g(mu_);
+    clusters_[{f, d.smemBytes}] = n;
+    return n;
   }
 
   void encodeTensorMap(void *out, const void *base, DType t, uint64_t cols,
@@ -518,6 +557,7 @@ private:
   size_t l2Bytes_ = 0;
   std::mutex mu_;
   std::vector<void *> modules_;
+  std::map<std::pair<Function, unsigned>, int> clusters_;
   std::unordered_map<void *, unsigned> smemLimit_;
 };
 
@@ -751,6 +791,8 @@ public:
                                   d.smemBytes, stream, args, nullptr),
           "hipModuleLaunchKernel", "launching " + describeLaunch(d, stream));
   }
+
+  int residentClusters(Function, const LaunchDims &) override { return 0; }
 
   void encodeTensorMap(void *, const void *, DType, uint64_t, uint64_t,
                        uint64_t, uint32_t, uint32_t) override {

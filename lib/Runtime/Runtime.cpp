@@ -12,6 +12,7 @@
 #include "kgen/Runtime/Tuner.h"
 #include "kgen/kgen.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -400,8 +401,16 @@ void Runtime::launch(const Kernel &k, const GemmArgs &args, void *stream) {
                 std::to_string(r.alignA) + ", " + std::to_string(r.alignB) +
                 ", " + std::to_string(r.alignC) +
                 "); compile a variant with lower align or use Runtime::gemm");
-  LaunchDims d = gemmLaunchDims(kp, k.config, k.source.target, r.m,
-                                backend_->computeUnits());
+  int slots = backend_->computeUnits();
+  if (k.config.cluster > 1) {
+    // A persistent grid of pairs must fit at once: as many pairs as the
+    // GPU's clusters can hold, not half its multiprocessors.
+    LaunchDims probe = gemmLaunchDims(kp, k.config, k.source.target, r.m);
+    if (int resident = backend_->residentClusters(k.function, probe))
+      slots = std::min(slots, resident * k.config.cluster);
+  }
+  LaunchDims d =
+      gemmLaunchDims(kp, k.config, k.source.target, r.m, slots);
   if (d.grid[1] > 65535)
     throw Error("launch: M = " + std::to_string(r.m) + " needs " +
                 std::to_string(d.grid[1]) +

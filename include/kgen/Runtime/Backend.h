@@ -36,6 +36,12 @@ public:
   /// True when `stream` is being captured into a graph.
   virtual bool isCapturing(void *stream) = 0;
 
+  /// How many clusters of `f` (compiled with clusters of its own size)
+  /// launched with `d` can run at once; sizes persistent grids, since a
+  /// cluster needs its CTAs' multiprocessors free together. 0 when the
+  /// driver cannot say.
+  virtual int residentClusters(Function f, const LaunchDims &d) = 0;
+
   /// TMA (sm_90): writes the 128-byte tensor map (CUtensorMap) of a
   /// row-major matrix of `rows` rows of `cols` 2-byte elements (`t`), rows
   /// `ld` elements apart, read in boxes of boxCols x boxRows with the
