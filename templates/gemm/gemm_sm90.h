@@ -344,7 +344,11 @@ KGEN_DEVICE void run(const TensorMap &mapA, const TensorMap &mapB,
 
   if (warpgroup == 0) {
     sm90::setMaxRegsDec<40>();
-    if (threadIdx.x == 0) {
+    // Warp 0 walks the slices together and its lane 0 issues the loads: no
+    // lane of the issuing warp waits elsewhere (at the final cluster
+    // barrier) while lane 0 still has loads to issue.
+    if (threadIdx.x < 32) {
+      const bool issuer = threadIdx.x == 0;
       int stage = 0;
       uint32_t phase = 0;
       for (int unit = unit0; unit < units; unit += unitStride) {
@@ -352,13 +356,16 @@ KGEN_DEVICE void run(const TensorMap &mapA, const TensorMap &mapB,
         tileCoords<S>(unit, unitsM, tilesN, um, tn);
         const int tm = um * S::kCluster + int(rank);
         for (int kt = 0; kt < slices; ++kt) {
-          sm90::barrierWait(&empty[stage], phase ^ 1);
-          unsigned char *a = smem + stage * S::kStageBytes;
-          unsigned char *b = a + S::kStageBytesA;
-          sm90::barrierArriveExpectTx(&full[stage], S::kStageBytes);
-          const int k0 = kt * S::kBlockK;
-          sm90::tmaLoad2d(a, &mapA, &full[stage], k0, tm * S::kBlockM);
-          loadB<S>(b, mapB, &full[stage], tn * S::kBlockN, k0, rank);
+          if (issuer) {
+            sm90::barrierWait(&empty[stage], phase ^ 1);
+            unsigned char *a = smem + stage * S::kStageBytes;
+            unsigned char *b = a + S::kStageBytesA;
+            sm90::barrierArriveExpectTx(&full[stage], S::kStageBytes);
+            const int k0 = kt * S::kBlockK;
+            sm90::tmaLoad2d(a, &mapA, &full[stage], k0, tm * S::kBlockM);
+            loadB<S>(b, mapB, &full[stage], tn * S::kBlockN, k0, rank);
+          }
+          __syncwarp();
           if (++stage == S::kStages) {
             stage = 0;
             phase ^= 1;
