@@ -12,6 +12,7 @@
 #ifndef KGEN_KGEN_H
 #define KGEN_KGEN_H
 
+#include "kgen/Attention.h"
 #include "kgen/Codegen/Emitter.h"
 #include "kgen/Error.h"
 #include "kgen/Problem.h"
@@ -38,6 +39,33 @@ struct GemmArgs {
   int64_t m = -1; ///< run-time M; -1 takes the problem's m
   int64_t lda = 0, ldb = 0, ldc = 0;
   float alpha = 1.0f, beta = 0.0f;
+};
+
+/// Device pointers and run-time values of one attention call
+/// (Runtime::attention). Strides are in elements, {batch, seq, head}, head
+/// dim contiguous; all zero = packed in the problem's layout (with varlen:
+/// packed [total, heads, dim]). Pointers must be 16-byte aligned and the
+/// strides multiples of 8 elements (the kernels copy 16 bytes at a time).
+struct AttentionArgs {
+  const void *q = nullptr, *k = nullptr, *v = nullptr;
+  void *o = nullptr;
+  float *lse = nullptr; ///< [batch, headsQ, seqlenQ] (varlen: [headsQ, totalQ])
+  const void *bias = nullptr;          ///< with problem.bias, the dtype's
+  const float *alibiSlopes = nullptr;  ///< with problem.alibi: [headsQ]
+  const int *cuSeqlensQ = nullptr, *cuSeqlensK = nullptr; ///< varlen: [batch+1]
+  int64_t batch = -1;   ///< -1: the problem's
+  int64_t seqlenQ = -1; ///< -1: the problem's; varlen: the longest sequence
+  int64_t seqlenK = -1;
+  int64_t totalQ = -1; ///< varlen with LSE: cuSeqlensQ[batch]
+  int64_t strideQ[3] = {0, 0, 0}, strideK[3] = {0, 0, 0},
+          strideV[3] = {0, 0, 0}, strideO[3] = {0, 0, 0};
+  int64_t strideBias[3] = {0, 0, 0}; ///< {batch, head, row}; 0: packed
+                                     ///< [batch, headsQ, seqlenQ, seqlenK]
+  float scale = 0.f; ///< 0: 1 / sqrt(headDimQk)
+  /// Split-KV partials (attentionWorkspaceBytes); null: the runtime's own
+  /// buffer, allocated on first need (never during graph capture).
+  void *workspace = nullptr;
+  size_t workspaceBytes = 0;
 };
 
 /// A compiled kernel variant, ready to launch (or, with no GPU, just built).
@@ -122,6 +150,23 @@ public:
   /// Launch a compiled variant; checks the arguments against its problem.
   void launch(const Kernel &k, const GemmArgs &args, void *stream = nullptr);
 
+  /// O = softmax(scale * Q K^T + bias) V on `stream` with the dispatcher's
+  /// config for this problem (lib/Runtime/AttentionRuntime.cpp).
+  void attention(const AttentionProblem &p, const AttentionArgs &args,
+                 void *stream = nullptr);
+  /// Build an explicit attention variant (cache first); loads it when a GPU
+  /// of `t` is present.
+  std::shared_ptr<Kernel> compile(const AttentionProblem &p,
+                                  const AttentionConfig &c,
+                                  std::optional<Target> t = std::nullopt);
+  /// Launch an explicit attention variant built for `p` and `c`.
+  void launchAttention(const AttentionProblem &p, const AttentionConfig &c,
+                       const AttentionArgs &args, void *stream = nullptr);
+  /// The config `attention` uses for this call's problem, remembered per
+  /// problem like select() (the heuristic; attention has no tuning DB yet).
+  AttentionConfig selectAttention(const AttentionProblem &p,
+                                  const AttentionArgs &args);
+
   /// The problem a call will run: `p` with M from args and alignments
   /// lowered to what the pointers and leading dimensions allow. Throws on
   /// invalid arguments (strides smaller than a row, null pointers).
@@ -146,6 +191,21 @@ private:
   std::string tuningPath_;
 
   GemmConfig chooseConfig(const GemmProblem &resolved);
+
+  /// Attention: per problem the chosen config, its kernel and (split-KV)
+  /// its combine function; the runtime's split-KV workspace.
+  struct AttentionChoice {
+    AttentionConfig config;
+    std::shared_ptr<Kernel> kernel;
+    Backend::Function combine = nullptr;
+  };
+  std::map<std::string, AttentionChoice> attentionDispatch_;
+  std::shared_ptr<void> attentionWorkspace_;
+  size_t attentionWorkspaceBytes_ = 0;
+  AttentionChoice attentionChoice(const AttentionProblem &p,
+                                  const AttentionConfig *forced, void *stream);
+  void launchAttention(const AttentionProblem &p, const AttentionChoice &ch,
+                       const AttentionArgs &args, void *stream);
 
   /// The kernel of a bundle entry compiled from `src`, loaded on the GPU.
   std::shared_ptr<Kernel> loadBundled(const BundleEntry &e,

@@ -91,6 +91,17 @@ std::string configComment(const GemmConfig &c) {
 
 } // namespace
 
+std::vector<std::string> templateIncludes(std::string_view header) {
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  collectIncludes(header, out, seen);
+  return out;
+}
+
+std::string inlineTemplateHeaders(const std::vector<std::string> &headers) {
+  return inlineHeaders(headers);
+}
+
 std::string gemmKernelName(const GemmProblem &p, const GemmConfig &c,
                            Target t) {
   GemmTraits tr = gemmTraits(p, c, t);

@@ -31,6 +31,12 @@
 namespace kgen::gemm {
 alignas(128) unsigned char kgen_smem[emu::kSmemCapacity + 64];
 }
+// The attention template's declaration (inside kgen::attention::run) names
+// the same buffer.
+namespace kgen::attention {
+extern unsigned char kgen_smem[emu::kSmemCapacity + 64]
+    __attribute__((alias("_ZN4kgen4gemm9kgen_smemE")));
+}
 
 thread_local emu::Dim3 threadIdx, blockIdx;
 
@@ -132,7 +138,7 @@ void fail(const char *format, ...) {
 
 bool inputReadable(const void *p, size_t bytes) {
   const auto *q = static_cast<const unsigned char *>(p);
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < state->launch.inputs && i < 3; ++i) {
     const Buffer &b = state->launch.buffers[i];
     const auto *base = static_cast<const unsigned char *>(b.base);
     if (base && q >= base && q + bytes <= base + b.bytes)
@@ -151,7 +157,7 @@ void cpAsyncIssue(uint32_t dst, const void *src, int bytes, bool valid) {
                 state->launch.smemBytes);
   // Even a zero-filling copy (src-size 0) must name a mapped address.
   if (!inputReadable(src, valid ? size_t(bytes) : 1))
-    return fail("cp.async of %d B from %p: outside A and B", bytes, src);
+    return fail("cp.async of %d B from %p: outside the inputs", bytes, src);
   const Copy c{dst, src, bytes, valid};
   if (state->launch.eagerCopies)
     return land(c);
@@ -198,6 +204,21 @@ float decodeF16(uint16_t bits) {
 
 bool launch(const Launch &l, void (*body)(const Args &), const Args &args,
             char *message, size_t messageSize) {
+  struct Ctx {
+    void (*body)(const Args &);
+    const Args *args;
+  } ctx{body, &args};
+  return launchRaw(
+      l,
+      [](const void *c) {
+        const Ctx *x = static_cast<const Ctx *>(c);
+        x->body(*x->args);
+      },
+      &ctx, message, messageSize);
+}
+
+bool launchRaw(const Launch &l, void (*body)(const void *), const void *ctx,
+               char *message, size_t messageSize) {
   auto report = [&](const std::string &text) {
     if (message && messageSize)
       std::snprintf(message, messageSize, "%s", text.c_str());
@@ -264,20 +285,21 @@ bool launch(const Launch &l, void (*body)(const Args &), const Args &args,
       self = ThreadState{};
       self.lane = t % l.waveSize;
       self.warp = t / l.waveSize;
-      for (unsigned by = 0; by < l.grid[1]; ++by)
-        for (unsigned bx = 0; bx < l.grid[0]; ++bx) {
-          blockIdx = Dim3{bx, by, 0};
-          body(args);
-          // Copies still pending at exit were issued for nothing: the
-          // pipeline's accounting is off (ISA-wise they would just land).
-          size_t pending = 0;
-          for (const auto &g : self.groups)
-            pending += g.size();
-          if (pending)
-            fail("%zu cp.async copies never waited for", pending);
-          self.groups.clear();
-          blockEnd.arrive_and_wait();
-        }
+      for (unsigned bz = 0; bz < l.grid[2]; ++bz)
+        for (unsigned by = 0; by < l.grid[1]; ++by)
+          for (unsigned bx = 0; bx < l.grid[0]; ++bx) {
+            blockIdx = Dim3{bx, by, bz};
+            body(ctx);
+            // Copies still pending at exit were issued for nothing: the
+            // pipeline's accounting is off (ISA-wise they would just land).
+            size_t pending = 0;
+            for (const auto &g : self.groups)
+              pending += g.size();
+            if (pending)
+              fail("%zu cp.async copies never waited for", pending);
+            self.groups.clear();
+            blockEnd.arrive_and_wait();
+          }
     });
   for (std::thread &t : threads)
     t.join();

@@ -50,8 +50,8 @@ const unsigned char *exchange(const void *mine, int bytes);
 /// kept); the kernel goes on, the launch reports it.
 void fail(const char *format, ...) __attribute__((format(printf, 1, 2)));
 
-/// Whether [p, p + bytes) lies inside the launch's A or B (the elements
-/// from the first to the last, without the guards around them).
+/// Whether [p, p + bytes) lies inside one of the launch's inputs (GEMM: A
+/// or B; the elements from the first to the last, without the guards).
 bool inputReadable(const void *p, size_t bytes);
 
 /// cp.async bookkeeping (PTX: cp.async, cp.async.commit_group,
@@ -80,12 +80,13 @@ struct Buffer {
 };
 
 struct Launch {
-  unsigned grid[2] = {1, 1}; ///< blocks along x (N) and y (M)
-  int threads = 0;           ///< per block
-  int waveSize = 0;          ///< 32 (NVIDIA) or 64 (AMD)
-  int smemBytes = 0;         ///< dynamic shared memory
-  bool eagerCopies = false;  ///< cp.async lands at issue instead of at wait
-  Buffer buffers[3];         ///< A, B, C
+  unsigned grid[3] = {1, 1, 1}; ///< blocks along x, y (GEMM: N, M) and z
+  int threads = 0;              ///< per block
+  int waveSize = 0;             ///< 32 (NVIDIA) or 64 (AMD)
+  int smemBytes = 0;            ///< dynamic shared memory
+  bool eagerCopies = false;     ///< cp.async lands at issue instead of at wait
+  Buffer buffers[3];            ///< A, B, C (attention: Q, K, V)
+  int inputs = 2;               ///< buffers[0, inputs) are what cp.async reads
 };
 
 /// The kernel's arguments, as the runtime passes them.
@@ -105,6 +106,10 @@ constexpr int kSmemCapacity = 256 * 1024;
 /// fills `message` (if given) when anything failed.
 bool launch(const Launch &l, void (*body)(const Args &), const Args &args,
             char *message, size_t messageSize);
+
+/// The same for any kernel: body(ctx) runs as every thread of every block.
+bool launchRaw(const Launch &l, void (*body)(const void *), const void *ctx,
+               char *message, size_t messageSize);
 
 } // namespace emu
 

@@ -68,3 +68,4 @@ target_include_directories(EmulatorTest PRIVATE
 target_link_libraries(EmulatorTest PRIVATE kgen_codegen GTest::gtest GTest::gtest_main Threads::Threads)
 add_test(NAME EmulatorTest COMMAND EmulatorTest)
 set_tests_properties(EmulatorTest PROPERTIES LABELS unit TIMEOUT 600)
+include(${CMAKE_CURRENT_LIST_DIR}/attention.cmake)

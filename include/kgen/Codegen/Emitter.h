@@ -6,6 +6,7 @@
 #include "kgen/Problem.h"
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kgen {
@@ -37,6 +38,13 @@ std::string gemmKernelName(const GemmProblem &p, const GemmConfig &c, Target t);
 /// is one self-contained file (`kgen emit --inline`).
 KernelSource emitGemm(const GemmProblem &p, const GemmConfig &c, Target t,
                       bool inlineTemplates = false);
+
+/// The template headers `header` includes, transitively, in the order a
+/// preprocessor first sees them, `header` last (what KernelSource lists).
+std::vector<std::string> templateIncludes(std::string_view header);
+/// The headers pasted into one text, their includes of each other dropped
+/// (`kgen emit --inline`).
+std::string inlineTemplateHeaders(const std::vector<std::string> &headers);
 
 /// `computeUnits` sizes persistent grids (GemmLoop::Wgmma: one block per
 /// multiprocessor); 0 means one block per tile.

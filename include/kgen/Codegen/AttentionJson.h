@@ -1,0 +1,32 @@
+//===- AttentionJson.h - Attention problems and configs as JSON -*- C++ -*-===//
+//
+// For code built with exceptions (runtime, CLI): parse errors throw
+// kgen::Error naming the field; unknown fields are errors too.
+//
+//   {"family": "attention", "batch": 2, "heads": [32, 8], "seqlen": [1, 4096],
+//    "head_dim": [128, 128], "dtype": "bf16", "layout": "bshd",
+//    "causal": true, "window": [-1, -1], "varlen": false, "alibi": false,
+//    "bias": false, "lse": true}
+//   {"block": [64, 64], "warps": 4, "stages": 2, "preload_v": false,
+//    "splits": 1}
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KGEN_CODEGEN_ATTENTIONJSON_H
+#define KGEN_CODEGEN_ATTENTIONJSON_H
+
+#include "kgen/Attention.h"
+
+#include <nlohmann/json.hpp>
+
+namespace kgen {
+
+nlohmann::json toJson(const AttentionProblem &p);
+nlohmann::json toJson(const AttentionConfig &c);
+
+AttentionProblem attentionProblemFromJson(const nlohmann::json &j);
+AttentionConfig attentionConfigFromJson(const nlohmann::json &j);
+
+} // namespace kgen
+
+#endif

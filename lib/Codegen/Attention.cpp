@@ -1,0 +1,167 @@
+//===- Attention.cpp - Attention problems, traits and limits --------------===//
+//
+// Every rule templates/attention/attention.h relies on is checked here, once,
+// with a message naming the field, its value and the fix; the emitter
+// assumes a config that passed.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kgen/Attention.h"
+
+#include <algorithm>
+
+namespace kgen {
+
+namespace {
+std::string str(int64_t v) { return std::to_string(v); }
+bool isPow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+
+/// The rows of one MMA tile: mma.sync m16n8k16 on NVIDIA, MFMA 32x32x8 on
+/// AMD (the template's S^T = K Q^T puts 32 queries in a wave's tile).
+int atomRows(Target t) { return targetInfo(t).vendor == Vendor::AMD ? 32 : 16; }
+
+/// fp32 registers per thread for O and S. The attention kernels keep more
+/// live accumulators than the GEMM's 128: O is the whole head dim. 192 of
+/// sm_80/90's 255 registers still leaves room for P, Q and addresses
+/// (FlashAttention-2 runs D = 256 at 128 + 32).
+int maxAttentionAccum(Target t) {
+  return targetInfo(t).vendor == Vendor::AMD ? 256 : 192;
+}
+} // namespace
+
+std::string_view toString(AttentionLayout l) {
+  return l == AttentionLayout::BSHD ? "bshd" : "bhsd";
+}
+
+std::optional<AttentionLayout> parseAttentionLayout(std::string_view s) {
+  if (s == "bshd")
+    return AttentionLayout::BSHD;
+  if (s == "bhsd")
+    return AttentionLayout::BHSD;
+  return std::nullopt;
+}
+
+AttentionTraits attentionTraits(const AttentionProblem &p,
+                                const AttentionConfig &c, Target t) {
+  const TargetInfo &ti = targetInfo(t);
+  AttentionTraits tr;
+  tr.threads = c.warps * ti.waveSize;
+  constexpr int kPad = 8; // templates/attention/attention.h kPad
+  int64_t q = int64_t(c.blockM) * (p.headDimQk + kPad);
+  int64_t kv = int64_t(c.blockN) * (p.headDimQk + kPad + p.headDimV + kPad);
+  int64_t smem = (q + int64_t(c.stages) * kv) * sizeOf(p.dtype);
+  tr.smemBytes = int(std::min<int64_t>(smem, INT32_MAX));
+  // Per thread: the warp's rows times (Dv + blockN) fp32 values over the
+  // lanes of the warp.
+  int64_t warpRows = c.warps > 0 ? c.blockM / c.warps : 0;
+  tr.accumPerThread =
+      int(warpRows * (p.headDimV + c.blockN) / std::max(ti.waveSize, 1));
+  // Sequence lengths are run-time values, so the last key tile may always
+  // be ragged.
+  tr.masked = true;
+  return tr;
+}
+
+std::optional<std::string> checkProblem(const AttentionProblem &p) {
+  auto positive = [](const char *name,
+                     int64_t v) -> std::optional<std::string> {
+    if (v < 1)
+      return std::string("attention: ") + name + " = " + str(v) +
+             " must be >= 1";
+    if (v > INT32_MAX)
+      return std::string("attention: ") + name + " = " + str(v) +
+             " exceeds 2^31-1 (kernels index with 32-bit values)";
+    return std::nullopt;
+  };
+  for (auto [name, v] : {std::pair<const char *, int64_t>{"batch", p.batch},
+                         {"headsQ", p.headsQ},
+                         {"headsKv", p.headsKv},
+                         {"seqlenQ", p.seqlenQ},
+                         {"seqlenK", p.seqlenK}})
+    if (auto e = positive(name, v))
+      return e;
+  if (p.headsQ % p.headsKv != 0)
+    return "attention: headsQ = " + str(p.headsQ) +
+           " is not a multiple of headsKv = " + str(p.headsKv) +
+           " (GQA maps query head h to KV head h / (headsQ / headsKv))";
+  for (auto [name, d] :
+       {std::pair{"headDimQk", p.headDimQk}, {"headDimV", p.headDimV}})
+    if (d != 32 && d != 64 && d != 96 && d != 128 && d != 192 && d != 256)
+      return std::string("attention: ") + name + " = " + str(d) +
+             " is not one of 32, 64, 96, 128, 192, 256";
+  if (p.dtype != DType::BF16 && p.dtype != DType::F16)
+    return "attention: dtype " + std::string(toString(p.dtype)) +
+           " is not supported (Q, K, V and O are bf16 or f16; the softmax is "
+           "fp32 inside)";
+  for (auto [name, w] :
+       {std::pair{"windowLeft", p.windowLeft}, {"windowRight", p.windowRight}})
+    if (w < -1)
+      return std::string("attention: ") + name + " = " + str(w) +
+             " must be >= 0, or -1 for no bound on that side";
+  return std::nullopt;
+}
+
+std::optional<std::string> checkProblemOnTarget(const AttentionProblem &p,
+                                                Target t) {
+  if (auto e = checkProblem(p))
+    return e;
+  (void)t; // every target has bf16/f16 matrix instructions with fp32 sums
+  return std::nullopt;
+}
+
+std::optional<std::string> checkConfig(const AttentionProblem &p,
+                                       const AttentionConfig &c, Target t) {
+  if (auto e = checkProblemOnTarget(p, t))
+    return e;
+  const TargetInfo &ti = targetInfo(t);
+  const std::string tgt(toString(t));
+  for (auto [name, v] : {std::pair{"blockM", c.blockM},
+                         {"blockN", c.blockN},
+                         {"warps", c.warps}})
+    if (!isPow2(v))
+      return std::string("config: ") + name + " = " + str(v) +
+             " must be a power of two >= 1";
+  if (c.stages < 2 || c.stages > 4)
+    return "config: stages = " + str(c.stages) +
+           " must be 2, 3 or 4 (K/V buffers; 2 is double buffering)";
+  if (c.splits < 1 || c.splits > 128)
+    return "config: splits = " + str(c.splits) + " must be between 1 and 128";
+  const int atom = atomRows(t);
+  const char *atomName =
+      ti.vendor == Vendor::AMD ? "MFMA 32x32x8" : "mma.sync m16n8k16";
+  if (c.blockM % c.warps != 0 || (c.blockM / c.warps) % atom != 0)
+    return "config: rows per warp = blockM / warps = " + str(c.blockM) + "/" +
+           str(c.warps) + " is not a multiple of " + str(atom) + " (the " +
+           atomName + " atom on " + tgt + "); raise blockM or lower warps";
+  if (c.blockN % atom != 0)
+    return "config: blockN = " + str(c.blockN) + " is not a multiple of " +
+           str(atom) + " (the " + atomName + " atom on " + tgt + ")";
+  AttentionTraits tr = attentionTraits(p, c, t);
+  if (tr.threads > ti.maxThreadsPerBlock)
+    return "config: " + str(tr.threads) + " threads per block (" +
+           str(c.warps) + " warps of " + str(ti.waveSize) + ") exceed " + tgt +
+           "'s " + str(ti.maxThreadsPerBlock) + "; lower warps";
+  if (tr.smemBytes > ti.maxSharedBytes)
+    return "config: shared memory " + str(tr.smemBytes) + " B exceeds " + tgt +
+           "'s " + str(ti.maxSharedBytes) +
+           " B per block; lower stages, blockN or blockM";
+  if (tr.accumPerThread > maxAttentionAccum(t))
+    return "config: " + str(tr.accumPerThread) +
+           " fp32 registers per thread for O and S ((blockM / warps) * "
+           "(headDimV + blockN) / wave) exceed the " +
+           str(maxAttentionAccum(t)) + " kgen allows on " + tgt +
+           "; use more warps, a smaller blockM or blockN";
+  return std::nullopt;
+}
+
+size_t attentionWorkspaceBytes(const AttentionProblem &p,
+                               const AttentionConfig &c, int64_t batch,
+                               int64_t seqlenQ) {
+  if (c.splits <= 1)
+    return 0;
+  size_t rows =
+      size_t(c.splits) * size_t(batch) * size_t(p.headsQ) * size_t(seqlenQ);
+  return rows * (size_t(p.headDimV) + 1) * sizeof(float);
+}
+
+} // namespace kgen

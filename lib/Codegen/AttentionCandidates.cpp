@@ -1,0 +1,150 @@
+//===- AttentionCandidates.cpp - Attention configs and their ranking ------===//
+//
+// The space: blockM 32..128 (16 or 32 rows per warp, the MMA atom's rows
+// times one or two), blockN 32..128, 2-3 stages, V preloaded or not, and
+// the split count the decode model picks (see chooseSplits). Each valid
+// config gets a model cost:
+//
+//   cost = waves * tilesPerBlock * tileTime
+//   waves          = ceil(blocks / (computeUnits * blocksPerUnit)),
+//                    blocks = ceil(Sq / blockM) * headsQ * batch * splits,
+//                    blocksPerUnit from shared memory (at most 2)
+//   tilesPerBlock  = ceil(keys / blockN) / splits, keys halved for causal
+//   tileTime       = blockM * blockN * (Dqk + Dv) / speed, the speed growing
+//                    with the tile's arithmetic intensity blockM*blockN /
+//                    (blockM + blockN) up to saturation, plus one tile load
+//                    ((Dqk + Dv) * blockN) weighted as memory time
+//
+// with small factors for the pipeline (3 stages hide latency better at long
+// sequences, preloading V costs a wait less per tile but serializes V's copy
+// with QK^T). The best kMaxCandidates are kept.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kgen/Attention.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace kgen {
+
+namespace {
+
+constexpr size_t kMaxCandidates = 12;
+
+int assumedComputeUnits(Target t) {
+  switch (t) {
+  case Target::SM90A:
+    return 132;
+  case Target::SM80:
+    return 108;
+  case Target::GFX90A:
+    return 110;
+  case Target::GFX942:
+    return 304;
+  }
+  return 100;
+}
+
+/// Split-KV for decode: when the (row block, head, batch) grid leaves most
+/// of the machine idle and each row has many key tiles, cut the keys so the
+/// grid fills about two waves, keeping at least 4 tiles of 64 keys per
+/// split (the flash-decoding seed's rule of thumb).
+int chooseSplits(const AttentionProblem &p, Target t) {
+  const int64_t blocks = (p.seqlenQ + 63) / 64 * p.headsQ * p.batch;
+  const int64_t units = assumedComputeUnits(t);
+  if (blocks >= units || p.varlen)
+    return 1;
+  const int64_t maxByKeys = std::max<int64_t>(1, p.seqlenK / (4 * 64));
+  const int64_t want = (2 * units + blocks - 1) / blocks;
+  return int(std::clamp<int64_t>(std::min(want, maxByKeys), 1, 64));
+}
+
+double modelCost(const AttentionProblem &p, const AttentionConfig &c,
+                 Target t) {
+  const AttentionTraits tr = attentionTraits(p, c, t);
+  const double units = assumedComputeUnits(t);
+  const double perUnit = std::clamp(
+      double(targetInfo(t).maxSharedBytes / std::max(tr.smemBytes, 1)), 1.0,
+      2.0);
+  const double blocks =
+      std::ceil(double(p.seqlenQ) / c.blockM) * p.headsQ * p.batch * c.splits;
+  const double waves = std::ceil(blocks / (units * perUnit));
+  double keys = double(p.seqlenK);
+  if (p.causal)
+    keys = std::max(double(c.blockN), keys / 2);
+  if (p.windowLeft >= 0 || p.windowRight >= 0) {
+    double span = 1 + std::max(p.windowLeft, 0) + std::max(p.windowRight, 0);
+    keys = std::min(keys, span + c.blockM);
+  }
+  const double tiles = std::ceil(std::ceil(keys / c.blockN) / c.splits);
+  const double intensity = double(c.blockM) * c.blockN / (c.blockM + c.blockN);
+  const double speed = std::min(intensity, 42.0);
+  const double dims = p.headDimQk + p.headDimV;
+  const double tileTime = double(c.blockM) * c.blockN * dims / speed +
+                          4.0 * c.blockN * dims; // the tile's load
+  double factor = 1.0;
+  if (c.stages == 2 && tiles > 4)
+    factor *= 1.05;
+  if (c.stages == 4)
+    factor *= 1.02; // no gain over 3 in the model, more shared memory
+  if (c.preloadV)
+    factor *= 1.02;
+  // The combine pass reads every split's partial rows once more.
+  const double combine = c.splits > 1 ? double(c.splits) * p.headDimV * 8 : 0;
+  return waves * tiles * tileTime * factor + combine;
+}
+
+} // namespace
+
+std::vector<AttentionConfig> enumerateConfigs(const AttentionProblem &p,
+                                              Target t) {
+  const int atom = targetInfo(t).vendor == Vendor::AMD ? 32 : 16;
+  const int splits = chooseSplits(p, t);
+  std::vector<std::pair<double, AttentionConfig>> ranked;
+  for (int bm : {32, 64, 128})
+    for (int rowsPerWarp : {atom, 2 * atom})
+      for (int bn : {32, 64, 128})
+        for (int stages : {2, 3})
+          for (bool preloadV : {false, true})
+            for (int sp : {1, splits}) {
+              AttentionConfig c;
+              c.blockM = bm;
+              c.warps = bm / rowsPerWarp;
+              c.blockN = bn;
+              c.stages = stages;
+              c.preloadV = preloadV;
+              c.splits = sp;
+              if (c.warps < 1 || c.warps > 8 || checkConfig(p, c, t))
+                continue;
+              bool dup = false;
+              for (auto &r : ranked)
+                dup |= r.second == c;
+              if (!dup)
+                ranked.push_back({modelCost(p, c, t), c});
+            }
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](auto &a, auto &b) { return a.first < b.first; });
+  std::vector<AttentionConfig> out;
+  for (auto &[cost, c] : ranked) {
+    if (out.size() == kMaxCandidates)
+      break;
+    out.push_back(c);
+  }
+  return out;
+}
+
+AttentionConfig defaultConfig(const AttentionProblem &p, Target t) {
+  std::vector<AttentionConfig> cs = enumerateConfigs(p, t);
+  if (!cs.empty())
+    return cs.front();
+  // Every valid problem has a 64x32 (NVIDIA) / 64x32, 2-wave (AMD) config
+  // in the space; reaching here means the problem itself is invalid.
+  AttentionConfig c;
+  c.blockM = 64;
+  c.blockN = 32;
+  c.warps = targetInfo(t).vendor == Vendor::AMD ? 2 : 4;
+  return c;
+}
+
+} // namespace kgen

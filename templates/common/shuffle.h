@@ -1,0 +1,24 @@
+//===- shuffle.h - Lane exchange within a warp / wavefront ------*- C++ -*-===//
+//
+// The one cross-lane atom the attention softmax needs: the value of the lane
+// whose index is this lane's XOR `mask` (row max and row sum reductions over
+// the lanes that hold one row). NVIDIA: shfl.sync over the full warp; AMD:
+// HIP's __shfl_xor (ds_bpermute) over the wavefront.
+//
+//===----------------------------------------------------------------------===//
+
+#pragma once
+
+#include "kgen/common/prelude.h"
+
+namespace kgen {
+
+KGEN_DEVICE float shuffleXor(float v, int mask) {
+#if KGEN_NVIDIA
+  return __shfl_xor_sync(0xffffffffu, v, mask);
+#else
+  return __shfl_xor(v, mask);
+#endif
+}
+
+} // namespace kgen

@@ -1,0 +1,28 @@
+//===- shuffle.h - EMULATED lane exchange (test only) -----------*- C++ -*-===//
+//
+// Replaces templates/common/shuffle.h in the emulator test: shuffleXor
+// returns the value of lane (lane ^ mask) of the calling warp, as
+// shfl.sync.bfly (NVIDIA) and __shfl_xor (AMD) do; every lane of the warp
+// must call it, as on the GPU.
+//
+//===----------------------------------------------------------------------===//
+
+#pragma once
+
+#include "kgen/common/prelude.h"
+
+namespace kgen {
+
+inline float shuffleXor(float v, int mask) {
+  const unsigned char *slots = emu::exchange(&v, sizeof(v));
+  const int from = emu::lane() ^ mask;
+  if (from >= emu::waveSize())
+    emu::fail("shuffleXor: lane %d ^ %d is outside the warp", emu::lane(),
+              mask);
+  float r;
+  __builtin_memcpy(&r, slots + (from % emu::waveSize()) * emu::kSlotBytes,
+                   sizeof(r));
+  return r;
+}
+
+} // namespace kgen
