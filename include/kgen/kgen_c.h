@@ -122,6 +122,34 @@ KGEN_C_API kgen_status_t kgen_compile(kgen_runtime_t *rt,
                                       const char *target,
                                       kgen_kernel_info_t *info_out);
 
+/** Device pointers and run-time values of one attention call; zero-fill
+ *  it, then set what the problem uses. Strides are in elements, {batch,
+ *  seq, head} (head dim contiguous); all zero = packed in the problem's
+ *  layout. Sizes of -1 take the problem's. See kgen::AttentionArgs. */
+typedef struct kgen_attention_args {
+  const void *q, *k, *v;
+  void *o;
+  float *lse;                 /**< with "lse": [batch, heads_q, seqlen_q] */
+  const void *bias;           /**< with "bias": element (b, h, i, j) */
+  const float *alibi_slopes;  /**< with "alibi": [heads_q] */
+  const int *cu_seqlens_q, *cu_seqlens_k; /**< with "varlen": [batch + 1] */
+  int64_t batch, seqlen_q, seqlen_k; /**< varlen: the longest sequences */
+  int64_t total_q;            /**< varlen with lse: cu_seqlens_q[batch] */
+  int64_t stride_q[3], stride_k[3], stride_v[3], stride_o[3];
+  int64_t stride_bias[3];     /**< {batch, head, row}; 0: packed */
+  float scale;                /**< 0: 1 / sqrt(head_dim_qk) */
+} kgen_attention_args_t;
+
+/** O = softmax(scale * Q K^T + bias) V for an attention problem
+ *  ({"family": "attention", "heads": [32, 8], "head_dim": 128, ...}, see
+ *  kgen/Codegen/AttentionJson.h) on `stream`. `config_json` NULL: the
+ *  dispatcher's config; else that variant. */
+KGEN_C_API kgen_status_t kgen_attention(kgen_runtime_t *rt,
+                                        const char *problem_json,
+                                        const char *config_json,
+                                        const kgen_attention_args_t *args,
+                                        void *stream);
+
 /** Frees memory kgen allocated (kgen_emit's source). NULL is fine. */
 KGEN_C_API void kgen_free(void *p);
 

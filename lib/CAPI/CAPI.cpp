@@ -8,6 +8,7 @@
 
 #include "kgen/kgen_c.h"
 
+#include "kgen/Codegen/AttentionJson.h"
 #include "kgen/Codegen/Candidates.h"
 #include "kgen/Codegen/Json.h"
 #include "kgen/Codegen/Limits.h"
@@ -225,6 +226,58 @@ kgen_status_t kgen_gemm(kgen_runtime_t *rt, const char *problem_json,
       throw InvalidArgument(e.what());
     }
     r.rt.gemm(p, args, stream);
+  });
+}
+
+kgen_status_t kgen_attention(kgen_runtime_t *rt, const char *problem_json,
+                             const char *config_json,
+                             const kgen_attention_args_t *args, void *stream) {
+  return guard([&] {
+    kgen_runtime &r = runtime(rt);
+    nlohmann::json j = parseJson(problem_json, "problem_json");
+    kgen::AttentionProblem p;
+    std::optional<kgen::AttentionConfig> c;
+    try {
+      p = kgen::attentionProblemFromJson(j);
+      if (config_json)
+        c = kgen::attentionConfigFromJson(
+            parseJson(config_json, "config_json"));
+    } catch (const kgen::Error &e) {
+      throw InvalidArgument(e.what());
+    }
+    if (auto e = kgen::checkProblem(p))
+      throw InvalidArgument(*e);
+    if (!args)
+      throw InvalidArgument("kgen_attention: args is NULL");
+    if (!r.rt.backend())
+      throw NoDevice("kgen_attention: no GPU runtime with a device was "
+                     "found, so nothing can run");
+    kgen::AttentionArgs a;
+    a.q = args->q;
+    a.k = args->k;
+    a.v = args->v;
+    a.o = args->o;
+    a.lse = args->lse;
+    a.bias = args->bias;
+    a.alibiSlopes = args->alibi_slopes;
+    a.cuSeqlensQ = args->cu_seqlens_q;
+    a.cuSeqlensK = args->cu_seqlens_k;
+    a.batch = args->batch;
+    a.seqlenQ = args->seqlen_q;
+    a.seqlenK = args->seqlen_k;
+    a.totalQ = args->total_q;
+    for (int i = 0; i < 3; ++i) {
+      a.strideQ[i] = args->stride_q[i];
+      a.strideK[i] = args->stride_k[i];
+      a.strideV[i] = args->stride_v[i];
+      a.strideO[i] = args->stride_o[i];
+      a.strideBias[i] = args->stride_bias[i];
+    }
+    a.scale = args->scale;
+    if (c)
+      r.rt.launchAttention(p, *c, a, stream);
+    else
+      r.rt.attention(p, a, stream);
   });
 }
 

@@ -121,9 +121,13 @@ std::optional<std::string> checkConfig(const AttentionProblem &p,
     if (!isPow2(v))
       return std::string("config: ") + name + " = " + str(v) +
              " must be a power of two >= 1";
-  if (c.stages < 2 || c.stages > 4)
-    return "config: stages = " + str(c.stages) +
-           " must be 2, 3 or 4 (K/V buffers; 2 is double buffering)";
+  const bool amd = ti.vendor == Vendor::AMD;
+  if (c.stages < (amd ? 1 : 2) || c.stages > 4)
+    return "config: stages = " + str(c.stages) + " must be " +
+           (amd ? "1, 2, 3 or 4 on " : "2, 3 or 4 on ") + tgt +
+           " (K/V buffers; 2 is double buffering" +
+           (amd ? ", 1 loads each tile between two barriers)"
+                : "; the cp.async pipeline needs 2)");
   if (c.splits < 1 || c.splits > 128)
     return "config: splits = " + str(c.splits) + " must be between 1 and 128";
   const int atom = atomRows(t);

@@ -1,9 +1,9 @@
 //===- AttentionCandidates.cpp - Attention configs and their ranking ------===//
 //
 // The space: blockM 32..128 (16 or 32 rows per warp, the MMA atom's rows
-// times one or two), blockN 32..128, 2-3 stages, V preloaded or not, and
-// the split count the decode model picks (see chooseSplits). Each valid
-// config gets a model cost:
+// times one or two), blockN 32..128, 1-3 stages (1 on AMD only), V preloaded or
+// not, and the split count the decode model picks (see chooseSplits). Each
+// valid config gets a model cost:
 //
 //   cost = waves * tilesPerBlock * tileTime
 //   waves          = ceil(blocks / (computeUnits * blocksPerUnit)),
@@ -84,6 +84,8 @@ double modelCost(const AttentionProblem &p, const AttentionConfig &c,
   const double tileTime = double(c.blockM) * c.blockN * dims / speed +
                           4.0 * c.blockN * dims; // the tile's load
   double factor = 1.0;
+  if (c.stages == 1) // no copy overlaps the math (AMD only; needed at D=256)
+    factor *= 1.3;
   if (c.stages == 2 && tiles > 4)
     factor *= 1.05;
   if (c.stages == 4)
@@ -105,7 +107,7 @@ std::vector<AttentionConfig> enumerateConfigs(const AttentionProblem &p,
   for (int bm : {32, 64, 128})
     for (int rowsPerWarp : {atom, 2 * atom})
       for (int bn : {32, 64, 128})
-        for (int stages : {2, 3})
+        for (int stages : {1, 2, 3})
           for (bool preloadV : {false, true})
             for (int sp : {1, splits}) {
               AttentionConfig c;

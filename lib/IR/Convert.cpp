@@ -126,6 +126,58 @@ std::optional<GemmConfig> getGemmConfig(GemmOp op) {
   return std::nullopt;
 }
 
+FailureOr<AttentionProblem> getAttentionProblem(AttentionOp op) {
+  AttentionProblem p;
+  p.batch = op.getBatchAttr().getInt();
+  p.headsQ = op.getHeadsQAttr().getInt();
+  p.headsKv = op.getHeadsKvAttr().getInt();
+  p.seqlenQ = op.getSeqlenQAttr().getInt();
+  p.seqlenK = op.getSeqlenKAttr().getInt();
+  p.headDimQk = int(op.getHeadDimQkAttr().getInt());
+  p.headDimV = int(op.getHeadDimVAttr().getInt());
+  std::optional<DType> t = toDType(op.getDtype());
+  if (!t)
+    return op.emitError() << "attention: unknown dtype " << op.getDtype()
+                          << "; expected bf16 or f16";
+  p.dtype = *t;
+  if (std::optional<StringRef> l = op.getLayout()) {
+    std::optional<AttentionLayout> layout =
+        parseAttentionLayout(std::string_view(*l));
+    if (!layout)
+      return op.emitError() << "attention: unknown layout \"" << *l
+                            << "\"; expected \"bshd\" or \"bhsd\"";
+    p.layout = *layout;
+  }
+  p.causal = op.getCausal();
+  if (std::optional<ArrayAttr> w = op.getWindow()) {
+    if (w->size() != 2)
+      return op.emitError() << "attention: window has " << w->size()
+                            << " values; expected [left, right]";
+    p.windowLeft = int(cast<IntegerAttr>((*w)[0]).getInt());
+    p.windowRight = int(cast<IntegerAttr>((*w)[1]).getInt());
+  }
+  p.varlen = op.getVarlen();
+  p.alibi = op.getAlibi();
+  p.bias = op.getBias();
+  p.lse = op.getLse();
+  return p;
+}
+
+FailureOr<std::optional<Target>> getAttentionTarget(AttentionOp op) {
+  std::optional<StringRef> name = op.getTarget();
+  if (!name)
+    return std::optional<Target>();
+  if (std::optional<Target> t = parseTarget(std::string_view(*name)))
+    return t;
+  return op.emitError() << "attention: " << unknownTargetMessage(*name);
+}
+
+std::optional<AttentionConfig> getAttentionConfig(AttentionOp op) {
+  if (AttentionConfigAttr config = op.getConfigAttr())
+    return config.getConfig();
+  return std::nullopt;
+}
+
 FailureOr<std::pair<GemmProblem, std::optional<GemmConfig>>>
 toProblem(GemmOp op) {
   FailureOr<GemmProblem> p = getGemmProblem(op);

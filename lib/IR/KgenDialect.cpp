@@ -73,5 +73,16 @@ kgen::GemmConfig GemmConfigAttr::getConfig() const {
   return c;
 }
 
+kgen::AttentionConfig AttentionConfigAttr::getConfig() const {
+  AttentionConfig c;
+  c.blockM = getBlockM();
+  c.blockN = getBlockN();
+  c.warps = getWarps();
+  c.stages = getStages();
+  c.preloadV = getPreloadV() != 0;
+  c.splits = getSplits();
+  return c;
+}
+
 #define GET_ATTRDEF_CLASSES
 #include "kgen/IR/KgenAttrs.cpp.inc"

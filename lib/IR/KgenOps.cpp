@@ -83,5 +83,27 @@ LogicalResult GemmOp::verify() {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// AttentionOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AttentionOp::verify() {
+  FailureOr<AttentionProblem> problem = getAttentionProblem(*this);
+  if (failed(problem))
+    return failure();
+  if (std::optional<std::string> error = checkProblem(*problem))
+    return emitError(*error);
+  FailureOr<std::optional<Target>> target = getAttentionTarget(*this);
+  if (failed(target))
+    return failure();
+  if (!*target)
+    return success();
+  if (std::optional<AttentionConfig> config = getAttentionConfig(*this))
+    if (std::optional<std::string> error =
+            checkConfig(*problem, *config, **target))
+      return emitError(*error);
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "kgen/IR/KgenOps.cpp.inc"

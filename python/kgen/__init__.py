@@ -102,6 +102,21 @@ def _candidates() -> list:
     return out
 
 
+class _AttentionArgs(ctypes.Structure):
+    """kgen_attention_args_t (kgen/kgen_c.h)."""
+
+    _fields_ = [
+        ("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p), ("o", ctypes.c_void_p),
+        ("lse", ctypes.c_void_p), ("bias", ctypes.c_void_p), ("alibi_slopes", ctypes.c_void_p),
+        ("cu_seqlens_q", ctypes.c_void_p), ("cu_seqlens_k", ctypes.c_void_p),
+        ("batch", ctypes.c_int64), ("seqlen_q", ctypes.c_int64), ("seqlen_k", ctypes.c_int64),
+        ("total_q", ctypes.c_int64),
+        ("stride_q", ctypes.c_int64 * 3), ("stride_k", ctypes.c_int64 * 3), ("stride_v", ctypes.c_int64 * 3),
+        ("stride_o", ctypes.c_int64 * 3), ("stride_bias", ctypes.c_int64 * 3),
+        ("scale", ctypes.c_float),
+    ]
+
+
 def _declare(lib: ctypes.CDLL) -> None:
     c_char_p, c_void_p, c_int, c_int64 = ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
     sigs = {
@@ -119,6 +134,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "kgen_emit": (c_int, [c_char_p, c_char_p, c_char_p, c_int, ctypes.POINTER(c_void_p)]),
         "kgen_compile": (c_int, [c_void_p, c_char_p, c_char_p, c_char_p, ctypes.POINTER(_KernelInfo)]),
         "kgen_free": (None, [c_void_p]),
+        "kgen_attention": (c_int, [c_void_p, c_char_p, c_char_p, ctypes.POINTER(_AttentionArgs), c_void_p]),
     }
     for name, (res, args) in sigs.items():
         fn = getattr(lib, name)
@@ -389,3 +405,79 @@ def gemm(a, b, c=None, *, layout: Optional[str] = None, alpha: float = 1.0, beta
     stream = torch.cuda.current_stream(a.device).cuda_stream
     rt.gemm_raw(prob, a.data_ptr(), b.data_ptr(), c.data_ptr(), M, lda, ldb, ldc, alpha, beta, stream)
     return c
+
+
+# ===----------------------------------------------------------------------=== #
+# Attention
+# ===----------------------------------------------------------------------=== #
+
+
+def attention(q, k, v, *, causal: bool = False, window: Optional[Sequence[int]] = None,
+              scale: Optional[float] = None, return_lse: bool = False, alibi_slopes=None, bias=None,
+              cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q: Optional[int] = None,
+              max_seqlen_k: Optional[int] = None, config=None, out=None, runtime: Optional[Runtime] = None):
+    """Flash attention forward with a kgen kernel, on torch's current stream.
+
+    q: (B, Sq, Hq, D), k: (B, Sk, Hkv, D), v: (B, Sk, Hkv, Dv), any strides
+    with the head dim contiguous (a BHSD tensor passed as .transpose(1, 2)
+    works as is). With cu_seqlens_q/k (int32, B + 1), q is (total_q, Hq, D)
+    and k, v (total_k, Hkv, D) packed, as FlashAttention's varlen API.
+    window: (left, right), -1 for an unbounded side; causal is bottom-right
+    aligned. alibi_slopes: (Hq,) float32; bias: (B, Hq, Sq, Sk) of q's dtype
+    (last dim contiguous). Returns o, or (o, lse) with lse float32 (B, Hq,
+    Sq) (varlen: (Hq, total_q)), natural log."""
+    import torch
+
+    rt = runtime if runtime is not None else default_runtime()
+    varlen = cu_seqlens_q is not None
+    dt = _dtype_name(q.dtype)
+    if dt == "f32" or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise Error("kgen.attention: q, k, v must share one dtype, bfloat16 or float16")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dim() != (3 if varlen else 4) or t.stride(-1) != 1:
+            raise Error(f"kgen.attention: {name} must be {'3' if varlen else '4'}-D with the head dim contiguous, "
+                        f"got shape {tuple(t.shape)} strides {tuple(t.stride())}")
+    if varlen:
+        if cu_seqlens_k is None or max_seqlen_q is None or max_seqlen_k is None:
+            raise Error("kgen.attention: varlen needs cu_seqlens_q, cu_seqlens_k, max_seqlen_q and max_seqlen_k")
+        batch = cu_seqlens_q.numel() - 1
+        sq, sk = int(max_seqlen_q), int(max_seqlen_k)
+        hq, d = q.shape[1], q.shape[2]
+        hkv, dv = k.shape[1], v.shape[2]
+        total_q = q.shape[0]
+    else:
+        batch, sq, hq, d = q.shape
+        sk, hkv, dv = k.shape[1], k.shape[2], v.shape[3]
+        total_q = -1
+    if out is None:
+        out = torch.empty(q.shape[:-1] + (dv,), dtype=q.dtype, device=q.device)
+    lse = None
+    if return_lse:
+        shape = (hq, total_q) if varlen else (batch, hq, sq)
+        lse = torch.empty(shape, dtype=torch.float32, device=q.device)
+    prob = {"family": "attention", "batch": int(batch), "heads": [int(hq), int(hkv)],
+            "seqlen": [max(int(sq), 1), max(int(sk), 1)], "head_dim": [int(d), int(dv)], "dtype": dt,
+            "causal": bool(causal), "window": [int(x) for x in window] if window is not None else [-1, -1],
+            "varlen": varlen, "alibi": alibi_slopes is not None, "bias": bias is not None, "lse": return_lse}
+    a = _AttentionArgs()
+    a.q, a.k, a.v, a.o = q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr()
+    a.lse = lse.data_ptr() if lse is not None else None
+    a.bias = bias.data_ptr() if bias is not None else None
+    a.alibi_slopes = alibi_slopes.data_ptr() if alibi_slopes is not None else None
+    a.cu_seqlens_q = cu_seqlens_q.data_ptr() if varlen else None
+    a.cu_seqlens_k = cu_seqlens_k.data_ptr() if varlen else None
+    a.batch, a.seqlen_q, a.seqlen_k, a.total_q = int(batch), int(sq), int(sk), int(total_q)
+
+    def strides(t):
+        s = t.stride()
+        return (0, s[0], s[1]) if varlen else (s[0], s[1], s[2])
+
+    a.stride_q[:], a.stride_k[:], a.stride_v[:], a.stride_o[:] = strides(q), strides(k), strides(v), strides(out)
+    if bias is not None:
+        if bias.stride(-1) != 1:
+            raise Error("kgen.attention: bias needs its last dim contiguous")
+        a.stride_bias[:] = (bias.stride(0), bias.stride(1), bias.stride(2))
+    a.scale = float(scale) if scale is not None else 0.0
+    stream = torch.cuda.current_stream(q.device).cuda_stream
+    _check(rt._lib.kgen_attention(rt.handle, _encode(prob), _encode(config), ctypes.byref(a), stream))
+    return (out, lse) if return_lse else out

@@ -95,7 +95,11 @@ template <class Config> struct Shape {
                 "kThreads = kWarps * wave size");
   static_assert(kSmemBytes == Config::kSmemBytes,
                 "kSmemBytes disagrees with the template's smem layout");
-  static_assert(Config::kStages >= 2, "K/V need two buffers at least");
+#if KGEN_NVIDIA
+  static_assert(Config::kStages >= 2, "the cp.async pipeline needs 2 buffers");
+#else
+  static_assert(Config::kStages >= 1, "K/V need a buffer");
+#endif
   static_assert(kDqk % 32 == 0 && kDv % 32 == 0,
                 "head dims are multiples of 32");
 #if KGEN_NVIDIA
@@ -800,6 +804,15 @@ template <class Config> KGEN_DEVICE void run(const Params &p) {
   __syncthreads();
   wa.loadQ();
   for (int it = 0; it < tiles; ++it) {
+    if constexpr (kStages == 1) {
+      // One buffer (D = 256 in 64 KiB of LDS): every wave is done with the
+      // previous tile before it is overwritten, and the new one is complete
+      // before anyone reads it.
+      if (it > 0)
+        __syncthreads();
+      loadKV(it, true);
+      __syncthreads();
+    }
     const int stage = it % kStages;
     const int n0 = (tile0 + it) * Config::kBlockN;
     cdna::f32x16 s[WarpAttention<Config>::kFragsM]
@@ -808,10 +821,12 @@ template <class Config> KGEN_DEVICE void run(const Params &p) {
     wa.softmax(p, blk, m0, n0, blk.tileMasked(p, m0, n0), s);
     wa.pv(sV + stage * S::kVElems, s);
     // The next tile goes into the stage every wave left at the last barrier.
-    const int next = it + kStages - 1;
-    if (next < tiles)
-      loadKV(next, true);
-    __syncthreads();
+    if constexpr (kStages > 1) {
+      const int next = it + kStages - 1;
+      if (next < tiles)
+        loadKV(next, true);
+      __syncthreads();
+    }
   }
 #endif
   wa.store(RowWriter<Config>(p, blk), blk, m0);

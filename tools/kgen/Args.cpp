@@ -56,7 +56,10 @@ Args::Args(int argc, char **argv, int first) {
       // A value follows unless this is a known bare flag.
       static const char *bare[] = {"json",  "inline",     "help",
                                    "all",   "candidates", "verbose",
-                                   "quiet", "force",      "misses"};
+                                   "quiet", "force",      "misses",
+                                   // attention's feature flags
+                                   "causal", "varlen", "alibi", "bias", "lse",
+                                   "preload-v"};
       bool isBare = false;
       for (const char *b : bare)
         isBare |= name == b;

@@ -22,6 +22,11 @@ int cmdBundle(Args &args);
 /// and write the winners to the tuning DB, resumably (tools/kgen/Tune.cpp).
 int cmdTune(Args &args);
 
+/// Whether --family asks for attention (default: gemm); throws on others.
+bool wantsAttention(Args &args);
+/// `kgen emit|compile --family attention ...` (tools/kgen/Attention.cpp).
+int cmdAttention(Args &args, const std::string &verb);
+
 } // namespace kgen::cli
 
 #endif // KGEN_TOOLS_COMMANDS_H

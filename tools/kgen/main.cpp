@@ -43,6 +43,9 @@ Commands:
   cache     inspect the kernel cache: list | stats | verify | clear
   info      GPU runtimes, devices and compiler versions
 
+emit and compile take --family attention for flash attention problems
+('kgen emit --family attention --help').
+
 Run 'kgen <command> --help' for a command's options.
 Environment: KGEN_CACHE_DIR, KGEN_CACHE_READONLY, KGEN_CACHE_MAX_BYTES,
 KGEN_BACKEND (cuda|hip|none), KGEN_DEVICE, KGEN_NVRTC, KGEN_HIPRTC, KGEN_LOG,
@@ -440,6 +443,8 @@ int main(int argc, char **argv) {
   std::string cmd = argv[1];
   try {
     Args args(argc, argv, 2);
+    if ((cmd == "emit" || cmd == "compile") && wantsAttention(args))
+      return cmdAttention(args, cmd);
     if (cmd == "run")
       return cmdRun(args);
     if (cmd == "emit")

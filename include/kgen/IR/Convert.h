@@ -10,6 +10,7 @@
 #define KGEN_IR_CONVERT_H
 
 #include "kgen/IR/KgenOps.h"
+#include "kgen/Attention.h"
 #include "kgen/Problem.h"
 
 #include "mlir/IR/Builders.h"
@@ -43,6 +44,12 @@ GemmOp buildGemmOp(mlir::OpBuilder &builder, mlir::Location loc,
                    llvm::StringRef name, const GemmProblem &p,
                    std::optional<Target> target = std::nullopt,
                    std::optional<GemmConfig> config = std::nullopt);
+
+/// The attention problem, target and config a kgen.attention op declares;
+/// fails with an error at `op` on attributes with no meaning there.
+mlir::FailureOr<AttentionProblem> getAttentionProblem(AttentionOp op);
+mlir::FailureOr<std::optional<Target>> getAttentionTarget(AttentionOp op);
+std::optional<AttentionConfig> getAttentionConfig(AttentionOp op);
 
 /// The MLIR element type of a kgen dtype, and back (none for other types).
 mlir::Type toMlirType(mlir::MLIRContext *ctx, DType t);

@@ -3,6 +3,7 @@
 #ifndef KGEN_IR_KGENATTRS_H
 #define KGEN_IR_KGENATTRS_H
 
+#include "kgen/Attention.h"
 #include "kgen/Problem.h"
 
 #include "mlir/IR/Attributes.h"

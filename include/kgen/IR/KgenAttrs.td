@@ -75,4 +75,33 @@ def Kgen_GemmConfigAttr : AttrDef<Kgen_Dialect, "GemmConfig"> {
   }];
 }
 
+def Kgen_AttentionConfigAttr : AttrDef<Kgen_Dialect, "AttentionConfig"> {
+  let mnemonic = "attention_config";
+  let summary = "An attention tile configuration (kgen::AttentionConfig)";
+  let description = [{
+    The block tile (`block = [blockM, blockN]`: query rows and keys per
+    step), the warps (wavefronts on AMD) that share the rows, the K/V
+    shared-memory `stages`, whether V lands with K (`preload_v = 1`) or is
+    waited for after the softmax (`0`), and the split-KV count (`splits`, 1
+    without flash decoding). `kgen.attention` checks it against the problem
+    and the target with `kgen::checkConfig`.
+
+    Example:
+
+    ```mlir
+    #kgen.attention_config<block = [128, 64], warps = 8, stages = 2, preload_v = 0, splits = 1>
+    ```
+  }];
+  let parameters = (ins "int":$blockM, "int":$blockN, "int":$warps,
+                        "int":$stages, "int":$preloadV, "int":$splits);
+  let assemblyFormat = [{
+    `<` `block` `=` `[` $blockM `,` $blockN `]` `,` `warps` `=` $warps `,`
+    `stages` `=` $stages `,` `preload_v` `=` $preloadV `,` `splits` `=` $splits `>`
+  }];
+  let extraClassDeclaration = [{
+    /// The plain C++ configuration this attribute spells.
+    ::kgen::AttentionConfig getConfig() const;
+  }];
+}
+
 #endif // KGEN_IR_KGENATTRS_TD

@@ -60,4 +60,50 @@ def Kgen_GemmOp : Kgen_Op<"gemm", [Symbol]> {
   let hasVerifier = 1;
 }
 
+def Kgen_AttentionOp : Kgen_Op<"attention", [Symbol]> {
+  let summary = "Declares a flash-attention forward kernel";
+  let description = [{
+    O = softmax(scale * Q K^T + bias) V for one kgen::AttentionProblem,
+    named by a symbol. Head dims are baked into the kernel; batch, heads and
+    sequence lengths are run-time values (the attributes are the sizes the
+    model tunes for).
+
+    Attributes: `batch`, `heads_q`, `heads_kv` (GQA/MQA: heads_q a multiple
+    of heads_kv), `seqlen_q`, `seqlen_k`, `head_dim_qk`, `head_dim_v` (32,
+    64, 96, 128, 192 or 256), `dtype` (bf16 or f16), optional `layout`
+    ("bshd" or "bhsd"), unit attributes `causal` (bottom-right aligned),
+    `varlen`, `alibi`, `bias` and `lse`, optional `window = [left, right]`
+    (-1: unbounded side), `target` and `config` (a
+    `#kgen.attention_config`). The verifier runs kgen::checkProblem and, with
+    a target, kgen::checkConfig.
+
+    Example:
+
+    ```mlir
+    kgen.attention @prefill {batch = 4, heads_q = 32, heads_kv = 8,
+        seqlen_q = 4096, seqlen_k = 4096, head_dim_qk = 128, head_dim_v = 128,
+        dtype = bf16, causal, lse, target = "sm_90a",
+        config = #kgen.attention_config<block = [128, 64], warps = 8,
+                                        stages = 2, preload_v = 0, splits = 1>}
+    ```
+  }];
+
+  let arguments = (ins
+    SymbolNameAttr:$sym_name,
+    I64Attr:$batch, I64Attr:$heads_q, I64Attr:$heads_kv,
+    I64Attr:$seqlen_q, I64Attr:$seqlen_k,
+    I64Attr:$head_dim_qk, I64Attr:$head_dim_v,
+    TypeAttr:$dtype,
+    OptionalAttr<StrAttr>:$layout,
+    UnitAttr:$causal,
+    OptionalAttr<I64ArrayAttr>:$window,
+    UnitAttr:$varlen, UnitAttr:$alibi, UnitAttr:$bias, UnitAttr:$lse,
+    OptionalAttr<StrAttr>:$target,
+    OptionalAttr<Kgen_AttentionConfigAttr>:$config
+  );
+
+  let assemblyFormat = "$sym_name attr-dict";
+  let hasVerifier = 1;
+}
+
 #endif // KGEN_IR_KGENOPS_TD

@@ -48,6 +48,26 @@ LogicalResult translateToHip(Operation *op, llvm::raw_ostream &os,
     kernels.push_back(
         emitGemm(problem->first, *config, **target, inlineTemplates));
   });
+  op->walk([&](ir::AttentionOp attn) {
+    FailureOr<std::optional<Target>> target = ir::getAttentionTarget(attn);
+    FailureOr<AttentionProblem> problem = ir::getAttentionProblem(attn);
+    if (failed(target) || failed(problem)) {
+      ok = false;
+      return;
+    }
+    if (!*target) {
+      attn.emitError() << "attention: --kgen-to-hip needs a target; set "
+                          "`target`";
+      ok = false;
+      return;
+    }
+    // Without a config the dispatcher's heuristic choice is printed, as
+    // the runtime would build it.
+    std::optional<AttentionConfig> config = ir::getAttentionConfig(attn);
+    kernels.push_back(emitAttention(
+        *problem, config.value_or(defaultConfig(*problem, **target)), **target,
+        inlineTemplates));
+  });
   if (!ok)
     return failure();
   // One kernel prints exactly the core's source; several are separated by a

@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""Flash attention forward: kgen against torch SDPA's cuDNN and flash backends,
+same process, same tensors.
+
+    python3 bench/attention.py                             # the issue's shapes
+    python3 bench/attention.py --only decode               # one group
+    python3 bench/attention.py --out bench/results/{gpu}.md
+
+Shapes (issue 5): the seed's (B=4, H=8, D=256, causal, fp16, S = 512..4096);
+bf16 with B*S = 16384, H = 16, D in {64, 128}, S in {512, 1024, 4096, 16384},
+causal and not; decode: B in {1, 16}, Sq = 1, Sk in {4096, 32768}, H = 32
+over 8 KV heads, D = 128. Tensors are BHSD for torch; kgen reads the same
+memory as BSHD views (strides), so both sides see identical bytes.
+
+TFLOP/s counts 4*B*H*Sq*Sk*D (halved for causal); decode also reports GB/s
+over the bytes of K and V. Timing as bench/gemm.py: CUDA graph replay over
+rotating copies of the inputs (> 64 MB), median per call over >= 50 replays
+and >= 30 ms. Each shape small enough for it is first checked against an
+fp32 reference (torch math backend in float32): kgen's error must be at most
+2x the error of torch's own same-dtype SDPA (DESIGN.md's rule).
+
+Needs torch with CUDA and libkgen.so (build/lib, or $KGEN_LIB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import math
+import pathlib
+import re
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "python"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from gemm import git_commit, time_calls  # noqa: E402  (same timing as the GEMM bench)
+
+ROTATE_BYTES = 64 << 20
+
+
+def shapes(only):
+    out = []
+    if only in (None, "seed"):
+        for s in (512, 1024, 2048, 4096):
+            out.append(dict(group="seed", b=4, hq=8, hkv=8, sq=s, sk=s, d=256, causal=True, dtype="f16"))
+    if only in (None, "prefill"):
+        for d in (64, 128):
+            for s in (512, 1024, 4096, 16384):
+                for causal in (False, True):
+                    out.append(dict(group="prefill", b=16384 // s, hq=16, hkv=16, sq=s, sk=s, d=d, causal=causal,
+                                    dtype="bf16"))
+    if only in (None, "decode"):
+        for b in (1, 16):
+            for sk in (4096, 32768):
+                out.append(dict(group="decode", b=b, hq=32, hkv=8, sq=1, sk=sk, d=128, causal=False, dtype="bf16"))
+    return out
+
+
+def sdpa(torch, q, k, v, causal, backend):
+    from torch.nn.attention import sdpa_kernel
+    import torch.nn.functional as F
+
+    gqa = q.shape[1] != k.shape[1]
+    with sdpa_kernel([backend]):
+        if gqa:
+            try:
+                return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+            except TypeError:  # torch < 2.5: expand the KV heads
+                r = q.shape[1] // k.shape[1]
+                k, v = k.repeat_interleave(r, 1), v.repeat_interleave(r, 1)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", choices=["seed", "prefill", "decode"])
+    ap.add_argument("--no-graph", action="store_true")
+    ap.add_argument("--out", help="append a markdown table to this file ({gpu} becomes the device's name)")
+    args = ap.parse_args()
+    try:
+        import torch
+        from torch.nn.attention import SDPBackend
+    except ImportError:
+        raise SystemExit("bench/attention.py needs torch >= 2.3 with CUDA")
+    import kgen
+
+    if not torch.cuda.is_available():
+        raise SystemExit("bench/attention.py needs a CUDA GPU")
+    device = torch.cuda.get_device_name()
+    method = "plain launches" if args.no_graph else "CUDA graph replay"
+    print(f"kgen {kgen.version()} vs torch {torch.__version__} SDPA (cuDNN, flash) on {device}; {method}")
+    hdr = (f"{'shape':>44} | {'kgen us':>8} {'TFLOP/s':>7} | {'cuDNN us':>8} {'TFLOP/s':>7} | {'flash us':>8} "
+           f"{'TFLOP/s':>7} | {'x cuDNN':>7} {'x flash':>7} | check")
+    print(hdr)
+    print("-" * len(hdr))
+    rows, failed = [], False
+    for s in shapes(args.only):
+        dtype = {"bf16": torch.bfloat16, "f16": torch.float16}[s["dtype"]]
+        b, hq, hkv, sq, sk, d, causal = s["b"], s["hq"], s["hkv"], s["sq"], s["sk"], s["d"], s["causal"]
+        esize = 2
+        set_bytes = (b * hq * sq * d * 2 + b * hkv * sk * d * 2) * esize
+        sets = max(1, math.ceil(ROTATE_BYTES / set_bytes))
+        gen = torch.Generator(device="cuda").manual_seed(b * 131 + sq * 7 + sk + d)
+
+        def rnd(*shape):
+            return (torch.rand(shape, generator=gen, device="cuda") * 2 - 1).to(dtype)
+
+        data = [(rnd(b, hq, sq, d), rnd(b, hkv, sk, d), rnd(b, hkv, sk, d), torch.empty(b, hq, sq, d, device="cuda",
+                                                                                     dtype=dtype))
+                for _ in range(sets)]
+
+        def ours(q, k, v, o):
+            # BHSD tensors seen as BSHD through strides; o written in place.
+            kgen.attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=causal,
+                           out=o.transpose(1, 2))
+
+        # Numeric check where an fp32 reference fits in memory.
+        check = "skipped (too large for the fp32 reference)"
+        if b * hq * sq * sk <= (1 << 28):
+            q, k, v, o = data[0]
+            ours(q, k, v, o)
+            ref = sdpa(torch, q.float(), k.float(), v.float(), causal, SDPBackend.MATH)
+            naive = sdpa(torch, q, k, v, causal, SDPBackend.FLASH_ATTENTION if sq == sk or not causal
+                         else SDPBackend.MATH)
+            err = float((o.float() - ref).abs().max())
+            err_naive = float((naive.float() - ref).abs().max())
+            ok = math.isfinite(err) and err <= 2 * err_naive
+            failed |= not ok
+            check = f"{'ok' if ok else 'FAIL'}, err {err:.2g} vs torch {err_naive:.2g}"
+            del ref, naive
+        t_ours = time_calls(torch, [lambda x=x: ours(*x) for x in data], not args.no_graph)
+        res = {}
+        for name, be in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION)):
+            try:
+                res[name] = time_calls(torch, [lambda x=x: sdpa(torch, x[0], x[1], x[2], causal, be) for x in data],
+                                       not args.no_graph)
+            except RuntimeError as e:  # a backend that refuses the shape
+                print(f"  {name}: {str(e).splitlines()[0]}")
+                res[name] = float("nan")
+        flops = 4.0 * b * hq * sq * sk * d * (0.5 if causal else 1.0)
+        kv_bytes = 2.0 * b * hkv * sk * d * esize
+        label = (f"{s['group']} B{b} H{hq}/{hkv} Sq{sq} Sk{sk} D{d} {s['dtype']}" + (" causal" if causal else ""))
+        row = dict(label=label, ours=t_ours, cudnn=res["cudnn"], flash=res["flash"], flops=flops,
+                   kv_gbs=kv_bytes / t_ours / 1e9, check=check)
+        rows.append(row)
+
+        def tf(t):
+            return flops / t / 1e12
+
+        print(f"{label:>44} | {t_ours * 1e6:8.1f} {tf(t_ours):7.1f} | {res['cudnn'] * 1e6:8.1f} "
+              f"{tf(res['cudnn']):7.1f} | {res['flash'] * 1e6:8.1f} {tf(res['flash']):7.1f} | "
+              f"{res['cudnn'] / t_ours:7.2f} {res['flash'] / t_ours:7.2f} | {check}"
+              + (f" | K+V {row['kv_gbs']:.0f} GB/s" if s["group"] == "decode" else ""))
+        del data
+        torch.cuda.empty_cache()
+
+    if args.out:
+        slug = re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-")
+        path = pathlib.Path(args.out.replace("{gpu}", slug))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        new = not path.exists()
+        with open(path, "a") as f:
+            if new:
+                f.write(f"# kgen benchmarks on {device}\n\nWritten by bench/*.py. NVIDIA only: the AMD targets "
+                        f"(gfx90a, gfx942) are compile-checked in CI, never measured here.\n")
+            now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+            f.write(f"\n## Attention forward — {now}\n\n"
+                    f"- device: {device} (torch {torch.__version__}, CUDA {torch.version.cuda})\n"
+                    f"- kgen {kgen.version()}, commit {git_commit()}; the dispatcher's heuristic config (sm_80 "
+                    f"mma.sync FlashAttention-2 kernel, also used on sm_90a)\n"
+                    f"- method: {method}, median per call, inputs rotated over > 64 MB; TFLOP/s = 4*B*H*Sq*Sk*D "
+                    f"(halved for causal); x cuDNN = cuDNN time / kgen time\n\n"
+                    "| shape | kgen µs | TFLOP/s | cuDNN µs | TFLOP/s | flash µs | TFLOP/s | x cuDNN | x flash | "
+                    "K+V GB/s | check |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+            for r in rows:
+                t = r["flops"]
+                f.write(f"| {r['label']} | {r['ours'] * 1e6:.1f} | {t / r['ours'] / 1e12:.1f} | "
+                        f"{r['cudnn'] * 1e6:.1f} | {t / r['cudnn'] / 1e12:.1f} | {r['flash'] * 1e6:.1f} | "
+                        f"{t / r['flash'] / 1e12:.1f} | {r['cudnn'] / r['ours']:.2f} | {r['flash'] / r['ours']:.2f} | "
+                        f"{r['kv_gbs']:.0f} | {r['check']} |\n")
+        print(f"wrote {path}")
+    if failed:
+        print("some results failed the numeric check: their timings are not meaningful")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+//===- AttentionCompileTest.cpp - Every attention variant compiles --------===//
+//
+// Every candidate config kgen::enumerateConfigs yields for three attention
+// problems (causal GQA prefill, split-KV decode, varlen with every other
+// feature), and the default config of every head dim pair, goes through the
+// real compilers: nvrtc for sm_80 and sm_90a, hiprtc (Debian's ROCm 5.2) for
+// gfx90a. The AMD code is compiled, never run (it runs in the emulator).
+//
+//===----------------------------------------------------------------------===//
+
+#include "kgen/kgen.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+using namespace kgen;
+
+namespace {
+
+struct Job {
+  AttentionProblem problem;
+  AttentionConfig config;
+};
+
+std::vector<Job> jobsFor(Target t) {
+  std::vector<Job> jobs;
+  AttentionProblem prefill;
+  prefill.batch = 2;
+  prefill.headsQ = 16;
+  prefill.headsKv = 4;
+  prefill.seqlenQ = prefill.seqlenK = 2048;
+  prefill.causal = true;
+  prefill.lse = true;
+  AttentionProblem decode;
+  decode.batch = 1;
+  decode.headsQ = 32;
+  decode.headsKv = 8;
+  decode.seqlenQ = 1;
+  decode.seqlenK = 32768;
+  AttentionProblem varlen;
+  varlen.dtype = DType::F16;
+  varlen.headDimQk = 64;
+  varlen.headDimV = 64;
+  varlen.headsQ = varlen.headsKv = 8;
+  varlen.seqlenQ = varlen.seqlenK = 513;
+  varlen.varlen = varlen.alibi = varlen.bias = varlen.lse = true;
+  varlen.windowLeft = 128;
+  varlen.windowRight = 0;
+  for (const AttentionProblem &p : {prefill, decode, varlen})
+    for (const AttentionConfig &c : enumerateConfigs(p, t))
+      jobs.push_back({p, c});
+  for (int dqk : {32, 64, 96, 128, 192, 256})
+    for (int dv : {dqk, dqk == 192 ? 128 : 64}) {
+      AttentionProblem p;
+      p.headDimQk = dqk;
+      p.headDimV = dv;
+      p.seqlenQ = p.seqlenK = 1024;
+      p.dtype = dqk % 64 == 0 ? DType::BF16 : DType::F16;
+      p.causal = dqk >= 128;
+      jobs.push_back({p, defaultConfig(p, t)});
+    }
+  return jobs;
+}
+
+std::vector<std::string> compileAll(Runtime &rt, Target t, size_t &count) {
+  std::vector<std::string> failures;
+  for (const Job &j : jobsFor(t)) {
+    ++count;
+    try {
+      std::shared_ptr<Kernel> k = rt.compile(j.problem, j.config, t);
+      if (k->binary.empty())
+        failures.push_back(k->source.name + ": empty binary");
+    } catch (const Error &e) {
+      failures.push_back(e.what());
+    }
+  }
+  return failures;
+}
+
+} // namespace
+
+TEST(AttentionCompile, EveryVariantCompiles) {
+  RuntimeOptions opts;
+  opts.target = Target::SM90A;
+  Runtime rt(opts);
+  std::vector<Target> targets;
+  for (Vendor v : {Vendor::NVIDIA, Vendor::AMD}) {
+    std::string why;
+    if (openCompiler(v, &why)) {
+      if (v == Vendor::NVIDIA) {
+        targets.push_back(Target::SM80);
+        targets.push_back(Target::SM90A);
+      } else {
+        targets.push_back(Target::GFX90A);
+      }
+    } else {
+      std::printf("note: %s compiler unavailable: %s\n",
+                  v == Vendor::AMD ? "AMD" : "NVIDIA", why.c_str());
+    }
+  }
+  if (targets.empty())
+    GTEST_SKIP() << "neither nvrtc nor hiprtc is installed";
+  std::vector<std::vector<std::string>> failures(targets.size());
+  std::vector<size_t> counts(targets.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < targets.size(); ++i)
+    threads.emplace_back(
+        [&, i] { failures[i] = compileAll(rt, targets[i], counts[i]); });
+  for (std::thread &th : threads)
+    th.join();
+  for (size_t i = 0; i < targets.size(); ++i) {
+    std::printf("%s: %zu attention variants compiled, %zu failed\n",
+                std::string(toString(targets[i])).c_str(), counts[i],
+                failures[i].size());
+    EXPECT_GT(counts[i], 20u);
+    for (const std::string &f : failures[i])
+      ADD_FAILURE() << toString(targets[i]) << ": " << f;
+  }
+}

@@ -1,0 +1,572 @@
+//===- AttentionGpuTest.cpp - Attention on the GPU against a reference ----===//
+//
+// The issue's sweep (seqlen 1, 17, 128, 513, 2048, 8192; unequal q/k; every
+// head dim, Dv != Dqk; GQA 8:1 and MQA; varlen with empty and length-1
+// sequences; no mask, causal, sliding window, ALiBi, bias; LSE; split-KV
+// decode; BSHD and BHSD) through Runtime::attention (the dispatcher's
+// config), and every candidate config for two problems through
+// Runtime::launchAttention.
+//
+// The reference is a plain kernel (kRefSource below, compiled through
+// Runtime::compileSource like any kernel; NVIDIA only, as the project's GPUs
+// are), one block per query row:
+//
+//   ref    the mask built explicitly from the problem's definition, scores
+//          and softmax in fp32 from the exact 16-bit inputs, O in fp32 and
+//          the LSE in fp32;
+//   naive  the same-dtype implementation: scores rounded to the dtype,
+//          fp32 softmax, P rounded to the dtype, fp32 P V rounded to the
+//          dtype.
+//
+// Rule (DESIGN.md, FlashAttention's): max|ours - ref| <= 2 * max|naive -
+// ref|, never below half an ulp of the dtype at max|ref|; rows with no
+// visible key must be exactly 0 with LSE -inf; O and LSE start as NaN, so
+// an element left unwritten fails. Without a GPU every test is skipped.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kgen/Codegen/Reference.h"
+#include "kgen/Codegen/Templates.h"
+#include "kgen/kgen.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <random>
+#include <vector>
+
+using namespace kgen;
+
+namespace {
+
+#define KGEN_REF_ARGS                                                          \
+  struct RefArgs {                                                             \
+    const unsigned short *q, *k, *v, *bias;                                    \
+    const float *slopes;                                                       \
+    const int *cuQ, *cuK;                                                      \
+    float *refO, *refLse;                                                      \
+    unsigned short *naiveO;                                                    \
+    int f16, batch, hq, hkv, sq, sk, dqk, dv;                                  \
+    int causal, wl, wr, varlen, alibi, hasBias;                                \
+    long long sQ[3], sK[3], sV[3];                                             \
+    float scale;                                                               \
+  };
+KGEN_REF_ARGS
+#define KGEN_STR2(...) #__VA_ARGS__
+#define KGEN_STR(...) KGEN_STR2(__VA_ARGS__)
+
+const char *kRefBody = R"(
+__device__ float ld(const unsigned short *p, long long i, int f16) {
+  unsigned short b = p[i];
+  if (!f16) return __uint_as_float(((unsigned)b) << 16);
+  float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(b)); return f;
+}
+__device__ unsigned short rnd(float x, int f16) {
+  unsigned short h;
+  if (f16) asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
+  else asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(x));
+  return h;
+}
+__device__ float rt(float x, int f16) {
+  unsigned short h = rnd(x, f16);
+  if (!f16) return __uint_as_float(((unsigned)h) << 16);
+  float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
+}
+__device__ float blockMax(float x, float *red) {
+  red[threadIdx.x] = x; __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s /= 2) {
+    if (threadIdx.x < s) red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + s]);
+    __syncthreads();
+  }
+  float r = red[0]; __syncthreads(); return r;
+}
+__device__ float blockSum(float x, float *red) {
+  red[threadIdx.x] = x; __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s /= 2) {
+    if (threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
+    __syncthreads();
+  }
+  float r = red[0]; __syncthreads(); return r;
+}
+// One block of 128 threads per (row, head, batch); dynamic shared memory:
+// 2 * sk + 128 floats.
+extern "C" __global__ void kgen_attn_reference(RefArgs a) {
+  extern __shared__ float sm[];
+  float *s = sm, *sn = sm + a.sk, *red = sm + 2 * a.sk;
+  const int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  int sq = a.sq, sk = a.sk; long long oq = 0, ok = 0;
+  if (a.varlen) { oq = a.cuQ[b]; ok = a.cuK[b]; sq = a.cuQ[b + 1] - oq; sk = a.cuK[b + 1] - ok; }
+  if (i >= sq) return;
+  const int hk = h / (a.hq / a.hkv);
+  const long long bq = a.varlen ? 0 : b;
+  const unsigned short *q = a.q + bq * a.sQ[0] + (oq + i) * a.sQ[1] + h * a.sQ[2];
+  const float ninf = __int_as_float(0xff800000);
+  float mx = ninf, mxn = ninf;
+  for (int j = threadIdx.x; j < sk; j += blockDim.x) {
+    const int off = sk - sq;
+    bool vis = true;
+    if (a.causal && j > i + off) vis = false;
+    if (a.wr >= 0 && j > i + off + a.wr) vis = false;
+    if (a.wl >= 0 && j < i + off - a.wl) vis = false;
+    float x = ninf, xn = ninf;
+    if (vis) {
+      const unsigned short *k = a.k + bq * a.sK[0] + (ok + j) * a.sK[1] + hk * a.sK[2];
+      float dot = 0.f;
+      for (int d = 0; d < a.dqk; ++d) dot = fmaf(ld(q, d, a.f16), ld(k, d, a.f16), dot);
+      float add = 0.f;
+      if (a.alibi) add -= a.slopes[h] * fabsf(float(i + off - j));
+      if (a.hasBias) add += ld(a.bias, (((long long)b * a.hq + h) * a.sq + i) * a.sk + j, a.f16);
+      x = dot * a.scale + add;
+      xn = rt(dot, a.f16) * a.scale + add;
+    }
+    s[j] = x; sn[j] = xn;
+    mx = fmaxf(mx, x); mxn = fmaxf(mxn, xn);
+  }
+  mx = blockMax(mx, red); mxn = blockMax(mxn, red);
+  float l = 0.f, ln = 0.f;
+  for (int j = threadIdx.x; j < sk; j += blockDim.x) {
+    const float e = mx == ninf ? 0.f : expf(s[j] - mx);
+    const float en = mxn == ninf ? 0.f : expf(sn[j] - mxn);
+    s[j] = e; sn[j] = en; l += e; ln += en;
+  }
+  l = blockSum(l, red); ln = blockSum(ln, red);
+  const long long row = ((long long)b * a.hq + h) * a.sq + i;
+  for (int d = threadIdx.x; d < a.dv; d += blockDim.x) {
+    float o = 0.f, on = 0.f;
+    for (int j = 0; j < sk; ++j) {
+      if (s[j] == 0.f && sn[j] == 0.f) continue;
+      const float vv = ld(a.v + bq * a.sV[0] + (ok + j) * a.sV[1] + hk * a.sV[2], d, a.f16);
+      o = fmaf(s[j] / l, vv, o);
+      on = fmaf(rt(sn[j] / ln, a.f16), vv, on);
+    }
+    a.refO[row * a.dv + d] = l > 0.f ? o : 0.f;
+    a.naiveO[row * a.dv + d] = rnd(ln > 0.f ? on : 0.f, a.f16);
+  }
+  if (threadIdx.x == 0) a.refLse[row] = l > 0.f ? mx + logf(l) : ninf;
+}
+)";
+
+/// A device buffer freed on scope exit.
+struct Dev {
+  Backend *be;
+  void *p = nullptr;
+  size_t bytes;
+  Dev(Backend *be, size_t bytes) : be(be), bytes(bytes) {
+    p = be->alloc(bytes ? bytes : 16);
+  }
+  ~Dev() {
+    try {
+      be->free(p);
+    } catch (...) {
+    }
+  }
+  template <class T> void up(const std::vector<T> &h) {
+    be->copyToDevice(p, h.data(), h.size() * sizeof(T));
+  }
+  template <class T> std::vector<T> down(size_t n) const {
+    std::vector<T> h(n);
+    be->copyToHost(h.data(), p, n * sizeof(T));
+    return h;
+  }
+};
+
+uint16_t encode(DType t, float v) {
+  if (t == DType::F16) {
+    _Float16 h = static_cast<_Float16>(v);
+    uint16_t u;
+    std::memcpy(&u, &h, 2);
+    return u;
+  }
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+float decode(DType t, uint16_t b) {
+  if (t == DType::F16) {
+    _Float16 h;
+    std::memcpy(&h, &b, 2);
+    return float(h);
+  }
+  uint32_t u = uint32_t(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+struct Case {
+  std::string name;
+  AttentionProblem p;
+  std::vector<int> sq, sk; // varlen: per batch entry
+  bool allCandidates = false;
+};
+
+struct Gpu {
+  std::unique_ptr<Runtime> rt;
+  std::string whyNot;
+  Backend::Function ref = nullptr;
+  static Gpu &get() {
+    static Gpu g;
+    return g;
+  }
+
+private:
+  Gpu() {
+    rt = std::make_unique<Runtime>();
+    if (!rt->backend()) {
+      openBackend(std::nullopt, &whyNot);
+      return;
+    }
+    std::printf("[ gpu      ] %s (%s), kgen target %s\n",
+                rt->backend()->deviceName().c_str(),
+                rt->backend()->archName().c_str(),
+                std::string(toString(rt->target())).c_str());
+    if (targetInfo(rt->target()).vendor != Vendor::NVIDIA) {
+      whyNot = "the attention reference kernel is NVIDIA-only";
+      return;
+    }
+    KernelSource ks;
+    ks.name = "kgen_attn_reference";
+    ks.target = rt->target();
+    ks.headers = {std::string(kHipRuntimeNvidia)};
+    ks.source = std::string("#include <hip/hip_runtime.h>\n") +
+                KGEN_STR(KGEN_REF_ARGS) + "\n" + kRefBody;
+    ref = rt->compileSource(ks)->function;
+  }
+};
+
+/// Runs one case with `config` (null: Runtime::attention's choice);
+/// returns what failed, or an empty string.
+std::string runCase(const Case &cs, const AttentionConfig *config,
+                    unsigned seed) {
+  Gpu &g = Gpu::get();
+  Backend *be = g.rt->backend();
+  const AttentionProblem &p = cs.p;
+  const DType t = p.dtype;
+  const int batch = int(cs.sq.size());
+  const int maxSq = *std::max_element(cs.sq.begin(), cs.sq.end());
+  const int maxSk = *std::max_element(cs.sk.begin(), cs.sk.end());
+  int totQ = 0, totK = 0;
+  std::vector<int> cuQ{0}, cuK{0};
+  for (int b = 0; b < batch; ++b) {
+    cuQ.push_back(totQ += cs.sq[size_t(b)]);
+    cuK.push_back(totK += cs.sk[size_t(b)]);
+  }
+  const bool bhsd = p.layout == AttentionLayout::BHSD && !p.varlen;
+  // Strides {batch, seq, head} and element counts of each tensor.
+  auto strides = [&](int rows, int heads, int dim, long long(&s)[3]) {
+    if (p.varlen || !bhsd) {
+      s[0] = p.varlen ? 0 : (long long)rows * heads * dim;
+      s[1] = (long long)heads * dim;
+      s[2] = dim;
+    } else {
+      s[0] = (long long)heads * rows * dim;
+      s[1] = dim;
+      s[2] = (long long)rows * dim;
+    }
+    return size_t(p.varlen ? 1 : batch) * size_t(rows) * heads * dim;
+  };
+  long long sQ[3], sK[3], sV[3], sO[3];
+  const size_t nQ =
+      strides(p.varlen ? totQ : maxSq, int(p.headsQ), p.headDimQk, sQ);
+  const size_t nK =
+      strides(p.varlen ? totK : maxSk, int(p.headsKv), p.headDimQk, sK);
+  const size_t nV =
+      strides(p.varlen ? totK : maxSk, int(p.headsKv), p.headDimV, sV);
+  const size_t nO =
+      strides(p.varlen ? totQ : maxSq, int(p.headsQ), p.headDimV, sO);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uni(-1.f, 1.f);
+  auto fill = [&](size_t n) {
+    std::vector<uint16_t> h(n);
+    for (auto &x : h)
+      x = encode(t, uni(rng));
+    return h;
+  };
+  const size_t nBias = p.bias ? size_t(batch) * p.headsQ * maxSq * maxSk : 1;
+  std::vector<uint16_t> hq = fill(nQ), hk = fill(nK), hv = fill(nV),
+                        hb = fill(nBias);
+  std::vector<float> slopes(size_t(p.headsQ));
+  for (size_t h = 0; h < slopes.size(); ++h)
+    slopes[h] = std::exp2(-8.f * float(h + 1) / float(p.headsQ));
+  Dev dq(be, nQ * 2), dk(be, nK * 2), dv(be, nV * 2), db(be, nBias * 2),
+      ds(be, slopes.size() * 4), dcq(be, cuQ.size() * 4),
+      dck(be, cuK.size() * 4), dout(be, nO * 2);
+  dq.up(hq);
+  dk.up(hk);
+  dv.up(hv);
+  db.up(hb);
+  ds.up(slopes);
+  dcq.up(cuQ);
+  dck.up(cuK);
+  be->memsetAsync(dout.p, 0xff, nO * 2, nullptr); // NaN
+  const size_t lseRows =
+      p.varlen ? size_t(p.headsQ) * totQ : size_t(batch) * p.headsQ * maxSq;
+  Dev dlse(be, lseRows * 4);
+  be->memsetAsync(dlse.p, 0xff, lseRows * 4, nullptr);
+  const size_t refRows = size_t(batch) * p.headsQ * maxSq;
+  Dev rO(be, refRows * p.headDimV * 4), rL(be, refRows * 4),
+      nOut(be, refRows * p.headDimV * 2);
+
+  RefArgs ra{};
+  ra.q = static_cast<const unsigned short *>(dq.p);
+  ra.k = static_cast<const unsigned short *>(dk.p);
+  ra.v = static_cast<const unsigned short *>(dv.p);
+  ra.bias = static_cast<const unsigned short *>(db.p);
+  ra.slopes = static_cast<const float *>(ds.p);
+  ra.cuQ = static_cast<const int *>(dcq.p);
+  ra.cuK = static_cast<const int *>(dck.p);
+  ra.refO = static_cast<float *>(rO.p);
+  ra.refLse = static_cast<float *>(rL.p);
+  ra.naiveO = static_cast<unsigned short *>(nOut.p);
+  ra.f16 = t == DType::F16;
+  ra.batch = batch;
+  ra.hq = int(p.headsQ);
+  ra.hkv = int(p.headsKv);
+  ra.sq = maxSq;
+  ra.sk = maxSk;
+  ra.dqk = p.headDimQk;
+  ra.dv = p.headDimV;
+  ra.causal = p.causal;
+  ra.wl = p.windowLeft;
+  ra.wr = p.windowRight;
+  ra.varlen = p.varlen;
+  ra.alibi = p.alibi;
+  ra.hasBias = p.bias;
+  for (int i = 0; i < 3; ++i) {
+    ra.sQ[i] = sQ[i];
+    ra.sK[i] = sK[i];
+    ra.sV[i] = sV[i];
+  }
+  ra.scale = 1.f / std::sqrt(float(p.headDimQk));
+  LaunchDims rd{};
+  rd.grid[0] = unsigned(maxSq);
+  rd.grid[1] = unsigned(p.headsQ);
+  rd.grid[2] = unsigned(batch);
+  rd.block[0] = 128;
+  rd.block[1] = rd.block[2] = 1;
+  rd.smemBytes = unsigned((2 * maxSk + 128) * 4);
+  void *refParams[] = {&ra};
+  be->launch(g.ref, rd, refParams, nullptr);
+
+  AttentionArgs a;
+  a.q = dq.p;
+  a.k = dk.p;
+  a.v = dv.p;
+  a.o = dout.p;
+  a.lse = p.lse ? static_cast<float *>(dlse.p) : nullptr;
+  a.bias = p.bias ? db.p : nullptr;
+  a.alibiSlopes = p.alibi ? static_cast<const float *>(ds.p) : nullptr;
+  a.cuSeqlensQ = p.varlen ? static_cast<const int *>(dcq.p) : nullptr;
+  a.cuSeqlensK = p.varlen ? static_cast<const int *>(dck.p) : nullptr;
+  a.batch = batch;
+  a.seqlenQ = maxSq;
+  a.seqlenK = maxSk;
+  a.totalQ = totQ;
+  for (int i = 0; i < 3; ++i) {
+    a.strideQ[i] = sQ[i];
+    a.strideK[i] = sK[i];
+    a.strideV[i] = sV[i];
+    a.strideO[i] = sO[i];
+  }
+  if (config)
+    g.rt->launchAttention(p, *config, a, nullptr);
+  else
+    g.rt->attention(p, a, nullptr);
+  be->synchronize();
+
+  const auto out = dout.down<uint16_t>(nO);
+  const auto lse = dlse.down<float>(lseRows);
+  const auto ref = rO.down<float>(refRows * p.headDimV);
+  const auto refL = rL.down<float>(refRows);
+  const auto naive = nOut.down<uint16_t>(refRows * p.headDimV);
+  double errO = 0, errN = 0, maxRef = 0, errL = 0;
+  std::string bad;
+  auto note = [&](const std::string &m) {
+    if (bad.size() < 1000)
+      bad += m + "\n";
+  };
+  for (int b = 0; b < batch; ++b)
+    for (int h = 0; h < p.headsQ; ++h)
+      for (int i = 0; i < cs.sq[size_t(b)]; ++i) {
+        const size_t row = (size_t(b) * p.headsQ + h) * maxSq + i;
+        const bool empty = std::isinf(refL[row]);
+        if (p.lse) {
+          const size_t li =
+              p.varlen ? size_t(h) * totQ + cuQ[size_t(b)] + i : row;
+          if (empty ? !(std::isinf(lse[li]) && lse[li] < 0)
+                    : !std::isfinite(lse[li]))
+            note("LSE b" + std::to_string(b) + " h" + std::to_string(h) + " i" +
+                 std::to_string(i) + " = " + std::to_string(lse[li]));
+          else if (!empty)
+            errL = std::max(errL, double(std::abs(lse[li] - refL[row])));
+        }
+        for (int d = 0; d < p.headDimV; ++d) {
+          const long long bo = p.varlen ? 0 : b * sO[0];
+          const size_t oi = size_t(
+              bo + (cuQ[size_t(b)] * p.varlen + i) * sO[1] + h * sO[2] + d);
+          const float got = decode(t, out[oi]);
+          const double want = ref[row * p.headDimV + d];
+          if (!std::isfinite(got) || (empty && got != 0.f)) {
+            note("O b" + std::to_string(b) + " h" + std::to_string(h) + " i" +
+                 std::to_string(i) + " d" + std::to_string(d) + " = " +
+                 std::to_string(got) + (empty ? " (empty row)" : ""));
+            continue;
+          }
+          errO = std::max(errO, std::abs(got - want));
+          errN = std::max(
+              errN, std::abs(decode(t, naive[row * p.headDimV + d]) - want));
+          maxRef = std::max(maxRef, std::abs(want));
+        }
+      }
+  const double bound = std::max(2 * errN, halfUlp(t, maxRef));
+  std::printf("[ case     ] %-28s %s: O err %.2e (naive %.2e, %.2fx), LSE err "
+              "%.2e\n",
+              cs.name.c_str(),
+              config ? attentionKernelName(p, *config, g.rt->target()).c_str()
+                     : "dispatch",
+              errO, errN, errN > 0 ? errO / errN : 0.0, errL);
+  if (errO > bound)
+    note("max|O - ref| = " + std::to_string(errO) + " > bound " +
+         std::to_string(bound) + " (2 x naive " + std::to_string(errN) + ")");
+  return bad;
+}
+
+Case fixed(const std::string &name, int b, int hq, int hkv, int sq, int sk,
+           int d, int dv, DType t, bool bhsd) {
+  Case c;
+  c.name = name;
+  c.p.batch = b;
+  c.p.headsQ = hq;
+  c.p.headsKv = hkv;
+  c.p.seqlenQ = sq;
+  c.p.seqlenK = sk;
+  c.p.headDimQk = d;
+  c.p.headDimV = dv;
+  c.p.dtype = t;
+  c.p.layout = bhsd ? AttentionLayout::BHSD : AttentionLayout::BSHD;
+  c.p.lse = true;
+  c.sq.assign(size_t(b), sq);
+  c.sk.assign(size_t(b), sk);
+  return c;
+}
+
+std::vector<Case> sweep() {
+  std::vector<Case> cs;
+  // Sequence lengths, GQA 8:1, causal and not, both layouts.
+  for (int s : {1, 17, 128, 513, 2048, 8192})
+    for (bool causal : {false, true}) {
+      Case c =
+          fixed("S" + std::to_string(s) + (causal ? " causal" : ""),
+                s >= 2048 ? 1 : 2, 8, 1, s, s, 128, 128, DType::BF16, causal);
+      c.p.causal = causal;
+      cs.push_back(c);
+    }
+  // Unequal q/k (bottom-right causal leaves rows empty when Sq > Sk),
+  // decode (split-KV), MQA.
+  for (auto [sq, sk] : {std::pair{17, 513}, {513, 17}, {128, 2048}})
+    for (bool causal : {false, true}) {
+      Case c = fixed("Sq" + std::to_string(sq) + " Sk" + std::to_string(sk) +
+                         (causal ? " causal" : ""),
+                     2, 16, 2, sq, sk, 64, 64, DType::F16, false);
+      c.p.causal = causal;
+      cs.push_back(c);
+    }
+  for (int sk : {4096, 8192}) {
+    Case c = fixed("decode Sk" + std::to_string(sk), 4, 32, 8, 1, sk, 128, 128,
+                   DType::BF16, false);
+    c.allCandidates = sk == 4096;
+    cs.push_back(c);
+  }
+  cs.push_back(fixed("MQA", 2, 16, 1, 513, 513, 128, 128, DType::BF16, true));
+  // Every head dim, and V's differing from QK's.
+  for (int d : {32, 64, 96, 128, 192, 256})
+    for (DType t : {DType::BF16, DType::F16}) {
+      Case c = fixed("D" + std::to_string(d) + " " + std::string(toString(t)),
+                     1, 4, 2, 513, 513, d, d, t, t == DType::F16);
+      c.p.causal = d >= 128;
+      cs.push_back(c);
+    }
+  cs.push_back(
+      fixed("D192 Dv128", 1, 4, 4, 513, 129, 192, 128, DType::BF16, false));
+  cs.push_back(fixed("D128 Dv64", 1, 4, 4, 17, 513, 128, 64, DType::F16, true));
+  // Masks and biases.
+  {
+    Case c =
+        fixed("window 64,16", 2, 8, 2, 513, 513, 64, 64, DType::BF16, false);
+    c.p.windowLeft = 64;
+    c.p.windowRight = 16;
+    cs.push_back(c);
+    c.name = "causal + window 128";
+    c.p.causal = true;
+    c.p.windowLeft = 128;
+    c.p.windowRight = -1;
+    cs.push_back(c);
+    c = fixed("alibi causal", 2, 8, 8, 513, 2048, 128, 128, DType::BF16, false);
+    c.p.alibi = c.p.causal = true;
+    cs.push_back(c);
+    c = fixed("bias", 2, 4, 2, 128, 513, 64, 64, DType::F16, true);
+    c.p.bias = true;
+    cs.push_back(c);
+  }
+  // Causal GQA prefill: every candidate config.
+  {
+    Case c = fixed("causal GQA all configs", 2, 8, 1, 513, 513, 128, 128,
+                   DType::BF16, false);
+    c.p.causal = true;
+    c.allCandidates = true;
+    cs.push_back(c);
+  }
+  // Varlen with an empty and a length-1 sequence (and one without keys).
+  {
+    Case c =
+        fixed("varlen causal", 1, 8, 2, 513, 513, 128, 128, DType::BF16, false);
+    c.p.varlen = c.p.causal = true;
+    c.sq = {0, 1, 17, 513, 128, 40};
+    c.sk = {5, 1, 513, 513, 2048, 0};
+    c.p.batch = int64_t(c.sq.size());
+    cs.push_back(c);
+    c.name = "varlen window alibi bias";
+    c.p.causal = false;
+    c.p.windowLeft = 32;
+    c.p.windowRight = 8;
+    c.p.alibi = c.p.bias = true;
+    c.p.headDimQk = c.p.headDimV = 64;
+    c.p.dtype = DType::F16;
+    cs.push_back(c);
+  }
+  return cs;
+}
+
+class AttentionGpu : public ::testing::Test {
+protected:
+  void SetUp() override {
+    Gpu &g = Gpu::get();
+    if (!g.rt->backend() || !g.ref)
+      GTEST_SKIP() << "no GPU: " << g.whyNot;
+  }
+};
+
+TEST_F(AttentionGpu, SweepMatchesReference) {
+  unsigned seed = 1;
+  for (const Case &c : sweep()) {
+    const std::string bad = runCase(c, nullptr, seed++);
+    EXPECT_TRUE(bad.empty()) << c.name << " (dispatch):\n" << bad;
+    if (!c.allCandidates)
+      continue;
+    for (const AttentionConfig &cfg :
+         enumerateConfigs(c.p, Gpu::get().rt->target())) {
+      const std::string b = runCase(c, &cfg, seed++);
+      EXPECT_TRUE(b.empty())
+          << c.name << " "
+          << attentionKernelName(c.p, cfg, Gpu::get().rt->target()) << ":\n"
+          << b;
+    }
+  }
+}
+
+} // namespace

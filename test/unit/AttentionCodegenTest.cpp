@@ -1,0 +1,206 @@
+//===- AttentionCodegenTest.cpp - Attention problems, configs, source -----===//
+
+#include "kgen/Attention.h"
+#include "kgen/Codegen/AttentionJson.h"
+#include "kgen/Error.h"
+
+#include <gtest/gtest.h>
+
+using namespace kgen;
+
+namespace {
+
+AttentionProblem causalGqa() {
+  AttentionProblem p;
+  p.batch = 4;
+  p.headsQ = 32;
+  p.headsKv = 8;
+  p.seqlenQ = p.seqlenK = 4096;
+  p.causal = true;
+  p.lse = true;
+  return p;
+}
+
+bool contains(const std::string &s, const std::string &what) {
+  return s.find(what) != std::string::npos;
+}
+
+} // namespace
+
+TEST(AttentionJson, ProblemAndConfigRoundTrip) {
+  AttentionProblem p = causalGqa();
+  p.dtype = DType::F16;
+  p.headDimQk = 192;
+  p.headDimV = 128;
+  p.layout = AttentionLayout::BHSD;
+  p.windowLeft = 256;
+  p.windowRight = 0;
+  p.varlen = p.alibi = p.bias = true;
+  EXPECT_EQ(attentionProblemFromJson(toJson(p)), p);
+  AttentionConfig c;
+  c.blockM = 128;
+  c.blockN = 32;
+  c.warps = 8;
+  c.stages = 3;
+  c.preloadV = true;
+  c.splits = 4;
+  EXPECT_EQ(attentionConfigFromJson(toJson(c)), c);
+  // A scalar stands for a pair.
+  AttentionProblem q = attentionProblemFromJson(
+      nlohmann::json::parse(R"({"heads": 8, "seqlen": 17, "head_dim": 64})"));
+  EXPECT_EQ(q.headsQ, 8);
+  EXPECT_EQ(q.headsKv, 8);
+  EXPECT_EQ(q.seqlenK, 17);
+  EXPECT_EQ(q.headDimV, 64);
+}
+
+TEST(AttentionJson, ErrorsNameTheField) {
+  auto message = [](const char *text, bool config) {
+    try {
+      auto j = nlohmann::json::parse(text);
+      if (config)
+        attentionConfigFromJson(j);
+      else
+        attentionProblemFromJson(j);
+    } catch (const Error &e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_TRUE(
+      contains(message(R"({"headz": 8})", false), "unknown field 'headz'"));
+  EXPECT_TRUE(contains(message(R"({"causal": 1})", false),
+                       "'causal' must be true or false"));
+  EXPECT_TRUE(contains(message(R"({"layout": "sbhd"})", false),
+                       "\"bshd\" or \"bhsd\""));
+  EXPECT_TRUE(
+      contains(message(R"({"family": "gemm"})", false), "not \"attention\""));
+  EXPECT_TRUE(contains(message(R"({"block": [64, 64, 64]})", true), "'block'"));
+}
+
+TEST(AttentionProblem, ChecksNameFieldValueAndRule) {
+  AttentionProblem p = causalGqa();
+  EXPECT_FALSE(checkProblem(p));
+  p.headsKv = 5;
+  EXPECT_EQ(*checkProblem(p),
+            "attention: headsQ = 32 is not a multiple of headsKv = 5 (GQA maps "
+            "query head h to KV head h / (headsQ / headsKv))");
+  p = causalGqa();
+  p.headDimV = 80;
+  EXPECT_TRUE(contains(*checkProblem(p), "headDimV = 80 is not one of 32, 64"));
+  p = causalGqa();
+  p.dtype = DType::F32;
+  EXPECT_TRUE(contains(*checkProblem(p), "dtype f32 is not supported"));
+  p = causalGqa();
+  p.seqlenK = 0;
+  EXPECT_TRUE(contains(*checkProblem(p), "seqlenK = 0 must be >= 1"));
+  p = causalGqa();
+  p.windowLeft = -2;
+  EXPECT_TRUE(contains(*checkProblem(p), "windowLeft = -2"));
+}
+
+TEST(AttentionConfig, LimitsPerTarget) {
+  AttentionProblem p = causalGqa();
+  AttentionConfig c;
+  EXPECT_FALSE(checkConfig(p, c, Target::SM90A));
+  // 64 rows over 4 wave64s leaves 16 per wave, not a multiple of MFMA's 32.
+  EXPECT_TRUE(contains(*checkConfig(p, c, Target::GFX90A),
+                       "rows per warp = blockM / warps = 64/4 is not a "
+                       "multiple of 32 (the MFMA 32x32x8 atom on gfx90a)"));
+  c.warps = 2;
+  // 64x64 tiles at D = 128 need 87040 B of LDS; 64x32 fit in 64 KiB.
+  EXPECT_TRUE(contains(*checkConfig(p, c, Target::GFX90A),
+                       "shared memory 87040 B exceeds gfx90a's 65536 B"));
+  c.blockN = 32;
+  EXPECT_FALSE(checkConfig(p, c, Target::GFX90A));
+  // One K/V buffer is an AMD-only option (cp.async needs two).
+  c.stages = 1;
+  EXPECT_FALSE(checkConfig(p, c, Target::GFX90A));
+  EXPECT_TRUE(contains(*checkConfig(p, c, Target::SM80), "stages = 1"));
+  c = AttentionConfig();
+  // D = 256 with 4 stages of 128-key tiles: past sm_80's shared memory.
+  p.headDimQk = p.headDimV = 256;
+  AttentionConfig big;
+  big.blockM = 128;
+  big.blockN = 128;
+  big.warps = 8;
+  big.stages = 4;
+  EXPECT_TRUE(contains(*checkConfig(p, big, Target::SM80),
+                       "exceeds sm_80's 166912 B per block"));
+  big.stages = 1;
+  EXPECT_TRUE(contains(*checkConfig(p, big, Target::SM80), "stages = 1"));
+  AttentionConfig regs;
+  regs.blockM = 128;
+  regs.warps = 4; // 32 rows a warp at D = 256
+  EXPECT_TRUE(contains(*checkConfig(p, regs, Target::SM90A),
+                       "fp32 registers per thread"));
+}
+
+TEST(AttentionCandidates, ValidRankedAndSplitForDecode) {
+  for (Target t : kAllTargets) {
+    AttentionProblem p = causalGqa();
+    auto cs = enumerateConfigs(p, t);
+    ASSERT_FALSE(cs.empty()) << toString(t);
+    EXPECT_LE(cs.size(), 12u);
+    for (const AttentionConfig &c : cs)
+      EXPECT_FALSE(checkConfig(p, c, t)) << attentionKernelName(p, c, t);
+    EXPECT_EQ(defaultConfig(p, t), cs.front());
+    EXPECT_EQ(cs.front().splits, 1) << "prefill fills the machine";
+    // Decode: 1 query, 32 heads, 32K keys leaves most of the GPU idle
+    // without split-KV.
+    AttentionProblem d;
+    d.headsQ = 32;
+    d.headsKv = 8;
+    d.seqlenQ = 1;
+    d.seqlenK = 32768;
+    AttentionConfig dc = defaultConfig(d, t);
+    EXPECT_GT(dc.splits, 1) << toString(t);
+    EXPECT_FALSE(checkConfig(d, dc, t));
+    for (int dim : {32, 64, 96, 128, 192, 256}) {
+      AttentionProblem q = p;
+      q.headDimQk = q.headDimV = dim;
+      EXPECT_FALSE(enumerateConfigs(q, t).empty())
+          << toString(t) << " D " << dim;
+    }
+  }
+}
+
+TEST(AttentionEmitter, NameSourceAndLaunch) {
+  AttentionProblem p = causalGqa();
+  AttentionConfig c;
+  c.splits = 2;
+  EXPECT_EQ(attentionKernelName(p, c, Target::SM90A),
+            "kgen_attn_bf16_d128_causal_lse_b64x64_w4_s2_split2");
+  p.headDimV = 64;
+  p.varlen = true;
+  c.splits = 1;
+  c.preloadV = true;
+  EXPECT_EQ(attentionKernelName(p, c, Target::SM80),
+            "kgen_attn_bf16_d128v64_causal_varlen_lse_b64x64_w4_s2_pv");
+  KernelSource ks = emitAttention(p, c, Target::SM80);
+  EXPECT_TRUE(contains(ks.source, "#include \"kgen/attention/attention.h\""));
+  EXPECT_TRUE(contains(ks.source, "kHeadDimQk = 128, kHeadDimV = 64"));
+  EXPECT_TRUE(contains(ks.source, "kCausal = true"));
+  EXPECT_TRUE(contains(ks.source, "(kgen::attention::Params p)"));
+  EXPECT_FALSE(contains(ks.source, "_combine"));
+  EXPECT_EQ(ks.smemBytes, attentionTraits(p, c, Target::SM80).smemBytes);
+  // Headers: the NVIDIA mapping, then the template's includes, itself last.
+  ASSERT_FALSE(ks.headers.empty());
+  EXPECT_EQ(ks.headers.back(), "kgen/attention/attention.h");
+  LaunchDims d = attentionLaunchDims(p, c, Target::SM80, 3, 130);
+  EXPECT_EQ(d.grid[0], 3u); // ceil(130 / 64)
+  EXPECT_EQ(d.grid[1], 32u);
+  EXPECT_EQ(d.grid[2], 3u);
+  EXPECT_EQ(d.block[0], 128u);
+  c.splits = 4;
+  ks = emitAttention(p, c, Target::GFX90A);
+  EXPECT_TRUE(
+      contains(ks.source, "_split4_combine(kgen::attention::Params p)"));
+  EXPECT_TRUE(contains(ks.source, "MFMA 32x32x8"));
+  d = attentionLaunchDims(p, c, Target::GFX90A, 1, 1);
+  EXPECT_EQ(d.grid[1], 128u); // heads * splits
+  EXPECT_EQ(attentionWorkspaceBytes(p, c, 1, 1), size_t(4 * 32 * (64 + 1) * 4));
+  KernelSource inl = emitAttention(p, c, Target::GFX90A, true);
+  EXPECT_TRUE(inl.headers.empty());
+  EXPECT_TRUE(contains(inl.source, "begin kgen/attention/params.h"));
+}
