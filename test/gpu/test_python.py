@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""kgen's Python binding on the GPU: kgen.gemm against torch.
+"""kgen's Python binding on the GPU: kgen.gemm and kgen.attention against torch.
 
 Run by ctest (test/gpu/python.cmake, label gpu) with KGEN_LIB pointing at the
 built libkgen.so, or by hand: KGEN_LIB=build/lib/libkgen.so python3
@@ -282,13 +282,55 @@ def test_errors():
     assert bool((z == 0.5).all()), z
 
 
+def attention_ref(q, k, v, causal, dtype):
+    """(B, S, H, D) tensors; returns (out, lse) computed in `dtype` for the
+    scores, P and O (naive) or in float32 (reference), the mask built
+    explicitly (bottom-right causal)."""
+    b, sq, hq, d = q.shape
+    sk, hkv = k.shape[1], k.shape[2]
+    qq, kk, vv = (t.transpose(1, 2).to(dtype) for t in (q, k, v))
+    kk = kk.repeat_interleave(hq // hkv, 1)
+    vv = vv.repeat_interleave(hq // hkv, 1)
+    s = (qq @ kk.transpose(-1, -2)).float() / math.sqrt(d)
+    if causal:
+        i = torch.arange(sq, device=q.device)[:, None]
+        j = torch.arange(sk, device=q.device)[None, :]
+        s = s.masked_fill(j > i + sk - sq, float("-inf"))
+    lse = torch.logsumexp(s, -1)
+    p = torch.softmax(s, -1).nan_to_num(0.0).to(dtype)
+    return (p @ vv).transpose(1, 2), lse
+
+
+def test_attention():
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    for b, sq, sk, hq, hkv, d, causal, dtype, bhsd in [
+            (2, 129, 129, 8, 2, 64, True, torch.bfloat16, False),
+            (1, 17, 300, 4, 4, 128, False, torch.float16, True),
+            (2, 300, 17, 4, 1, 64, True, torch.bfloat16, False),  # rows with no key
+            (2, 1, 4096, 32, 8, 128, False, torch.bfloat16, False)]:  # decode: split-KV
+        def make(s, h):
+            x = uniform((b, h, s, d) if bhsd else (b, s, h, d), dtype, gen)
+            return x.transpose(1, 2) if bhsd else x
+        q, k, v = make(sq, hq), make(sk, hkv), make(sk, hkv)
+        out, lse = kgen.attention(q, k, v, causal=causal, return_lse=True)
+        ref, ref_lse = attention_ref(q, k, v, causal, torch.float32)
+        naive, naive_lse = attention_ref(q, k, v, causal, dtype)
+        expect_close(f"attention B{b} Sq{sq} Sk{sk} H{hq}/{hkv} D{d}", out, ref, naive, dtype)
+        empty = torch.isinf(ref_lse)
+        assert bool((lse[empty] == float("-inf")).all()), "empty rows need LSE -inf"
+        if bool((~empty).any()):
+            ok, msg = within_rule(lse[~empty], ref_lse[~empty].double(), naive_lse[~empty], torch.float32)
+            assert ok, f"LSE: {msg}"
+
+
 def main():
     print(f"kgen {kgen.version()} from {kgen.library_path()} on {torch.cuda.get_device_name()}")
     if not kgen.has_device():
         failures.append("torch sees a CUDA GPU but kgen found none")
         finish()
     for name, fn in [("shapes", test_shapes), ("layout from strides", test_layout_from_strides),
-                     ("streams and graphs", test_streams_and_graphs), ("errors", test_errors)]:
+                     ("streams and graphs", test_streams_and_graphs), ("errors", test_errors),
+                     ("attention", test_attention)]:
         run(name, fn)
     finish()
 
