@@ -267,6 +267,10 @@ KGEN_DEVICE void finishRow(float m, float l, float &inv, float &lse) {
   }
 }
 
+template <class T> struct alignas(2 * sizeof(T)) Pair {
+  T x, y;
+};
+
 /// Writes one output row's values (or, split, its fp32 partials) and LSE.
 template <class Config> struct RowWriter {
   using T = typename Config::T;
@@ -285,16 +289,15 @@ template <class Config> struct RowWriter {
     }
   }
 
-  /// Two adjacent values of row i at column d.
+  /// Two adjacent values of row i at column d (even), as one access: the
+  /// row strides are multiples of 8 elements, so the pair is aligned.
   KGEN_DEVICE void pair(int i, int d, float x, float y) const {
     if constexpr (Config::kSplits > 1) {
-      float *dst = partO + (long long)i * Config::kHeadDimV + d;
-      dst[0] = x;
-      dst[1] = y;
+      *reinterpret_cast<Pair<float> *>(
+          partO + (long long)i * Config::kHeadDimV + d) = Pair<float>{x, y};
     } else {
-      T *dst = blk.o + i * blk.strideO + d;
-      dst[0] = Convert<T>::fromFloat(x);
-      dst[1] = Convert<T>::fromFloat(y);
+      *reinterpret_cast<Pair<T> *>(blk.o + i * blk.strideO + d) =
+          Pair<T>{Convert<T>::fromFloat(x), Convert<T>::fromFloat(y)};
     }
   }
 
