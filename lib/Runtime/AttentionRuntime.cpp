@@ -17,21 +17,31 @@ namespace kgen {
 
 namespace {
 
-/// The fields that pick a kernel: everything but the run-time sizes.
-std::string attentionKey(const AttentionProblem &p, const AttentionConfig *c) {
+/// The fields baked into a kernel (the features and head dims), then
+/// either the run-time sizes (the key of a call's choice: the heuristic
+/// looks at them) or a config (the key of a built kernel, shared by every
+/// size that picks it).
+std::string featureKey(const AttentionProblem &p) {
   std::string k = "attn,";
   for (int64_t v :
        {int64_t(p.headDimQk), int64_t(p.headDimV), int64_t(p.dtype),
         int64_t(p.causal), int64_t(p.windowLeft >= 0 || p.windowRight >= 0),
-        int64_t(p.varlen), int64_t(p.alibi), int64_t(p.bias), int64_t(p.lse),
-        // the heuristic looks at the sizes: remember its choice per size
-        p.batch, p.headsQ, p.headsKv, p.seqlenQ, p.seqlenK})
+        int64_t(p.varlen), int64_t(p.alibi), int64_t(p.bias), int64_t(p.lse)})
     k += std::to_string(v) + ",";
-  if (c)
-    k += "cfg," + std::to_string(c->blockM) + "," + std::to_string(c->blockN) +
-         "," + std::to_string(c->warps) + "," + std::to_string(c->stages) +
-         "," + std::to_string(c->preloadV) + "," + std::to_string(c->splits);
   return k;
+}
+
+std::string configKey(const AttentionConfig &c) {
+  return "cfg," + std::to_string(c.blockM) + "," + std::to_string(c.blockN) +
+         "," + std::to_string(c.warps) + "," + std::to_string(c.stages) + "," +
+         std::to_string(c.preloadV) + "," + std::to_string(c.splits);
+}
+
+std::string sizeKey(const AttentionProblem &p, const AttentionConfig *c) {
+  std::string k = featureKey(p) + "size,";
+  for (int64_t v : {p.batch, p.headsQ, p.headsKv, p.seqlenQ, p.seqlenK})
+    k += std::to_string(v) + ",";
+  return c ? k + configKey(*c) : k;
 }
 
 [[noreturn]] void argError(const std::string &what) {
@@ -86,19 +96,29 @@ std::shared_ptr<Kernel> Runtime::compile(const AttentionProblem &p,
 Runtime::AttentionChoice Runtime::attentionChoice(const AttentionProblem &p,
                                                   const AttentionConfig *forced,
                                                   void *stream) {
-  const std::string key = attentionKey(p, forced);
+  // A call's sizes map to a config, a config to a kernel: a new sequence
+  // length (every decode step) costs one heuristic pass, not a build.
+  const std::string bySize = sizeKey(p, forced);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = attentionDispatch_.find(key); it != attentionDispatch_.end())
+    if (auto it = attentionDispatch_.find(bySize);
+        it != attentionDispatch_.end())
       return it->second;
   }
-  if (stream && backend_ && backend_->isCapturing(stream))
-    argError("no kernel is loaded yet for this problem and the stream is "
-             "being captured into a graph; run the call once before capture");
   AttentionChoice ch;
   ch.config = forced ? *forced : defaultConfig(p, target_);
   if (auto e = checkConfig(p, ch.config, target_))
     throw Error(*e);
+  const std::string byKernel = featureKey(p) + configKey(ch.config);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = attentionDispatch_.find(byKernel);
+        it != attentionDispatch_.end())
+      return attentionDispatch_.emplace(bySize, it->second).first->second;
+  }
+  if (stream && backend_ && backend_->isCapturing(stream))
+    argError("no kernel is loaded yet for this problem and the stream is "
+             "being captured into a graph; run the call once before capture");
   ch.kernel = compileSource(emitAttention(p, ch.config, target_), stream);
   if (ch.config.splits > 1 && backend_ && ch.kernel->function) {
     // The combine kernel lives in the same binary.
@@ -107,7 +127,8 @@ Runtime::AttentionChoice Runtime::attentionChoice(const AttentionProblem &p,
         backend_->getFunction(mod, attentionCombineName(p, ch.config, target_));
   }
   std::lock_guard<std::mutex> lock(mu_);
-  return attentionDispatch_.emplace(key, ch).first->second;
+  attentionDispatch_.emplace(byKernel, ch);
+  return attentionDispatch_.emplace(bySize, ch).first->second;
 }
 
 AttentionConfig Runtime::selectAttention(const AttentionProblem &p,
