@@ -1,0 +1,112 @@
+//===- Mlstm.h - The mLSTM (xLSTM) family: problem, config, codegen -*- C++
+//-*-//
+//
+// The mLSTM forward (templates/mlstm/mlstm.h states the math): q, k
+// (B, NH, S, DQK), v (B, NH, S, DV), gate pre-activations i, f (B, NH, S),
+// all of one input dtype; h (B, NH, S, DV) in that dtype; optional initial
+// and final states C (B, NH, DQK, DV), n (B, NH, DQK), m (B, NH) in fp32.
+// DQK and DV are baked into the kernel; B, NH and S are taken at run time.
+//
+// Like Problem.h this part throws nothing (the MLIR layer calls it); the
+// JSON functions at the end throw kgen::Error.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KGEN_MLSTM_H
+#define KGEN_MLSTM_H
+
+#include "kgen/Codegen/Emitter.h"
+#include "kgen/Problem.h"
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kgen {
+
+struct MlstmProblem {
+  int64_t b = 1, nh = 1, s = 1; ///< run time; the values are hints
+  int dqk = 64, dv = 64;        ///< baked
+  DType dtype = DType::BF16;    ///< q, k, v, i, f and h
+  bool initialState = false;    ///< C, n, m given (else zeros)
+  bool finalState = false;      ///< C, n, m of the last token returned
+                                ///< (may alias the initial ones: in place)
+  float eps = 1e-6f;
+
+  bool operator==(const MlstmProblem &) const = default;
+};
+
+/// How the forward is computed (templates/mlstm/mlstm.h).
+enum class MlstmVariant {
+  Recurrent, ///< token by token; tiny S and the decoding step
+  Fused,     ///< one kernel walking the chunks, states in shared memory
+  TwoPhase,  ///< state recurrence kernel + parallel per-chunk outputs
+};
+
+std::string_view toString(MlstmVariant v);
+std::optional<MlstmVariant> parseMlstmVariant(std::string_view s);
+
+struct MlstmConfig {
+  MlstmVariant variant = MlstmVariant::Fused;
+  int chunk = 64;   ///< tokens per chunk (chunkwise variants)
+  int blockDV = 64; ///< DV columns per block
+  int warps = 4;    ///< warps (wavefronts) per block
+
+  bool operator==(const MlstmConfig &) const = default;
+};
+
+/// The kernels a variant launches, in order.
+enum class MlstmKernel { Recurrent, Fused, States, Outputs };
+std::vector<MlstmKernel> mlstmKernels(MlstmVariant v);
+std::string_view toString(MlstmKernel k);
+
+struct MlstmTraits {
+  int threads;   ///< per block
+  int smemBytes; ///< dynamic shared memory per block
+  int slices;    ///< DV / blockDV
+  int rows;      ///< C registers per thread (recurrent)
+};
+
+MlstmTraits mlstmTraits(const MlstmProblem &p, const MlstmConfig &c,
+                        MlstmKernel k, Target t);
+
+/// Messages name the field, its value and the rule (empty when valid).
+std::optional<std::string> checkProblem(const MlstmProblem &p);
+std::optional<std::string> checkConfig(const MlstmProblem &p,
+                                       const MlstmConfig &c, Target t);
+
+/// Every valid config, ranked by mlstmModelCost (cheapest first).
+std::vector<MlstmConfig> enumerateConfigs(const MlstmProblem &p, Target t);
+/// Relative run time of `c` (lower is better); see MlstmCandidates.cpp.
+double mlstmModelCost(const MlstmProblem &p, const MlstmConfig &c, Target t);
+/// The heuristic without measurements: the seed's batch-aware choice of the
+/// variant (recurrent for tiny S; fused when heads x slices fill the GPU;
+/// two-phase otherwise), then the model's best config of that variant.
+MlstmConfig defaultConfig(const MlstmProblem &p, Target t);
+
+/// e.g. kgen_mlstm_bf16_qk256_v512_fused_c64_d64_w4_init_final.
+std::string mlstmKernelName(const MlstmProblem &p, const MlstmConfig &c,
+                            MlstmKernel k);
+KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
+                       MlstmKernel k, Target t, bool inlineTemplates = false);
+/// Grid for run-time B, NH, S.
+LaunchDims mlstmLaunchDims(const MlstmProblem &p, const MlstmConfig &c,
+                           MlstmKernel k, Target t, int64_t b, int64_t nh,
+                           int64_t s);
+/// Bytes of fp32 workspace the two-phase variant needs (0 otherwise).
+size_t mlstmWorkspaceBytes(const MlstmProblem &p, const MlstmConfig &c,
+                           int64_t b, int64_t nh, int64_t s);
+/// Chunkwise FLOPs of the forward (for TFLOP/s reports).
+double mlstmFlops(const MlstmProblem &p, int chunk);
+
+nlohmann::json toJson(const MlstmProblem &p);
+nlohmann::json toJson(const MlstmConfig &c);
+/// Throw kgen::Error naming the bad field; unknown fields are errors.
+MlstmProblem mlstmProblemFromJson(const nlohmann::json &j);
+MlstmConfig mlstmConfigFromJson(const nlohmann::json &j);
+
+} // namespace kgen
+
+#endif // KGEN_MLSTM_H

@@ -1,0 +1,154 @@
+//===- MlstmCandidates.cpp - mLSTM configs, ranked by a cost model --------===//
+//
+// The space: the three variants x chunk 16..128 x blockDV 16..128 x 2, 4 or
+// 8 warps. Every combination that passes checkConfig is ranked by the model
+// below, and the best few of each variant are kept, so the dispatcher (and
+// the compile test) always sees every variant the target allows.
+//
+// The model, in cycles of one GPU: a kernel runs its blocks in waves of
+// (compute units x resident blocks per unit); a block's time is its FMAs
+// over the 128 fp32 lanes of a unit (or its threads, if fewer), plus a
+// fixed latency per barrier-separated step (global loads, the barrier, the
+// one-thread gate scan), plus its global traffic at the GPU's bandwidth
+// share. The numbers are rough on purpose: they order configs, measurements
+// decide.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kgen/Mlstm.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace kgen {
+
+namespace {
+
+constexpr size_t kPerVariant = 4;
+
+int computeUnits(Target t) {
+  switch (t) {
+  case Target::SM90A:
+    return 132;
+  case Target::SM80:
+    return 108;
+  case Target::GFX90A:
+    return 110;
+  case Target::GFX942:
+    return 304;
+  }
+  return 100;
+}
+
+/// Global bytes per cycle of the whole GPU (HBM at ~1.7 GHz).
+double bytesPerCycle(Target t) {
+  return t == Target::SM80 ? 1200 : t == Target::GFX90A ? 950 : 2800;
+}
+
+constexpr double kStepLatency = 800; // cycles per barrier-separated step
+
+double kernelCycles(const MlstmProblem &p, const MlstmConfig &c, MlstmKernel k,
+                    Target t) {
+  const MlstmTraits tr = mlstmTraits(p, c, k, t);
+  const double L = c.chunk, dqk = p.dqk, vb = c.blockDV, dv = p.dv;
+  const double S = double(p.s), bh = double(p.b) * p.nh;
+  const double chunks = std::ceil(S / std::max(1, c.chunk));
+  const double lanes = std::min(tr.threads, 128);
+  const int resident = std::max(
+      1, std::min(targetInfo(t).maxSharedBytes / std::max(tr.smemBytes, 1),
+                  2048 / tr.threads));
+  double blocks = bh * tr.slices, fmas = 0, steps = 0;
+  double bytes = bh * S * (2 * dqk + dv) * sizeOf(p.dtype) * 2;
+  // Per chunk and block: scores L*L/2*dqk, normalizer L*dqk, outputs
+  // L*vb*dqk + L*L/2*vb; state update L*dqk*vb.
+  const double outFmas =
+      L * L / 2 * dqk + L * dqk + L * vb * dqk + L * L / 2 * vb;
+  const double updFmas = L * dqk * vb + L * dqk;
+  const double wsBytes = bh * chunks * (dqk * dv + dqk) * 4;
+  switch (k) {
+  case MlstmKernel::Recurrent:
+    fmas = S * 3 * dqk * vb;
+    steps = 2 * S;
+    break;
+  case MlstmKernel::Fused:
+    fmas = chunks * (outFmas + updFmas);
+    steps = 5 * chunks;
+    break;
+  case MlstmKernel::States:
+    fmas = chunks * updFmas;
+    steps = 2 * chunks;
+    bytes = bh * S * (dqk + dv) * sizeOf(p.dtype) + wsBytes;
+    break;
+  case MlstmKernel::Outputs:
+    blocks *= chunks;
+    fmas = outFmas;
+    steps = 4;
+    bytes = bh * S * (2 * dqk + 2 * dv) * sizeOf(p.dtype) + wsBytes;
+    break;
+  }
+  const double waves = std::ceil(blocks / (computeUnits(t) * resident));
+  return waves * (fmas / lanes + steps * kStepLatency) +
+         bytes / bytesPerCycle(t);
+}
+
+} // namespace
+
+double mlstmModelCost(const MlstmProblem &p, const MlstmConfig &c, Target t) {
+  double cycles = 0;
+  for (MlstmKernel k : mlstmKernels(c.variant))
+    cycles += kernelCycles(p, c, k, t);
+  return cycles;
+}
+
+std::vector<MlstmConfig> enumerateConfigs(const MlstmProblem &p, Target t) {
+  std::vector<MlstmConfig> out;
+  for (MlstmVariant v :
+       {MlstmVariant::Recurrent, MlstmVariant::Fused, MlstmVariant::TwoPhase}) {
+    std::vector<std::pair<double, MlstmConfig>> ranked;
+    const bool recurrent = v == MlstmVariant::Recurrent;
+    for (int chunk : {16, 32, 64, 128}) {
+      if (recurrent && chunk != 16)
+        continue;
+      for (int vb : {16, 32, 64, 128, 256, 512})
+        for (int warps : {2, 4, 8, 16}) {
+          MlstmConfig c{v, recurrent ? 0 : chunk, vb, warps};
+          if (!checkConfig(p, c, t))
+            ranked.push_back({mlstmModelCost(p, c, t), c});
+        }
+    }
+    std::stable_sort(ranked.begin(), ranked.end(),
+                     [](auto &a, auto &b) { return a.first < b.first; });
+    for (size_t i = 0; i < ranked.size() && i < kPerVariant; ++i)
+      out.push_back(ranked[i].second);
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [&](const MlstmConfig &a, const MlstmConfig &b) {
+                     return mlstmModelCost(p, a, t) < mlstmModelCost(p, b, t);
+                   });
+  return out;
+}
+
+MlstmConfig defaultConfig(const MlstmProblem &p, Target t) {
+  // The seed's batch-aware selection: the recurrent kernel for tiny S; the
+  // fused chunkwise kernel when the heads (x 64-column slices) alone fill
+  // the GPU; otherwise the two-phase form, parallel over the chunks too.
+  MlstmVariant want;
+  if (p.s <= 16)
+    want = MlstmVariant::Recurrent;
+  else if (p.b * p.nh * (p.dv / 64) >= computeUnits(t))
+    want = MlstmVariant::Fused;
+  else
+    want = MlstmVariant::TwoPhase;
+  std::vector<MlstmConfig> cs = enumerateConfigs(p, t);
+  for (const MlstmConfig &c : cs)
+    if (c.variant == want)
+      return c;
+  if (!cs.empty())
+    return cs.front();
+  // Every well-formed problem has valid recurrent configs (blockDV 16 with
+  // 16 warps fits any DQK on every target); reaching here means the problem
+  // is invalid, which callers check first.
+  return MlstmConfig{MlstmVariant::Recurrent, 0, 16, 16};
+}
+
+} // namespace kgen

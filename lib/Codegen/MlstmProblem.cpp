@@ -1,0 +1,172 @@
+//===- MlstmProblem.cpp - mLSTM problems, traits and limits ---------------===//
+//
+// Every rule templates/mlstm/mlstm.h relies on is checked here, once, with a
+// message that names the field, its value and the fix; the emitter assumes
+// a config that passed.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kgen/Mlstm.h"
+
+#include <cmath>
+
+namespace kgen {
+
+namespace {
+std::string str(int64_t v) { return std::to_string(v); }
+bool isPow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+} // namespace
+
+std::string_view toString(MlstmVariant v) {
+  switch (v) {
+  case MlstmVariant::Recurrent:
+    return "recurrent";
+  case MlstmVariant::Fused:
+    return "fused";
+  case MlstmVariant::TwoPhase:
+    return "twophase";
+  }
+  return "?";
+}
+
+std::optional<MlstmVariant> parseMlstmVariant(std::string_view s) {
+  for (MlstmVariant v :
+       {MlstmVariant::Recurrent, MlstmVariant::Fused, MlstmVariant::TwoPhase})
+    if (s == toString(v))
+      return v;
+  return std::nullopt;
+}
+
+std::string_view toString(MlstmKernel k) {
+  switch (k) {
+  case MlstmKernel::Recurrent:
+    return "recurrent";
+  case MlstmKernel::Fused:
+    return "fused";
+  case MlstmKernel::States:
+    return "states";
+  case MlstmKernel::Outputs:
+    return "outputs";
+  }
+  return "?";
+}
+
+std::vector<MlstmKernel> mlstmKernels(MlstmVariant v) {
+  switch (v) {
+  case MlstmVariant::Recurrent:
+    return {MlstmKernel::Recurrent};
+  case MlstmVariant::Fused:
+    return {MlstmKernel::Fused};
+  case MlstmVariant::TwoPhase:
+    return {MlstmKernel::States, MlstmKernel::Outputs};
+  }
+  return {};
+}
+
+MlstmTraits mlstmTraits(const MlstmProblem &p, const MlstmConfig &c,
+                        MlstmKernel k, Target t) {
+  MlstmTraits tr{};
+  tr.threads = c.warps * targetInfo(t).waveSize;
+  tr.slices = c.blockDV > 0 ? p.dv / c.blockDV : 0;
+  if (k == MlstmKernel::Recurrent) {
+    // Must match the static_assert in recurrent<>.
+    int groups = c.blockDV > 0 ? tr.threads / c.blockDV : 0;
+    tr.rows = groups > 0 ? p.dqk / groups : 0;
+    tr.smemBytes =
+        4 * (2 * p.dqk + c.blockDV + 2 * (groups * c.blockDV + groups));
+  } else {
+    // Must match Chunk<>::kBytes.
+    int64_t L = c.chunk;
+    // P is fp64 for fp32 inputs (Chunk<>::Acc).
+    int64_t accWords = p.dtype == DType::F32 ? 2 : 1;
+    int64_t floats =
+        int64_t(p.dqk) * c.blockDV + p.dqk + L * L * accWords + 8 * L + 8;
+    int64_t bytes =
+        4 * floats + int64_t(sizeOf(p.dtype)) * (2 * L * p.dqk + L * c.blockDV);
+    tr.smemBytes = int(std::min<int64_t>((bytes + 15) / 16 * 16, INT32_MAX));
+    tr.rows = 0;
+  }
+  return tr;
+}
+
+std::optional<std::string> checkProblem(const MlstmProblem &p) {
+  for (auto [name, v] : {std::pair{"dqk", p.dqk}, {"dv", p.dv}})
+    if (v < 64 || v > 512 || v % 16 != 0)
+      return std::string("mlstm: ") + name + " = " + str(v) +
+             " must be a multiple of 16 between 64 and 512";
+  for (auto [name, v] : {std::pair{"b", p.b}, {"nh", p.nh}, {"s", p.s}}) {
+    if (v < 1)
+      return std::string("mlstm: ") + name + " = " + str(v) + " must be >= 1";
+    if (v > INT32_MAX)
+      return std::string("mlstm: ") + name + " = " + str(v) +
+             " exceeds 2^31-1 (kernels index with 32-bit extents)";
+  }
+  if (p.b * p.nh > 65535)
+    return "mlstm: b * nh = " + str(p.b * p.nh) +
+           " exceeds 65535 (one grid row per head); split the batch";
+  if (!std::isfinite(p.eps) || p.eps < 0)
+    return "mlstm: eps = " + std::to_string(p.eps) + " must be finite and >= 0";
+  return std::nullopt;
+}
+
+std::optional<std::string> checkConfig(const MlstmProblem &p,
+                                       const MlstmConfig &c, Target t) {
+  if (auto e = checkProblem(p))
+    return e;
+  const TargetInfo &ti = targetInfo(t);
+  const std::string tgt(toString(t));
+  if (!isPow2(c.blockDV) || c.blockDV < 8 || c.blockDV > p.dv ||
+      p.dv % c.blockDV != 0)
+    return "config: blockDV = " + str(c.blockDV) +
+           " must be a power of two >= 8 that divides dv = " + str(p.dv);
+  if (!isPow2(c.warps) || c.warps > 16)
+    return "config: warps = " + str(c.warps) +
+           " must be a power of two between 1 and 16";
+  if (c.variant != MlstmVariant::Recurrent &&
+      (!isPow2(c.chunk) || c.chunk < 16 || c.chunk > 128))
+    return "config: chunk = " + str(c.chunk) +
+           " must be 16, 32, 64 or 128 for the " +
+           std::string(toString(c.variant)) + " variant";
+  for (MlstmKernel k : mlstmKernels(c.variant)) {
+    MlstmTraits tr = mlstmTraits(p, c, k, t);
+    if (tr.threads > ti.maxThreadsPerBlock)
+      return "config: " + str(tr.threads) + " threads per block exceed " + tgt +
+             "'s " + str(ti.maxThreadsPerBlock) + "; lower warps";
+    if (k == MlstmKernel::Recurrent) {
+      if (tr.threads % c.blockDV != 0 || p.dqk % (tr.threads / c.blockDV) != 0)
+        return "config: the recurrent kernel tiles the " + str(p.dqk) + "x" +
+               str(c.blockDV) + " C slice with " + str(tr.threads) +
+               " threads: threads must be a multiple of blockDV and dqk a "
+               "multiple of threads / blockDV; change warps or blockDV";
+      if (2 * tr.rows > ti.maxAccumRegs)
+        return "config: " + str(2 * tr.rows) +
+               " fp32 state registers per thread (C and n rows, dqk * "
+               "blockDV / threads each) exceed the " +
+               str(ti.maxAccumRegs) + " kgen allows on " + tgt +
+               "; use more warps or a smaller blockDV";
+    }
+    if (tr.smemBytes > ti.maxSharedBytes)
+      return "config: shared memory " + str(tr.smemBytes) + " B of the " +
+             std::string(toString(k)) + " kernel exceeds " + tgt + "'s " +
+             str(ti.maxSharedBytes) + " B per block; lower chunk or blockDV";
+  }
+  return std::nullopt;
+}
+
+size_t mlstmWorkspaceBytes(const MlstmProblem &p, const MlstmConfig &c,
+                           int64_t b, int64_t nh, int64_t s) {
+  if (c.variant != MlstmVariant::TwoPhase)
+    return 0;
+  int64_t chunks = (s + c.chunk - 1) / c.chunk;
+  return size_t(b * nh * chunks) * (size_t(p.dqk) * p.dv + size_t(p.dqk) + 1) *
+         sizeof(float);
+}
+
+double mlstmFlops(const MlstmProblem &p, int chunk) {
+  // Per token of the chunkwise form: q k^T and P v over a full chunk
+  // (2 L (DQK + DV)), q^T C and the state update k v^T (4 DQK DV).
+  double perToken = 2.0 * chunk * (p.dqk + p.dv) + 4.0 * p.dqk * p.dv;
+  return double(p.b) * p.nh * p.s * perToken;
+}
+
+} // namespace kgen

@@ -1,0 +1,503 @@
+//===- mlstm.h - mLSTM (xLSTM) forward: chunkwise and recurrent -*- C++ -*-===//
+//
+// Per (batch, head), with s = DQK^-1/2, l_t = logsigmoid(f_t), i_t raw, the
+// recurrent form from (C, n, m) (zeros when not given):
+//   m_t = max(l_t + m_{t-1}, i_t), f' = exp(l_t + m_{t-1} - m_t),
+//   i' = exp(i_t - m_t), C_t = f' C_{t-1} + i' k_t v_t^T,
+//   n_t = f' n_{t-1} + i' k_t,
+//   h_t = (s q_t)^T C_t / (max(|(s q_t)^T n_t|, exp(-m_t)) + eps).
+//
+// Kernels (one thread block per (b*NH + head, DV slice of kBlockDV columns);
+// every block keeps the full n and m of its head, so h's normalizer needs no
+// communication between slices):
+//
+//   recurrent  walks the tokens; C slice in registers (kRows per thread),
+//              two barriers per token. Serves tiny S and the decoding step
+//              (S = 1, states updated in place: each block reads and writes
+//              only its own columns of C, and the last block of a head
+//              writes n and m; see lastOfHead).
+//   fused      walks the chunks of kChunk tokens, C slice and n in shared
+//              memory: per chunk the intra-chunk outputs, then the state
+//              update; per-chunk states never leave the block.
+//   states +   two phases: `states` walks the chunks doing only the state
+//   outputs    recurrence and writes the state entering every chunk to the
+//              workspace; `outputs` runs one block per (chunk, slice, head)
+//              from that state, in parallel over the chunks.
+//
+// Chunk k (length L, the last one may be short), inside: b_t = sum_{r<=t} l_r,
+// g = b_L, a_t = i_t + g - b_t; between chunks m^k = max(g + m^{k-1},
+// max_t a_t), C^k = exp(g + m^{k-1} - m^k) C^{k-1} + (K * exp(a - m^k))^T V;
+// outputs for s <= t: log D_ts = b_t - b_s + i_s, m^comb_t = max(b_t +
+// m^{k-1}, max_s log D_ts) (= the recurrent m_t), num = exp(b_t + m^{k-1} -
+// m^comb_t) (s q_t)^T C^{k-1} + sum_s (s q_t . k_s) exp(log D_ts -
+// m^comb_t) v_s, z likewise with n and 1 for v_s,
+// h_t = num / (max(|z|, exp(-m^comb_t)) + eps).
+//
+// Matrix work is plain fp32 FMAs from shared memory (no tensor-core atoms
+// yet); gate math and states are fp32 throughout.
+//
+//===----------------------------------------------------------------------===//
+
+#pragma once
+
+#include "kgen/common/prelude.h"
+#include "kgen/mlstm/params.h"
+
+namespace kgen::mlstm {
+
+KGEN_DEVICE float logSigmoid(float x) {
+  // min(x, 0) - log(1 + exp(-|x|)): no overflow for either sign.
+  return fminf(x, 0.f) - log1pf(expf(-fabsf(x)));
+}
+
+template <class T> KGEN_DEVICE float load(const void *p, long long idx) {
+  return Convert<T>::toFloat(static_cast<const T *>(p)[idx]);
+}
+
+template <class T> KGEN_DEVICE void store(void *p, long long idx, float x) {
+  static_cast<T *>(p)[idx] = Convert<T>::fromFloat(x);
+}
+
+template <bool kCond, class A, class B> struct Select { using type = A; };
+template <class A, class B> struct Select<false, A, B> { using type = B; };
+
+/// The chunkwise kernels' shared memory and the steps they are made of.
+/// Layout: C slice [kDQK][kBlockDV], n [kDQK], fp32; P [kChunk][kChunk]
+/// (the decayed intra-chunk scores), Acc; the gate prefix sums b and m^comb
+/// [kChunk] and the m entering the chunk, fp64; four fp32 per-token vectors
+/// [kChunk] and two scalars; then Q, K [kChunk][kDQK] and V
+/// [kChunk][kBlockDV] in the input dtype.
+///
+/// The prefix sums are fp64 because the exponents of the chunkwise form are
+/// differences of them (b_t - b_s, b_t + m - m^comb_t): in fp32 a sum of 64
+/// log-gates near -30 carries an absolute error of ~2e-6, which every decay
+/// factor would inherit as a relative error, several times the error of
+/// the recurrent form in fp32. One thread computes them, kChunk additions.
+template <class Config> struct Chunk {
+  using T = typename Config::Type;
+  /// The scores and the output sums. With fp32 inputs they are fp64: where
+  /// the normalizer z nearly cancels (h = num / z ill-conditioned), the
+  /// chunkwise sums over q.k_s terms lose more than the recurrent loop,
+  /// which sums the k_s into n first; fp64 there keeps the chunkwise form as
+  /// accurate as the recurrent one in fp32. 16-bit inputs round h far above
+  /// that error, and keep fp32.
+  using Acc = typename Select<IsSame<T, float>::value, double, float>::type;
+  static constexpr int kL = Config::kChunk, kDQK = Config::kDQK,
+                       kDV = Config::kDV, kVB = Config::kBlockDV,
+                       kThreads = Config::kThreads;
+  static constexpr int kFloats =
+      kDQK * kVB + kDQK + kL * kL * int(sizeof(Acc) / 4) + 8 * kL + 8;
+  static constexpr int kBytes =
+      (4 * kFloats + int(sizeof(T)) * (2 * kL * kDQK + kL * kVB) + 15) / 16 *
+      16;
+  static_assert(kBytes == Config::kSmemBytes,
+                "kSmemBytes disagrees with the template's smem layout");
+  static_assert(kDV % kVB == 0, "kBlockDV divides DV");
+  static_assert((kDQK * kVB + kDQK) % 2 == 0 && kL % 2 == 0,
+                "the fp64 vectors stay 8-byte aligned");
+
+  float *C, *n;
+  Acc *P;
+  double *bcum, *mcomb;         // per token of the chunk
+  double *mState;               // [0]: the m entering the chunk
+  float *ig, *qfac, *wa, *zden; // per token of the chunk
+  float *scal; // [0] decay exp(g + m^{k-1} - m^k), [1] lastOfHead's flag
+  T *Q, *K, *V;
+  int tid;
+
+  KGEN_DEVICE explicit Chunk(unsigned char *smem) : tid(int(threadIdx.x)) {
+    float *f = reinterpret_cast<float *>(smem);
+    C = f;
+    n = C + kDQK * kVB;
+    P = reinterpret_cast<Acc *>(n + kDQK);
+    bcum = reinterpret_cast<double *>(P + kL * kL);
+    mcomb = bcum + kL;
+    mState = mcomb + kL;
+    ig = reinterpret_cast<float *>(mState + 1);
+    qfac = ig + kL;
+    wa = qfac + kL;
+    zden = wa + kL;
+    scal = zden + kL;
+    Q = reinterpret_cast<T *>(scal + 2);
+    K = Q + kL * kDQK;
+    V = K + kL * kDQK;
+  }
+
+  /// C slice, n and m from (c, n, m) (rows of cStride floats, the slice at
+  /// column j0), or zeros where a pointer is null.
+  KGEN_DEVICE void loadState(const float *c, long long cStride, int j0,
+                             const float *nn, const float *m) const {
+    for (int e = tid; e < kDQK * kVB; e += kThreads) {
+      const int i = e / kVB, j = e % kVB;
+      C[e] = c ? c[i * cStride + j0 + j] : 0.f;
+    }
+    for (int i = tid; i < kDQK; i += kThreads)
+      n[i] = nn ? nn[i] : 0.f;
+    if (tid == 0)
+      *mState = m ? *m : 0.f;
+  }
+
+  KGEN_DEVICE void storeState(float *c, long long cStride, int j0, float *nn,
+                              float *m) const {
+    if (c)
+      for (int e = tid; e < kDQK * kVB; e += kThreads) {
+        const int i = e / kVB, j = e % kVB;
+        c[i * cStride + j0 + j] = C[e];
+      }
+    if (nn)
+      for (int i = tid; i < kDQK; i += kThreads)
+        nn[i] = n[i];
+    if (m && tid == 0)
+      *m = float(*mState);
+  }
+
+  /// Rows t0 .. t0+len of K and the V slice (and Q when kWithQ) to shared
+  /// memory; rows past len are left as they are and never read.
+  template <bool kWithQ>
+  KGEN_DEVICE void loadTokens(const Params &p, long long row0, int j0,
+                              int len) const {
+    const T *q = static_cast<const T *>(p.q), *k = static_cast<const T *>(p.k),
+            *v = static_cast<const T *>(p.v);
+    for (int e = tid; e < len * kDQK; e += kThreads) {
+      K[e] = k[row0 * kDQK + e];
+      if constexpr (kWithQ)
+        Q[e] = q[row0 * kDQK + e];
+    }
+    for (int e = tid; e < len * kVB; e += kThreads) {
+      const int t = e / kVB, j = e % kVB;
+      V[e] = v[(row0 + t) * kDV + j0 + j];
+    }
+  }
+
+  /// The gate prefix sums of the chunk, by one thread (kChunk steps of
+  /// scalar work next to kChunk^2 * DQK of matrix work): b, the combined
+  /// stabilizer m^comb, the decays of the outputs and of the state update.
+  /// Sets *mState to m^k (the m leaving the chunk) and scal[0] to the decay
+  /// of C^{k-1}.
+  KGEN_DEVICE void gates(const Params &p, long long row0, int len) const {
+    if (tid != 0)
+      return;
+    const double mPrev = *mState;
+    double b = 0, best = mPrev; // best = max(m^{k-1}, max_{s<=t} (i_s - b_s))
+    for (int t = 0; t < len; ++t) {
+      b += double(logSigmoid(load<T>(p.f, row0 + t)));
+      const float it = load<T>(p.i, row0 + t);
+      bcum[t] = b;
+      ig[t] = it;
+      best = fmax(best, double(it) - b);
+      // m^comb_t = max(b_t + m^{k-1}, max_{s<=t} (b_t - b_s + i_s))
+      mcomb[t] = b + best;
+      qfac[t] = expf(float(mPrev - best)); // exp(b_t + m^{k-1} - m^comb_t)
+    }
+    const double g = b;
+    double mNext = g + mPrev;
+    for (int t = 0; t < len; ++t)
+      mNext = fmax(mNext, ig[t] + (g - bcum[t])); // a_t
+    for (int t = 0; t < len; ++t)
+      wa[t] = expf(float(ig[t] + (g - bcum[t]) - mNext));
+    scal[0] = expf(float(g + mPrev - mNext));
+    *mState = mNext;
+  }
+
+  /// P[t][s] = (s q_t . k_s) exp(log D_ts - m^comb_t) for s <= t < len, else
+  /// 0.
+  KGEN_DEVICE void scores(int len) const {
+    const Acc scale = Acc(1) / Acc(sqrtf(float(kDQK)));
+    for (int e = tid; e < kL * kL; e += kThreads) {
+      const int t = e / kL, s = e % kL;
+      Acc x = 0;
+      if (t < len && s <= t) {
+        Acc dot = 0;
+        for (int i = 0; i < kDQK; ++i)
+          dot += Acc(Convert<T>::toFloat(Q[t * kDQK + i])) *
+                 Acc(Convert<T>::toFloat(K[s * kDQK + i]));
+        x = scale * dot *
+            Acc(expf(float(bcum[t] - bcum[s] + ig[s] - mcomb[t])));
+      }
+      P[e] = x;
+    }
+  }
+
+  /// The normalizer z_t = exp(b_t + m^{k-1} - m^comb_t) (s q_t)^T n +
+  /// sum_s P[t][s]; reads n and P.
+  KGEN_DEVICE void normalizer(int len) const {
+    const Acc scale = Acc(1) / Acc(sqrtf(float(kDQK)));
+    for (int t = tid; t < len; t += kThreads) {
+      Acc dot = 0;
+      for (int i = 0; i < kDQK; ++i)
+        dot += Acc(Convert<T>::toFloat(Q[t * kDQK + i])) * Acc(n[i]);
+      Acc z = Acc(qfac[t]) * scale * dot;
+      for (int s = 0; s <= t; ++s)
+        z += P[t * kL + s];
+      zden[t] = float(z);
+    }
+  }
+
+  /// h rows t0 .. t0+len, columns j0 .. j0+kVB; reads C, Q, V, P.
+  KGEN_DEVICE void outputs(const Params &p, long long row0, int j0,
+                           int len) const {
+    const Acc scale = Acc(1) / Acc(sqrtf(float(kDQK)));
+    for (int e = tid; e < len * kVB; e += kThreads) {
+      const int t = e / kVB, j = e % kVB;
+      Acc inter = 0;
+      for (int i = 0; i < kDQK; ++i)
+        inter +=
+            Acc(Convert<T>::toFloat(Q[t * kDQK + i])) * Acc(C[i * kVB + j]);
+      Acc num = Acc(qfac[t]) * scale * inter;
+      for (int s = 0; s <= t; ++s)
+        num += P[t * kL + s] * Acc(Convert<T>::toFloat(V[s * kVB + j]));
+      const float den = fmaxf(fabsf(zden[t]), expf(float(-mcomb[t]))) + p.eps;
+      store<T>(p.h, (row0 + t) * kDV + j0 + j, float(num / Acc(den)));
+    }
+  }
+
+  /// C = decay C + (K * wa)^T V, n = decay n + (K * wa)^T 1.
+  KGEN_DEVICE void update(int len) const {
+    const float decay = scal[0];
+    for (int e = tid; e < kDQK * kVB; e += kThreads) {
+      const int i = e / kVB, j = e % kVB;
+      float acc = 0.f;
+      for (int t = 0; t < len; ++t)
+        acc += Convert<T>::toFloat(K[t * kDQK + i]) * wa[t] *
+               Convert<T>::toFloat(V[t * kVB + j]);
+      C[e] = decay * C[e] + acc;
+    }
+    for (int i = tid; i < kDQK; i += kThreads) {
+      float acc = 0.f;
+      for (int t = 0; t < len; ++t)
+        acc += Convert<T>::toFloat(K[t * kDQK + i]) * wa[t];
+      n[i] = decay * n[i] + acc;
+    }
+  }
+};
+
+/// Tokens of the chunk starting at t0; the last chunk may be short.
+template <class Config> KGEN_DEVICE int chunkLength(const Params &p, int t0) {
+  return p.seq - t0 < Config::kChunk ? p.seq - t0 : Config::kChunk;
+}
+
+/// Which block this is: head bh = b * NH + head, DV slice, (chunk).
+template <class Config> struct BlockIndex {
+  static constexpr int kSlices = Config::kDV / Config::kBlockDV;
+  int bh, slice, j0;
+  KGEN_DEVICE BlockIndex()
+      : bh(int(blockIdx.y)), slice(int(blockIdx.x % unsigned(kSlices))),
+        j0(slice * Config::kBlockDV) {}
+};
+
+/// Whether this block is the last of its head's slices to get here. Every
+/// block reads the initial n and m and computes the same final ones, so the
+/// last block writes them: then no block can still read the initial values,
+/// and the states may be updated in place. The counter returns to zero for
+/// the next launch. `flag` is one shared word; call with every thread.
+KGEN_DEVICE bool lastOfHead(const Params &p, long long bh, int slices,
+                            float *flag) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    bool last = true;
+    if (slices > 1) {
+      __threadfence();
+      last = atomicAdd(p.counters + bh, 1u) == unsigned(slices - 1);
+      if (last)
+        p.counters[bh] = 0;
+    }
+    *flag = last ? 1.f : 0.f;
+  }
+  __syncthreads();
+  return *flag != 0.f;
+}
+
+/// Walks every chunk of one head and slice; grid (DV / kBlockDV, B * NH).
+template <class Config> KGEN_DEVICE void fused(const Params &p) {
+  using Ch = Chunk<Config>;
+  extern __shared__ __attribute__((aligned(16))) unsigned char kgen_smem[];
+  const Ch ch(kgen_smem);
+  const BlockIndex<Config> at;
+  const int dqk = Config::kDQK, dv = Config::kDV;
+  const long long bh = at.bh;
+  ch.loadState(p.c0 ? p.c0 + bh * dqk * dv : nullptr, dv, at.j0,
+               p.n0 ? p.n0 + bh * dqk : nullptr, p.m0 ? p.m0 + bh : nullptr);
+  for (int k = 0; k < p.chunks; ++k) {
+    const int t0 = k * Config::kChunk;
+    const int len = chunkLength<Config>(p, t0);
+    const long long row0 = bh * p.seq + t0;
+    // The previous chunk's update is done with K and V, and its gates with
+    // the per-token vectors.
+    __syncthreads();
+    ch.template loadTokens<true>(p, row0, at.j0, len);
+    ch.gates(p, row0, len);
+    __syncthreads();
+    ch.scores(len);
+    __syncthreads();
+    ch.normalizer(len);
+    __syncthreads();
+    ch.outputs(p, row0, at.j0, len);
+    __syncthreads();
+    ch.update(len);
+  }
+  const bool last = (p.nT || p.mT) &&
+                    lastOfHead(p, bh, BlockIndex<Config>::kSlices, ch.scal + 1);
+  ch.storeState(p.cT ? p.cT + bh * dqk * dv : nullptr, dv, at.j0,
+                p.nT && last ? p.nT + bh * dqk : nullptr,
+                p.mT && last ? p.mT + bh : nullptr);
+}
+
+/// Two-phase, first kernel: the state recurrence alone, writing the state
+/// entering each chunk to the workspace; grid (DV / kBlockDV, B * NH).
+template <class Config> KGEN_DEVICE void states(const Params &p) {
+  using Ch = Chunk<Config>;
+  extern __shared__ __attribute__((aligned(16))) unsigned char kgen_smem[];
+  const Ch ch(kgen_smem);
+  const BlockIndex<Config> at;
+  const int dqk = Config::kDQK, dv = Config::kDV;
+  const long long bh = at.bh;
+  const bool first = at.slice == 0;
+  ch.loadState(p.c0 ? p.c0 + bh * dqk * dv : nullptr, dv, at.j0,
+               p.n0 ? p.n0 + bh * dqk : nullptr, p.m0 ? p.m0 + bh : nullptr);
+  for (int k = 0; k < p.chunks; ++k) {
+    const int t0 = k * Config::kChunk;
+    const int len = chunkLength<Config>(p, t0);
+    const long long row0 = bh * p.seq + t0;
+    const long long ws = bh * p.chunks + k;
+    __syncthreads();
+    // gates() below overwrites *mState from thread 0, which stores it first.
+    ch.storeState(p.wsC + ws * dqk * dv, dv, at.j0,
+                  first ? p.wsN + ws * dqk : nullptr,
+                  first ? p.wsM + ws : nullptr);
+    ch.template loadTokens<false>(p, row0, at.j0, len);
+    ch.gates(p, row0, len);
+    __syncthreads();
+    ch.update(len);
+  }
+  const bool last = (p.nT || p.mT) &&
+                    lastOfHead(p, bh, BlockIndex<Config>::kSlices, ch.scal + 1);
+  ch.storeState(p.cT ? p.cT + bh * dqk * dv : nullptr, dv, at.j0,
+                p.nT && last ? p.nT + bh * dqk : nullptr,
+                p.mT && last ? p.mT + bh : nullptr);
+}
+
+/// Two-phase, second kernel: one chunk's outputs from the state `states`
+/// left in the workspace; grid (DV / kBlockDV * chunks, B * NH).
+template <class Config> KGEN_DEVICE void outputs(const Params &p) {
+  using Ch = Chunk<Config>;
+  extern __shared__ __attribute__((aligned(16))) unsigned char kgen_smem[];
+  const Ch ch(kgen_smem);
+  const BlockIndex<Config> at;
+  const int dqk = Config::kDQK, dv = Config::kDV;
+  const long long bh = at.bh;
+  const int k = int(blockIdx.x / unsigned(BlockIndex<Config>::kSlices));
+  const int t0 = k * Config::kChunk;
+  const int len = chunkLength<Config>(p, t0);
+  const long long row0 = bh * p.seq + t0;
+  const long long ws = bh * p.chunks + k;
+  ch.loadState(p.wsC + ws * dqk * dv, dv, at.j0, p.wsN + ws * dqk, p.wsM + ws);
+  ch.template loadTokens<true>(p, row0, at.j0, len);
+  __syncthreads();
+  ch.gates(p, row0, len);
+  __syncthreads();
+  ch.scores(len);
+  __syncthreads();
+  ch.normalizer(len);
+  __syncthreads();
+  ch.outputs(p, row0, at.j0, len);
+}
+
+/// The recurrent form token by token; grid (DV / kBlockDV, B * NH). Thread
+/// (rg, j) = (tid / kBlockDV, tid % kBlockDV) owns C rows rg + kGroups * r,
+/// column j, in registers; the threads of column 0 also own those rows of n.
+template <class Config> KGEN_DEVICE void recurrent(const Params &p) {
+  using T = typename Config::Type;
+  constexpr int kDQK = Config::kDQK, kDV = Config::kDV, kVB = Config::kBlockDV,
+                kThreads = Config::kThreads;
+  constexpr int kGroups = kThreads / kVB;
+  constexpr int kRows = kDQK / kGroups;
+  static_assert(kThreads % kVB == 0 && kDQK % kGroups == 0,
+                "threads tile the C slice exactly");
+  // q, k [kDQK], v [kVB], then two buffers (by token parity) of the column
+  // partial sums [kGroups][kVB] and the normalizer's partial sums [kGroups].
+  static_assert(4 * (2 * kDQK + kVB + 2 * (kGroups * kVB + kGroups)) ==
+                    Config::kSmemBytes,
+                "kSmemBytes disagrees with the template's smem layout");
+  extern __shared__ __attribute__((aligned(16))) unsigned char kgen_smem[];
+  float *const sq = reinterpret_cast<float *>(kgen_smem);
+  float *const sk = sq + kDQK;
+  float *const sv = sk + kDQK;
+  float *const red = sv + kVB;
+
+  const BlockIndex<Config> at;
+  const long long bh = at.bh;
+  const int tid = int(threadIdx.x);
+  const int j = tid % kVB, rg = tid / kVB;
+  const float scale = 1.f / sqrtf(float(kDQK));
+
+  float c[kRows], nr[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    const int i = rg + kGroups * r;
+    c[r] = p.c0 ? p.c0[(bh * kDQK + i) * kDV + at.j0 + j] : 0.f;
+    nr[r] = p.n0 ? p.n0[bh * kDQK + i] : 0.f;
+  }
+  float m = p.m0 ? p.m0[bh] : 0.f;
+
+  for (int t = 0; t < p.seq; ++t) {
+    const long long row = bh * p.seq + t;
+    for (int x = tid; x < kDQK; x += kThreads) {
+      sq[x] = scale * load<T>(p.q, row * kDQK + x);
+      sk[x] = load<T>(p.k, row * kDQK + x);
+    }
+    for (int x = tid; x < kVB; x += kThreads)
+      sv[x] = load<T>(p.v, row * kDV + at.j0 + x);
+    const float lf = logSigmoid(load<T>(p.f, row));
+    const float it = load<T>(p.i, row);
+    const float mNew = fmaxf(lf + m, it);
+    const float fg = expf(lf + m - mNew), ia = expf(it - mNew);
+    m = mNew;
+    __syncthreads();
+
+    float *const part = red + (t & 1) * (kGroups * kVB + kGroups);
+    float *const zpart = part + kGroups * kVB;
+    float acc = 0.f, zacc = 0.f;
+    const float vj = sv[j];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const int i = rg + kGroups * r;
+      c[r] = fg * c[r] + ia * sk[i] * vj;
+      acc += sq[i] * c[r];
+      if (j == 0) {
+        nr[r] = fg * nr[r] + ia * sk[i];
+        zacc += sq[i] * nr[r];
+      }
+    }
+    part[rg * kVB + j] = acc;
+    if (j == 0)
+      zpart[rg] = zacc;
+    __syncthreads();
+    // The next token writes q, k, v after this barrier and the other
+    // partial-sum buffer, so one more barrier is not needed.
+    if (tid < kVB) {
+      float num = 0.f, z = 0.f;
+      for (int g = 0; g < kGroups; ++g) {
+        num += part[g * kVB + tid];
+        z += zpart[g];
+      }
+      const float den = fmaxf(fabsf(z), expf(-m)) + p.eps;
+      store<T>(p.h, row * kDV + at.j0 + tid, num / den);
+    }
+  }
+
+  if (p.cT)
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+      p.cT[(bh * kDQK + rg + kGroups * r) * kDV + at.j0 + j] = c[r];
+  // sq is free after the last token's barrier.
+  const bool last =
+      (p.nT || p.mT) && lastOfHead(p, bh, BlockIndex<Config>::kSlices, sq);
+  if (p.nT && last && j == 0)
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+      p.nT[bh * kDQK + rg + kGroups * r] = nr[r];
+  if (p.mT && last && tid == 0)
+    p.mT[bh] = m;
+}
+
+} // namespace kgen::mlstm

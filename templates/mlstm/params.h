@@ -1,0 +1,35 @@
+//===- params.h - The one argument of every mLSTM kernel --------*- C++ -*-===//
+//
+// Shared by the kernel templates and the host (lib/Runtime/MlstmRuntime.cpp
+// includes this file): every mLSTM kernel takes one Params by value, so the
+// host and the device agree on the argument layout by construction. Plain
+// types only: nvrtc and hiprtc see no system headers.
+//
+// Layouts (row-major, packed): q, k (B, NH, S, DQK); v, h (B, NH, S, DV);
+// i, f (B, NH, S), all of the problem's input dtype. States are fp32:
+// C (B, NH, DQK, DV), n (B, NH, DQK), m (B, NH). The per-chunk states of the
+// two-phase variant (the state entering chunk k) live in a workspace:
+// wsC (B*NH, chunks, DQK, DV), wsN (B*NH, chunks, DQK), wsM (B*NH, chunks).
+//
+//===----------------------------------------------------------------------===//
+
+#pragma once
+
+namespace kgen::mlstm {
+
+struct Params {
+  const void *q, *k, *v;     ///< the problem's input dtype
+  const void *i, *f;         ///< gate pre-activations, input dtype
+  void *h;                   ///< output, input dtype
+  const float *c0, *n0, *m0; ///< initial states; null when not given
+  float *cT, *nT, *mT;       ///< final states; null when not returned
+  float *wsC, *wsN, *wsM;    ///< per-chunk states (two-phase only)
+  /// One per head, zero before and after every launch: the last block of a
+  /// head to finish writes the final n and m (see lastOfHead in mlstm.h).
+  unsigned *counters;
+  int batch, heads, seq; ///< run-time extents
+  int chunks;            ///< ceil(seq / chunk)
+  float eps;             ///< added to the normalizer
+};
+
+} // namespace kgen::mlstm

@@ -1,0 +1,160 @@
+//===- MlstmCodegenTest.cpp - mLSTM problem, config, JSON, emitter --------===//
+
+#include "kgen/Error.h"
+#include "kgen/Mlstm.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <set>
+
+using namespace kgen;
+
+namespace {
+
+MlstmProblem problem(int64_t b, int64_t nh, int64_t s, int dqk, int dv) {
+  MlstmProblem p;
+  p.b = b;
+  p.nh = nh;
+  p.s = s;
+  p.dqk = dqk;
+  p.dv = dv;
+  return p;
+}
+
+} // namespace
+
+TEST(MlstmJson, RoundTrip) {
+  MlstmProblem p = problem(4, 16, 8192, 128, 256);
+  p.dtype = DType::F16;
+  p.initialState = true;
+  p.finalState = true;
+  p.eps = 1e-5f;
+  EXPECT_EQ(mlstmProblemFromJson(toJson(p)), p);
+  MlstmConfig c{MlstmVariant::TwoPhase, 32, 16, 8};
+  EXPECT_EQ(mlstmConfigFromJson(toJson(c)), c);
+  EXPECT_EQ(toJson(c).dump(),
+            R"({"blockDV":16,"chunk":32,"variant":"twophase","warps":8})");
+}
+
+TEST(MlstmJson, ErrorsNameTheField) {
+  auto msg = [](const char *text, bool config) {
+    try {
+      auto j = nlohmann::json::parse(text);
+      if (config)
+        mlstmConfigFromJson(j);
+      else
+        mlstmProblemFromJson(j);
+    } catch (const Error &e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(msg(R"({"dqk":64,"dv":64,"heads":8})", false),
+            "invalid mlstm JSON: unknown field 'heads' in mlstm problem");
+  EXPECT_EQ(msg(R"({"dqk":64})", false), "invalid mlstm JSON: missing 'dv'");
+  EXPECT_EQ(msg(R"({"dqk":64,"dv":64,"dtype":"f8"})", false),
+            "invalid mlstm JSON: 'dtype' = \"f8\" is not a dtype (bf16, f16, "
+            "f32)");
+  EXPECT_EQ(msg(R"({"variant":"flash"})", true),
+            "invalid mlstm JSON: 'variant' = \"flash\" must be "
+            "\"recurrent\", \"fused\" or \"twophase\"");
+  EXPECT_EQ(msg(R"({"dqk":64,"dv":64,"final":1})", false),
+            "invalid mlstm JSON: 'final' must be true or false, got 1");
+}
+
+TEST(MlstmLimits, ProblemMessages) {
+  EXPECT_EQ(*checkProblem(problem(1, 1, 1, 48, 64)),
+            "mlstm: dqk = 48 must be a multiple of 16 between 64 and 512");
+  EXPECT_EQ(*checkProblem(problem(1, 1, 1, 64, 1024)),
+            "mlstm: dv = 1024 must be a multiple of 16 between 64 and 512");
+  EXPECT_EQ(*checkProblem(problem(1, 1, 0, 64, 64)),
+            "mlstm: s = 0 must be >= 1");
+  EXPECT_EQ(*checkProblem(problem(1024, 128, 1, 64, 64)),
+            "mlstm: b * nh = 131072 exceeds 65535 (one grid row per head); "
+            "split the batch");
+  EXPECT_FALSE(checkProblem(problem(1, 8, 1, 64, 512)));
+}
+
+TEST(MlstmLimits, ConfigMessages) {
+  MlstmProblem p = problem(1, 8, 100, 256, 512);
+  EXPECT_EQ(*checkConfig(p, {MlstmVariant::Fused, 24, 64, 4}, Target::SM90A),
+            "config: chunk = 24 must be 16, 32, 64 or 128 for the fused "
+            "variant");
+  EXPECT_EQ(*checkConfig(p, {MlstmVariant::Fused, 64, 48, 4}, Target::SM90A),
+            "config: blockDV = 48 must be a power of two >= 8 that divides "
+            "dv = 512");
+  EXPECT_EQ(*checkConfig(p, {MlstmVariant::Fused, 128, 128, 4}, Target::SM90A),
+            "config: shared memory 365600 B of the fused kernel exceeds "
+            "sm_90a's 232448 B per block; lower chunk or blockDV");
+  EXPECT_EQ(*checkConfig(p, {MlstmVariant::Recurrent, 0, 64, 2}, Target::SM80),
+            "config: 512 fp32 state registers per thread (C and n rows, dqk "
+            "* blockDV / threads each) exceed the 128 kgen allows on sm_80; "
+            "use more warps or a smaller blockDV");
+  EXPECT_FALSE(checkConfig(p, {MlstmVariant::Fused, 64, 64, 4}, Target::SM90A));
+  // The recurrent kernel ignores chunk.
+  EXPECT_FALSE(
+      checkConfig(p, {MlstmVariant::Recurrent, 0, 32, 8}, Target::SM90A));
+}
+
+TEST(MlstmCandidates, ValidRankedAndEveryVariant) {
+  for (Target t : kAllTargets)
+    for (const MlstmProblem &p :
+         {problem(8, 8, 8192, 256, 512), problem(1, 8, 2048, 64, 64),
+          problem(64, 8, 1, 256, 512), problem(4, 16, 8192, 128, 256)}) {
+      std::vector<MlstmConfig> cs = enumerateConfigs(p, t);
+      ASSERT_FALSE(cs.empty()) << toString(t);
+      std::set<MlstmVariant> variants;
+      double last = 0;
+      for (const MlstmConfig &c : cs) {
+        EXPECT_FALSE(checkConfig(p, c, t)) << toJson(c).dump();
+        double cost = mlstmModelCost(p, c, t);
+        EXPECT_GE(cost, last);
+        last = cost;
+        variants.insert(c.variant);
+      }
+      // CDNA's 64 KiB LDS holds no chunk of DQK = 256 with its C slice.
+      if (targetInfo(t).vendor == Vendor::NVIDIA || p.dqk <= 128)
+        EXPECT_EQ(variants.size(), 3u) << toString(t) << " dqk " << p.dqk;
+      EXPECT_FALSE(checkConfig(p, defaultConfig(p, t), t));
+    }
+}
+
+TEST(MlstmCandidates, BatchAwareDefault) {
+  // Decoding: recurrent; many heads: fused; few heads: two-phase.
+  EXPECT_EQ(defaultConfig(problem(64, 8, 1, 256, 512), Target::SM90A).variant,
+            MlstmVariant::Recurrent);
+  EXPECT_EQ(defaultConfig(problem(8, 8, 8192, 256, 512), Target::SM90A).variant,
+            MlstmVariant::Fused);
+  EXPECT_EQ(defaultConfig(problem(1, 8, 2048, 64, 64), Target::SM90A).variant,
+            MlstmVariant::TwoPhase);
+}
+
+TEST(MlstmEmitter, NamesSourceAndLaunch) {
+  MlstmProblem p = problem(2, 8, 100, 256, 512);
+  MlstmConfig c{MlstmVariant::TwoPhase, 64, 32, 4};
+  EXPECT_EQ(mlstmKernelName(p, c, MlstmKernel::States),
+            "kgen_mlstm_bf16_qk256_v512_states_c64_d32_w4");
+  EXPECT_EQ(mlstmKernelName(p, {MlstmVariant::Recurrent, 0, 64, 8},
+                            MlstmKernel::Recurrent),
+            "kgen_mlstm_bf16_qk256_v512_recurrent_d64_w8");
+  KernelSource ks = emitMlstm(p, c, MlstmKernel::Outputs, Target::SM90A);
+  EXPECT_EQ(ks.name, "kgen_mlstm_bf16_qk256_v512_outputs_c64_d32_w4");
+  EXPECT_NE(ks.source.find("kgen::mlstm::outputs<Config>(p);"),
+            std::string::npos);
+  EXPECT_NE(ks.source.find("static constexpr int kDQK = 256, kDV = 512;"),
+            std::string::npos);
+  EXPECT_EQ(ks.threads, 128);
+  EXPECT_EQ(ks.headers.back(), "kgen/mlstm/mlstm.h");
+  LaunchDims d =
+      mlstmLaunchDims(p, c, MlstmKernel::Outputs, Target::SM90A, 2, 8, 100);
+  EXPECT_EQ(d.grid[0], 16u * 2u); // 16 slices x 2 chunks
+  EXPECT_EQ(d.grid[1], 16u);
+  EXPECT_EQ(d.smemBytes, unsigned(ks.smemBytes));
+  d = mlstmLaunchDims(p, c, MlstmKernel::States, Target::SM90A, 2, 8, 100);
+  EXPECT_EQ(d.grid[0], 16u);
+  EXPECT_EQ(mlstmWorkspaceBytes(p, c, 2, 8, 100),
+            size_t(16 * 2) * (256 * 512 + 256 + 1) * 4);
+  EXPECT_EQ(mlstmWorkspaceBytes(p, {MlstmVariant::Fused, 64, 32, 4}, 2, 8, 100),
+            0u);
+}
