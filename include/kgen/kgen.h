@@ -15,6 +15,7 @@
 #include "kgen/Attention.h"
 #include "kgen/Codegen/Emitter.h"
 #include "kgen/Error.h"
+#include "kgen/Mlstm.h"
 #include "kgen/Problem.h"
 #include "kgen/Runtime/Backend.h"
 #include "kgen/Runtime/Bundle.h"
@@ -68,6 +69,27 @@ struct AttentionArgs {
   size_t workspaceBytes = 0;
 };
 
+/// Device pointers and run-time extents of one mLSTM forward (layouts in
+/// kgen/Mlstm.h). State pointers must be given exactly when the problem says
+/// so; final states may alias the initial ones (updated in place).
+struct MlstmArgs {
+  const void *q = nullptr, *k = nullptr, *v = nullptr;
+  const void *i = nullptr, *f = nullptr;
+  void *h = nullptr;
+  const float *c0 = nullptr, *n0 = nullptr, *m0 = nullptr;
+  float *cT = nullptr, *nT = nullptr, *mT = nullptr;
+  int64_t b = -1, nh = -1, s = -1; ///< -1 takes the problem's
+  /// Optional caller-owned workspace of at least Runtime::mlstmWorkspace
+  /// bytes, zero-filled before its first use (the kernels leave its counters
+  /// zero). Without one the runtime keeps its own, grown on demand and
+  /// shared by every call of this Runtime: such calls must then be ordered
+  /// (one stream, or synchronized).
+  void *workspace = nullptr;
+  size_t workspaceBytes = 0;
+  /// Forces a config (benchmarks, tuning); null: the dispatcher's choice.
+  const MlstmConfig *config = nullptr;
+};
+
 /// A compiled kernel variant, ready to launch (or, with no GPU, just built).
 /// Kernels of every family share this; `problem` and `config` are set for
 /// GEMM kernels (isGemm) only.
@@ -82,6 +104,14 @@ struct Kernel {
   bool bundled = false; ///< read from an ahead-of-time bundle
   double compileMs = 0;
   Backend::Function function = nullptr; ///< null without a GPU
+};
+
+/// The kernels of one mLSTM variant (two for two-phase), built for a
+/// problem; what Runtime::mlstm launches.
+struct MlstmPlan {
+  MlstmProblem problem;
+  MlstmConfig config;
+  std::vector<std::shared_ptr<Kernel>> kernels;
 };
 
 /// When kgen measures kernels (set here or with $KGEN_TUNE).
@@ -167,6 +197,27 @@ public:
   AttentionConfig selectAttention(const AttentionProblem &p,
                                   const AttentionArgs &args);
 
+  /// The mLSTM forward on `stream` with the dispatcher's choice for the
+  /// call's (B, NH, S); see MlstmArgs for states and the workspace.
+  void mlstm(const MlstmProblem &p, const MlstmArgs &args,
+             void *stream = nullptr);
+  /// The plan `mlstm` runs for this call, chosen (heuristic or tuning DB
+  /// later) and built on first use, then remembered per resolved problem.
+  std::shared_ptr<const MlstmPlan> selectMlstm(const MlstmProblem &p,
+                                               const MlstmArgs &args,
+                                               void *stream = nullptr);
+  /// Build an explicit mLSTM variant for `t` (default: this runtime's).
+  std::shared_ptr<const MlstmPlan>
+  compileMlstm(const MlstmProblem &p, const MlstmConfig &c,
+               std::optional<Target> t = std::nullopt,
+               void *captureStream = nullptr);
+  /// Launch a built plan with the call's arguments.
+  void launchMlstm(const MlstmPlan &plan, const MlstmArgs &args,
+                   void *stream = nullptr);
+  /// Workspace bytes a call of `plan` needs (per-head counters, and the
+  /// per-chunk states of the two-phase variant).
+  static size_t mlstmWorkspace(const MlstmPlan &plan, const MlstmArgs &args);
+
   /// The problem a call will run: `p` with M from args and alignments
   /// lowered to what the pointers and leading dimensions allow. Throws on
   /// invalid arguments (strides smaller than a row, null pointers).
@@ -206,6 +257,11 @@ private:
                                   const AttentionConfig *forced, void *stream);
   void launchAttention(const AttentionProblem &p, const AttentionChoice &ch,
                        const AttentionArgs &args, void *stream);
+
+  /// mLSTM dispatch table and workspace (lib/Runtime/MlstmRuntime.cpp);
+  /// declared after backend_, so it is released first.
+  struct MlstmState;
+  std::shared_ptr<MlstmState> mlstm_;
 
   /// The kernel of a bundle entry compiled from `src`, loaded on the GPU.
   std::shared_ptr<Kernel> loadBundled(const BundleEntry &e,

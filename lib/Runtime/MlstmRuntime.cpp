@@ -1,0 +1,244 @@
+//===- MlstmRuntime.cpp - kgen::Runtime's mLSTM entry points --------------===//
+//
+// problem + args -> resolved problem (B, NH, S of the call) -> plan
+// (heuristic config, remembered per resolved problem) -> kernels built
+// through Runtime::compileSource -> launches with one Params by value.
+//
+// The workspace holds one counter per head (zero between launches; the
+// kernels' lastOfHead uses it so states can be updated in place) and, for
+// the two-phase variant, the state entering every chunk. The runtime keeps
+// one, grown on demand, unless the call brings its own.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kgen/kgen.h"
+
+#include "mlstm/params.h" // templates/mlstm/params.h: the kernels' argument
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <cstdio>
+
+namespace kgen {
+
+struct Runtime::MlstmState {
+  std::mutex mu;
+  std::map<std::string, std::shared_ptr<const MlstmPlan>> dispatch;
+  Backend *backend = nullptr;
+  void *workspace = nullptr;
+  size_t workspaceBytes = 0;
+  ~MlstmState() {
+    if (workspace && backend)
+      backend->free(workspace);
+  }
+};
+
+namespace {
+
+/// The call's extents in the problem.
+MlstmProblem resolveMlstm(const MlstmProblem &p, const MlstmArgs &a) {
+  MlstmProblem r = p;
+  if (a.b >= 0)
+    r.b = a.b;
+  if (a.nh >= 0)
+    r.nh = a.nh;
+  if (a.s >= 0)
+    r.s = a.s;
+  if (auto e = checkProblem(r))
+    throw Error(*e);
+  const char *missing = !a.q   ? "q"
+                        : !a.k ? "k"
+                        : !a.v ? "v"
+                        : !a.i ? "i"
+                        : !a.f ? "f"
+                        : !a.h ? "h"
+                               : nullptr;
+  if (missing)
+    throw Error(std::string("mlstm: null device pointer for ") + missing);
+  auto states = [](bool want, const void *c, const void *n, const void *m,
+                   const char *which) {
+    const int given = (c != nullptr) + (n != nullptr) + (m != nullptr);
+    if (want && given != 3)
+      throw Error(std::string("mlstm: the problem has ") + which +
+                  " states but C, n or m is null; pass all three");
+    if (!want && given != 0)
+      throw Error(std::string("mlstm: ") + which +
+                  " state pointers given but the problem has none; set " +
+                  (which[0] == 'i' ? "initial" : "final") +
+                  " in the problem, or pass null");
+  };
+  states(p.initialState, a.c0, a.n0, a.m0, "initial");
+  states(p.finalState, a.cT, a.nT, a.mT, "final");
+  return r;
+}
+
+std::string dispatchKey(const MlstmProblem &r) {
+  std::string k;
+  for (int64_t v :
+       {r.b, r.nh, r.s, int64_t(r.dqk), int64_t(r.dv), int64_t(r.dtype),
+        int64_t(r.initialState), int64_t(r.finalState)})
+    k += std::to_string(v) + ",";
+  char eps[32];
+  std::snprintf(eps, sizeof(eps), "%a", double(r.eps));
+  return k + eps;
+}
+
+constexpr size_t kCounterAlign = 256;
+
+size_t counterBytes(int64_t bh) {
+  return (size_t(bh) * sizeof(unsigned) + kCounterAlign - 1) / kCounterAlign *
+         kCounterAlign;
+}
+
+} // namespace
+
+size_t Runtime::mlstmWorkspace(const MlstmPlan &plan, const MlstmArgs &args) {
+  MlstmProblem r = resolveMlstm(plan.problem, args);
+  return counterBytes(r.b * r.nh) +
+         mlstmWorkspaceBytes(r, plan.config, r.b, r.nh, r.s);
+}
+
+std::shared_ptr<const MlstmPlan>
+Runtime::compileMlstm(const MlstmProblem &p, const MlstmConfig &c,
+                      std::optional<Target> target, void *captureStream) {
+  const Target t = target.value_or(target_);
+  if (auto e = checkConfig(p, c, t))
+    throw Error(*e);
+  auto plan = std::make_shared<MlstmPlan>();
+  plan->problem = p;
+  plan->config = c;
+  for (MlstmKernel k : mlstmKernels(c.variant))
+    plan->kernels.push_back(
+        compileSource(emitMlstm(p, c, k, t), captureStream));
+  return plan;
+}
+
+std::shared_ptr<const MlstmPlan> Runtime::selectMlstm(const MlstmProblem &p,
+                                                      const MlstmArgs &args,
+                                                      void *stream) {
+  MlstmProblem r = resolveMlstm(p, args);
+  std::string key = dispatchKey(r);
+  if (args.config)
+    key += "|" + toJson(*args.config).dump();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!mlstm_) {
+      mlstm_ = std::make_shared<MlstmState>();
+      mlstm_->backend = backend_.get();
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mlstm_->mu);
+    if (auto it = mlstm_->dispatch.find(key); it != mlstm_->dispatch.end())
+      return it->second;
+  }
+  if (stream && backend_ && backend_->isCapturing(stream))
+    throw Error("mlstm: no kernel is loaded yet for this problem and the "
+                "stream is being captured into a graph; run the call once "
+                "before capture");
+  // No measurements yet: the heuristic (the seed's batch-aware choice).
+  // The plan keeps the caller's state flags; they do not change the code.
+  std::shared_ptr<const MlstmPlan> plan = compileMlstm(
+      r, args.config ? *args.config : defaultConfig(r, target_), target_,
+      stream);
+  std::lock_guard<std::mutex> lock(mlstm_->mu);
+  return mlstm_->dispatch.emplace(key, plan).first->second;
+}
+
+void Runtime::mlstm(const MlstmProblem &p, const MlstmArgs &args,
+                    void *stream) {
+  if (!backend_)
+    throw Error("mlstm: no GPU runtime with a device was found, so nothing "
+                "can run (kernels can still be compiled: kgen compile)");
+  launchMlstm(*selectMlstm(p, args, stream), args, stream);
+}
+
+void Runtime::launchMlstm(const MlstmPlan &plan, const MlstmArgs &args,
+                          void *stream) {
+  for (const auto &k : plan.kernels)
+    if (!backend_ || !k->function)
+      throw Error("launch: kernel " + k->source.name +
+                  " is not loaded on a GPU (compiled for " +
+                  std::string(toString(k->source.target)) + ")");
+  const MlstmProblem &kp = plan.problem;
+  MlstmProblem r = resolveMlstm(kp, args);
+  if (r.dqk != kp.dqk || r.dv != kp.dv || r.dtype != kp.dtype)
+    throw Error("mlstm: the call's problem differs from the plan's");
+  const int64_t bh = r.b * r.nh;
+  const size_t need = mlstmWorkspace(plan, args);
+
+  unsigned char *ws = static_cast<unsigned char *>(args.workspace);
+  if (ws) {
+    if (args.workspaceBytes < need)
+      throw Error("mlstm: the workspace of " +
+                  std::to_string(args.workspaceBytes) +
+                  " B is smaller than "
+                  "the " +
+                  std::to_string(need) +
+                  " B this call needs "
+                  "(Runtime::mlstmWorkspace)");
+  } else {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!mlstm_) {
+        mlstm_ = std::make_shared<MlstmState>();
+        mlstm_->backend = backend_.get();
+      }
+    }
+    std::lock_guard<std::mutex> lock(mlstm_->mu);
+    if (mlstm_->workspaceBytes < need) {
+      // A launch on some stream may still use the old one.
+      if (mlstm_->workspace) {
+        backend_->synchronize();
+        backend_->free(mlstm_->workspace);
+        mlstm_->workspace = nullptr;
+        mlstm_->workspaceBytes = 0;
+      }
+      size_t bytes = std::max(need, size_t(1) << 20);
+      mlstm_->workspace = backend_->alloc(bytes);
+      backend_->memsetAsync(mlstm_->workspace, 0, bytes, stream);
+      mlstm_->workspaceBytes = bytes;
+    }
+    ws = static_cast<unsigned char *>(mlstm_->workspace);
+  }
+
+  mlstm::Params prm{};
+  prm.q = args.q;
+  prm.k = args.k;
+  prm.v = args.v;
+  prm.i = args.i;
+  prm.f = args.f;
+  prm.h = args.h;
+  prm.c0 = args.c0;
+  prm.n0 = args.n0;
+  prm.m0 = args.m0;
+  prm.cT = args.cT;
+  prm.nT = args.nT;
+  prm.mT = args.mT;
+  prm.batch = int(r.b);
+  prm.heads = int(r.nh);
+  prm.seq = int(r.s);
+  const int chunk = plan.config.chunk > 0 ? plan.config.chunk : 1;
+  prm.chunks = int((r.s + chunk - 1) / chunk);
+  prm.eps = kp.eps;
+  prm.counters = reinterpret_cast<unsigned *>(ws);
+  if (plan.config.variant == MlstmVariant::TwoPhase) {
+    float *states = reinterpret_cast<float *>(ws + counterBytes(bh));
+    const size_t perChunk = size_t(bh) * prm.chunks;
+    prm.wsC = states;
+    prm.wsN = prm.wsC + perChunk * kp.dqk * kp.dv;
+    prm.wsM = prm.wsN + perChunk * kp.dqk;
+  }
+  void *params[] = {&prm};
+  // plan.kernels follow mlstmKernels(variant), in launch order.
+  const std::vector<MlstmKernel> kinds = mlstmKernels(plan.config.variant);
+  for (size_t n = 0; n < plan.kernels.size(); ++n) {
+    const Kernel &k = *plan.kernels[n];
+    LaunchDims d = mlstmLaunchDims(kp, plan.config, kinds[n], k.source.target,
+                                   r.b, r.nh, r.s);
+    backend_->launch(k.function, d, params, stream);
+  }
+}
+
+} // namespace kgen
