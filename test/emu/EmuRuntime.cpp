@@ -37,6 +37,11 @@ namespace kgen::attention {
 extern unsigned char kgen_smem[emu::kSmemCapacity + 64]
     __attribute__((alias("_ZN4kgen4gemm9kgen_smemE")));
 }
+// The mLSTM templates declare theirs in kgen::mlstm: the same buffer.
+namespace kgen::mlstm {
+extern unsigned char kgen_smem[emu::kSmemCapacity + 64]
+    __attribute__((alias("_ZN4kgen4gemm9kgen_smemE")));
+}
 
 thread_local emu::Dim3 threadIdx, blockIdx;
 

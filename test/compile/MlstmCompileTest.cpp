@@ -1,0 +1,108 @@
+//===- MlstmCompileTest.cpp - Every mLSTM variant compiles, no GPU --------===//
+//
+// The candidates of every variant (recurrent, fused, two-phase) for a few
+// problems, and each dtype, through the real compilers: nvrtc for sm_80 and
+// sm_90a, hiprtc (Debian's ROCm 5.2) for gfx90a. AMD code is compiled only.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kgen/kgen.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <thread>
+
+using namespace kgen;
+
+namespace {
+
+MlstmProblem problem(int64_t b, int64_t s, int dqk, int dv, DType d) {
+  MlstmProblem p;
+  p.b = b;
+  p.nh = 8;
+  p.s = s;
+  p.dqk = dqk;
+  p.dv = dv;
+  p.dtype = d;
+  return p;
+}
+
+struct Job {
+  MlstmProblem p;
+  MlstmConfig c;
+};
+
+std::vector<Job> jobsFor(Target t) {
+  std::vector<Job> jobs;
+  for (const MlstmProblem &p : {problem(1, 2048, 64, 64, DType::BF16),
+                                problem(8, 8192, 256, 512, DType::BF16),
+                                problem(16, 1, 128, 128, DType::BF16)})
+    for (const MlstmConfig &c : enumerateConfigs(p, t))
+      jobs.push_back({p, c});
+  for (DType d : {DType::F16, DType::F32}) {
+    MlstmProblem p = problem(2, 4096, 128, 256, d);
+    std::set<MlstmVariant> seen;
+    for (const MlstmConfig &c : enumerateConfigs(p, t))
+      if (seen.insert(c.variant).second)
+        jobs.push_back({p, c});
+  }
+  return jobs;
+}
+
+} // namespace
+
+TEST(MlstmCompile, EveryVariantCompiles) {
+  RuntimeOptions opts;
+  opts.target = Target::SM90A;
+  Runtime rt(opts);
+  std::vector<Target> targets;
+  for (Vendor v : {Vendor::NVIDIA, Vendor::AMD}) {
+    std::string why;
+    if (openCompiler(v, &why)) {
+      if (v == Vendor::NVIDIA) {
+        targets.push_back(Target::SM80);
+        targets.push_back(Target::SM90A);
+      } else {
+        targets.push_back(Target::GFX90A);
+      }
+    } else {
+      std::printf("note: %s compiler unavailable: %s\n",
+                  v == Vendor::AMD ? "AMD" : "NVIDIA", why.c_str());
+    }
+  }
+  if (targets.empty())
+    GTEST_SKIP() << "neither nvrtc nor hiprtc is installed";
+
+  std::vector<std::vector<std::string>> failures(targets.size());
+  std::vector<std::set<MlstmVariant>> variants(targets.size());
+  std::vector<size_t> counts(targets.size());
+  std::vector<std::thread> threads;
+  for (size_t n = 0; n < targets.size(); ++n)
+    threads.emplace_back([&, n] {
+      for (const Job &j : jobsFor(targets[n])) {
+        try {
+          auto plan = rt.compileMlstm(j.p, j.c, targets[n]);
+          for (const auto &k : plan->kernels) {
+            ++counts[n];
+            if (k->binary.empty())
+              failures[n].push_back(k->source.name + ": empty binary");
+          }
+          variants[n].insert(j.c.variant);
+        } catch (const Error &e) {
+          failures[n].push_back(e.what());
+        }
+      }
+    });
+  for (std::thread &th : threads)
+    th.join();
+  for (size_t n = 0; n < targets.size(); ++n) {
+    std::printf("%s: %zu mlstm kernels compiled, %zu failed\n",
+                std::string(toString(targets[n])).c_str(), counts[n],
+                failures[n].size());
+    EXPECT_GT(counts[n], 20u);
+    EXPECT_EQ(variants[n].size(), 3u) << "every variant has a candidate";
+    for (const std::string &f : failures[n])
+      ADD_FAILURE() << toString(targets[n]) << ": " << f;
+  }
+}

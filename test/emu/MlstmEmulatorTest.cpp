@@ -1,0 +1,237 @@
+//===- MlstmEmulatorTest.cpp - mLSTM kernels on the emulated GPU ----------===//
+//
+// Runs the generated mLSTM kernels (every variant; NVIDIA and AMD builds;
+// bf16, f16, f32) on host threads (test/emu, as EmulatorTest.cpp explains)
+// against the recurrent form in fp64 from the same rounded inputs.
+//
+// The rule and the two naive implementations (recurrent and chunkwise in
+// fp32; the kernel's own formulation sets the bound) are in
+// test/MlstmHostReference.h. It holds for h, and for the returned C, n and m
+// (fp32).
+//
+// Runs: S in {1, 7, 64, 100} (one short chunk, exact chunks, a ragged last
+// one), with and without initial states, final states returned (updated in
+// place on some runs: the final pointers alias the initial ones), gates from
+// soft to saturated (f~ uniform in [-5, 10], i~ in [-10, 15]). Outputs and
+// final states start as NaN, shared memory starts as NaN in every block, the
+// workspace's states start as NaN; the per-head counters must be zero after
+// every launch.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../MlstmHostReference.h"
+#include "EmuRuntime.h"
+#include "kgen/Codegen/Reference.h"
+#include "kgen/Mlstm.h"
+#include "kgen/mlstm/params.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using kgen::DType;
+
+struct MlstmEmuPlan {
+  const char *label;
+  kgen::Target target;
+  DType dtype;
+  int dqk, dv;
+  kgen::MlstmConfig config;
+  bool (*launch[2])(const kgen::mlstm::Params &, const emu::Launch &, char *,
+                    size_t);
+};
+
+#include "mlstm_registry.inc"
+
+using namespace kgen::test;
+
+class MlstmEmulator : public ::testing::TestWithParam<int> {};
+
+TEST_P(MlstmEmulator, MatchesRecurrentReference) {
+  const MlstmEmuPlan &pl = kPlans[GetParam()];
+  SCOPED_TRACE(pl.label);
+  const DType dt = pl.dtype;
+  const int dqk = pl.dqk, dv = pl.dv;
+  kgen::MlstmProblem prob;
+  prob.dqk = dqk;
+  prob.dv = dv;
+  prob.dtype = dt;
+  const auto kinds = kgen::mlstmKernels(pl.config.variant);
+  // KGEN_MLSTM_EMU_SEED varies the inputs (the default seed is fixed).
+  const char *seed = std::getenv("KGEN_MLSTM_EMU_SEED");
+  std::mt19937 rng(uint32_t(1234 + GetParam() + (seed ? std::atoi(seed) : 0)));
+  std::uniform_real_distribution<float> unit(-1.f, 1.f), fDist(-5.f, 10.f),
+      iDist(-10.f, 15.f), mDist(-2.f, 6.f);
+
+  int run = 0;
+  for (int64_t S : {1, 7, 64, 100})
+    for (bool initial : {false, true}) {
+      ++run;
+      const int64_t B = 1 + run % 2, NH = 2, BH = B * NH;
+      const bool final = !(S == 7 && !initial);
+      const bool inPlace = initial && final && run % 4 == 0;
+      SCOPED_TRACE("S = " + std::to_string(S) + ", B = " + std::to_string(B) +
+                   (initial ? ", initial states" : "") +
+                   (final ? ", final states" : "") +
+                   (inPlace ? " (in place)" : ""));
+      HostTensor q(dt, size_t(BH * S * dqk)), k(dt, size_t(BH * S * dqk)),
+          v(dt, size_t(BH * S * dv)), ig(dt, size_t(BH * S)),
+          fg(dt, size_t(BH * S)), h(dt, size_t(BH * S * dv));
+      for (size_t e = 0; e < q.value.size(); ++e) {
+        q.set(e, unit(rng));
+        k.set(e, unit(rng));
+      }
+      for (size_t e = 0; e < v.value.size(); ++e)
+        v.set(e, unit(rng));
+      for (size_t e = 0; e < ig.value.size(); ++e) {
+        ig.set(e, iDist(rng));
+        fg.set(e, fDist(rng));
+      }
+      std::vector<float> c0, n0, m0;
+      if (initial) {
+        c0.resize(size_t(BH * dqk * dv));
+        n0.resize(size_t(BH * dqk));
+        m0.resize(size_t(BH));
+        for (float &x : c0)
+          x = unit(rng);
+        for (float &x : n0)
+          x = unit(rng);
+        for (float &x : m0)
+          x = mDist(rng);
+      }
+      const float nan = std::nanf("");
+      std::vector<float> cT(size_t(BH * dqk * dv), nan),
+          nT(size_t(BH * dqk), nan), mT(size_t(BH), nan);
+      // In place: the final states overwrite a copy of the initial ones.
+      std::vector<float> cIo = c0, nIo = n0, mIo = m0;
+
+      kgen::MlstmProblem rp = prob;
+      rp.b = B;
+      rp.nh = NH;
+      rp.s = S;
+      const int chunk = pl.config.chunk > 0 ? pl.config.chunk : 1;
+      const int chunks = int((S + chunk - 1) / chunk);
+      std::vector<unsigned> counters(size_t(BH), 0u);
+      const size_t wsFloats =
+          kgen::mlstmWorkspaceBytes(rp, pl.config, B, NH, S) / 4;
+      std::vector<float> ws(wsFloats, nan);
+
+      kgen::mlstm::Params prm{};
+      prm.q = q.bytes.data();
+      prm.k = k.bytes.data();
+      prm.v = v.bytes.data();
+      prm.i = ig.bytes.data();
+      prm.f = fg.bytes.data();
+      prm.h = h.bytes.data();
+      if (initial) {
+        prm.c0 = inPlace ? cIo.data() : c0.data();
+        prm.n0 = inPlace ? nIo.data() : n0.data();
+        prm.m0 = inPlace ? mIo.data() : m0.data();
+      }
+      if (final) {
+        prm.cT = inPlace ? cIo.data() : cT.data();
+        prm.nT = inPlace ? nIo.data() : nT.data();
+        prm.mT = inPlace ? mIo.data() : mT.data();
+      }
+      if (wsFloats) {
+        const size_t per = size_t(BH) * chunks;
+        prm.wsC = ws.data();
+        prm.wsN = prm.wsC + per * dqk * dv;
+        prm.wsM = prm.wsN + per * dqk;
+      }
+      prm.counters = counters.data();
+      prm.batch = int(B);
+      prm.heads = int(NH);
+      prm.seq = int(S);
+      prm.chunks = chunks;
+      prm.eps = prob.eps;
+
+      for (size_t n = 0; n < kinds.size(); ++n) {
+        const kgen::LaunchDims d =
+            kgen::mlstmLaunchDims(rp, pl.config, kinds[n], pl.target, B, NH, S);
+        emu::Launch l;
+        l.grid[0] = d.grid[0];
+        l.grid[1] = d.grid[1];
+        l.threads = int(d.block[0]);
+        l.waveSize = kgen::targetInfo(pl.target).waveSize;
+        l.smemBytes = int(d.smemBytes);
+        char message[2048] = {};
+        ASSERT_TRUE(pl.launch[n](prm, l, message, sizeof(message)))
+            << kgen::toString(kinds[n]) << ": " << message;
+      }
+      for (unsigned c : counters)
+        EXPECT_EQ(c, 0u) << "a per-head counter was left non-zero";
+
+      const MlstmInputs in{BH,
+                           S,
+                           dqk,
+                           dv,
+                           q,
+                           k,
+                           v,
+                           ig,
+                           fg,
+                           initial ? &c0 : nullptr,
+                           initial ? &n0 : nullptr,
+                           initial ? &m0 : nullptr};
+      MlstmOutputs<double> ref;
+      MlstmOutputs<float> rec, chw;
+      ref.init(in);
+      rec.init(in);
+      chw.init(in);
+      for (int64_t x = 0; x < BH; ++x) {
+        recurrentHead<double>(in, x, double(prob.eps), ref);
+        recurrentHead<float>(in, x, prob.eps, rec);
+        chunkwiseHead(in, x, std::max(pl.config.chunk, 1), prob.eps, chw);
+      }
+      // The naive implementation of the kernel's own formulation.
+      const bool recurrent = pl.config.variant == kgen::MlstmVariant::Recurrent;
+      const MlstmOutputs<float> &same = recurrent ? rec : chw,
+                                &other = recurrent ? chw : rec;
+
+      Check ch = compare(
+          dt, h.value.size(), [&](size_t i) { return h.get(i); }, ref.h,
+          [&](size_t i) { return roundTo(dt, same.h[i]); },
+          [&](size_t i) { return roundTo(dt, other.h[i]); });
+      EXPECT_TRUE(ch.pass()) << ch.describe("h");
+      if (final) {
+        const std::vector<float> &oc = inPlace ? cIo : cT,
+                                 &on = inPlace ? nIo : nT,
+                                 &om = inPlace ? mIo : mT;
+        auto states = [&](const char *what, const std::vector<float> &ours,
+                          const std::vector<double> &r,
+                          const std::vector<float> &a,
+                          const std::vector<float> &b) {
+          Check c = compare(
+              DType::F32, ours.size(),
+              [&](size_t i) { return double(ours[i]); }, r,
+              [&](size_t i) { return double(a[i]); },
+              [&](size_t i) { return double(b[i]); });
+          EXPECT_TRUE(c.pass()) << c.describe(what);
+        };
+        states("C", oc, ref.C, same.C, other.C);
+        states("n", on, ref.n, same.n, other.n);
+        states("m", om, ref.m, same.m, other.m);
+      }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Plans, MlstmEmulator,
+                         ::testing::Range(0, int(sizeof(kPlans) /
+                                                 sizeof(kPlans[0]))),
+                         [](const ::testing::TestParamInfo<int> &info) {
+                           std::string s = kPlans[info.param].label;
+                           for (char &c : s)
+                             if (!std::isalnum(static_cast<unsigned char>(c)))
+                               c = '_';
+                           return s;
+                         });
+
+} // namespace
