@@ -150,6 +150,20 @@ KGEN_C_API kgen_status_t kgen_attention(kgen_runtime_t *rt,
                                         const kgen_attention_args_t *args,
                                         void *stream);
 
+/** The mLSTM forward on `stream` (see kgen/Mlstm.h for layouts; problem
+ *  JSON as kgen::mlstmProblemFromJson, e.g. {"dqk":256,"dv":512,
+ *  "dtype":"bf16","initial":true,"final":true}). `config_json` NULL: the
+ *  dispatcher's choice, else that variant (e.g. {"variant":"fused",
+ *  "chunk":64,"blockDV":64,"warps":4}). State pointers (fp32) must be given
+ *  exactly when the problem says so; final ones may alias the initial ones.
+ *  b, nh, s: the call's extents (-1: the problem's). */
+KGEN_C_API kgen_status_t kgen_mlstm(
+    kgen_runtime_t *rt, const char *problem_json, const char *config_json,
+    const void *q, const void *k, const void *v, const void *i, const void *f,
+    void *h, const float *c0, const float *n0, const float *m0, float *c_out,
+    float *n_out, float *m_out, int64_t b, int64_t nh, int64_t s,
+    void *stream);
+
 /** Frees memory kgen allocated (kgen_emit's source). NULL is fine. */
 KGEN_C_API void kgen_free(void *p);
 

@@ -281,6 +281,53 @@ kgen_status_t kgen_attention(kgen_runtime_t *rt, const char *problem_json,
   });
 }
 
+kgen_status_t kgen_mlstm(kgen_runtime_t *rt, const char *problem_json,
+                         const char *config_json, const void *q,
+                         const void *k, const void *v, const void *i,
+                         const void *f, void *h, const float *c0,
+                         const float *n0, const float *m0, float *c_out,
+                         float *n_out, float *m_out, int64_t b, int64_t nh,
+                         int64_t s, void *stream) {
+  return guard([&] {
+    kgen_runtime &r = runtime(rt);
+    if (!problem_json)
+      throw InvalidArgument("kgen_mlstm: problem_json is NULL");
+    kgen::MlstmProblem p;
+    std::optional<kgen::MlstmConfig> cfg;
+    try {
+      p = kgen::mlstmProblemFromJson(nlohmann::json::parse(problem_json));
+      if (config_json)
+        cfg = kgen::mlstmConfigFromJson(nlohmann::json::parse(config_json));
+    } catch (const nlohmann::json::exception &e) {
+      throw InvalidArgument(std::string("kgen_mlstm: malformed JSON: ") +
+                            e.what());
+    } catch (const kgen::Error &e) {
+      throw InvalidArgument(e.what());
+    }
+    if (!r.rt.backend())
+      throw NoDevice("kgen_mlstm: no GPU runtime with a device was found, so "
+                     "nothing can run");
+    kgen::MlstmArgs a;
+    a.q = q;
+    a.k = k;
+    a.v = v;
+    a.i = i;
+    a.f = f;
+    a.h = h;
+    a.c0 = c0;
+    a.n0 = n0;
+    a.m0 = m0;
+    a.cT = c_out;
+    a.nT = n_out;
+    a.mT = m_out;
+    a.b = b;
+    a.nh = nh;
+    a.s = s;
+    a.config = cfg ? &*cfg : nullptr;
+    r.rt.mlstm(p, a, stream);
+  });
+}
+
 kgen_status_t kgen_emit(const char *problem_json, const char *config_json,
                         const char *target, int inline_, char **source_out) {
   return guard([&] {

@@ -135,6 +135,10 @@ def _declare(lib: ctypes.CDLL) -> None:
         "kgen_compile": (c_int, [c_void_p, c_char_p, c_char_p, c_char_p, ctypes.POINTER(_KernelInfo)]),
         "kgen_free": (None, [c_void_p]),
         "kgen_attention": (c_int, [c_void_p, c_char_p, c_char_p, ctypes.POINTER(_AttentionArgs), c_void_p]),
+        "kgen_mlstm": (
+            c_int,
+            [c_void_p, c_char_p, c_char_p] + [c_void_p] * 12 + [c_int64, c_int64, c_int64, c_void_p],
+        ),
     }
     for name, (res, args) in sigs.items():
         fn = getattr(lib, name)
@@ -249,6 +253,16 @@ class Runtime:
         """kgen_gemm on raw device pointers (ints): C = alpha*op(A)*op(B) + beta*C."""
         _check(self._lib.kgen_gemm(self.handle, _encode(problem), a, b, c, m, lda, ldb, ldc,
                                    float(alpha), float(beta), stream or None))
+
+    def mlstm_raw(self, problem, q: int, k: int, v: int, i: int, f: int, h: int, c0: int = 0,
+                  n0: int = 0, m0: int = 0, c_out: int = 0, n_out: int = 0, m_out: int = 0,
+                  b: int = -1, nh: int = -1, s: int = -1, config=None, stream: int = 0) -> None:
+        """kgen_mlstm on raw device pointers (ints; 0 for an absent state)."""
+        _check(self._lib.kgen_mlstm(self.handle, _encode(problem),
+                                    _encode(config) if config is not None else None,
+                                    q, k, v, i, f, h, c0 or None, n0 or None, m0 or None,
+                                    c_out or None, n_out or None, m_out or None, b, nh, s,
+                                    stream or None))
 
 
 _default: Optional[Runtime] = None
@@ -481,3 +495,42 @@ def attention(q, k, v, *, causal: bool = False, window: Optional[Sequence[int]] 
     stream = torch.cuda.current_stream(q.device).cuda_stream
     _check(rt._lib.kgen_attention(rt.handle, _encode(prob), _encode(config), ctypes.byref(a), stream))
     return (out, lse) if return_lse else out
+
+
+def mlstm(q, k, v, i, f, *, states=None, return_states: bool = False, states_out=None,
+          eps: float = 1e-6, config=None, runtime: Optional[Runtime] = None):
+    """The mLSTM forward on torch's current stream.
+
+    q, k: (B, NH, S, DQK); v: (B, NH, S, DV); i, f: (B, NH, S) gate
+    pre-activations; all one dtype (bf16, f16, f32), contiguous, on the GPU.
+    states: optional initial (C (B, NH, DQK, DV), n (B, NH, DQK), m (B, NH)),
+    fp32. With return_states, returns (h, (C, n, m)); states_out gives the
+    tensors to write them to (may be `states` itself: updated in place).
+    config: a dict forcing a variant ({"variant": "fused", "chunk": 64,
+    "blockDV": 64, "warps": 4}); None: the dispatcher's choice.
+    """
+    import torch
+    rt = runtime or default_runtime()
+    for name, t in (("q", q), ("k", k), ("v", v), ("i", i), ("f", f)):
+        if not t.is_contiguous():
+            raise Error(f"kgen.mlstm: {name} must be contiguous")
+        if t.dtype != q.dtype:
+            raise Error(f"kgen.mlstm: {name} is {t.dtype}, q is {q.dtype}; one dtype for all inputs")
+    B, NH, S, DQK = q.shape
+    DV = v.shape[-1]
+    h = torch.empty((B, NH, S, DV), dtype=q.dtype, device=q.device)
+    prob = {"dqk": int(DQK), "dv": int(DV), "dtype": _dtype_name(q.dtype), "b": int(B),
+            "nh": int(NH), "s": int(S), "initial": states is not None,
+            "final": bool(return_states or states_out is not None), "eps": float(eps)}
+    if prob["final"] and states_out is None:
+        states_out = (torch.empty((B, NH, DQK, DV), dtype=torch.float32, device=q.device),
+                      torch.empty((B, NH, DQK), dtype=torch.float32, device=q.device),
+                      torch.empty((B, NH), dtype=torch.float32, device=q.device))
+    ptr = lambda t: t.data_ptr() if t is not None else 0
+    c0, n0, m0 = states if states is not None else (None, None, None)
+    cT, nT, mT = states_out if states_out is not None else (None, None, None)
+    stream = torch.cuda.current_stream(q.device).cuda_stream
+    rt.mlstm_raw(json.dumps(prob), ptr(q), ptr(k), ptr(v), ptr(i), ptr(f), ptr(h), ptr(c0), ptr(n0),
+                 ptr(m0), ptr(cT), ptr(nT), ptr(mT), B, NH, S,
+                 json.dumps(config) if config is not None else None, stream)
+    return (h, states_out) if prob["final"] else h

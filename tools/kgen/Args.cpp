@@ -59,7 +59,7 @@ Args::Args(int argc, char **argv, int first) {
                                    "quiet", "force",      "misses",
                                    // attention's feature flags
                                    "causal", "varlen", "alibi", "bias", "lse",
-                                   "preload-v"};
+                                   "preload-v", "initial", "final"};
       bool isBare = false;
       for (const char *b : bare)
         isBare |= name == b;

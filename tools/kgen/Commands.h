@@ -26,6 +26,9 @@ int cmdTune(Args &args);
 bool wantsAttention(Args &args);
 /// `kgen emit|compile --family attention ...` (tools/kgen/Attention.cpp).
 int cmdAttention(Args &args, const std::string &verb);
+/// `kgen mlstm emit|compile|candidates`: the mLSTM family
+/// (tools/kgen/Mlstm.cpp).
+int cmdMlstm(Args &args);
 
 } // namespace kgen::cli
 

@@ -41,6 +41,7 @@ Commands:
   bundle    compile problems ahead of time into a bundle directory that a
             host program loads with no compiler (KGEN_BUNDLE)
   cache     inspect the kernel cache: list | stats | verify | clear
+  mlstm     the mLSTM (xLSTM) forward: emit | compile | candidates
   info      GPU runtimes, devices and compiler versions
 
 emit and compile take --family attention for flash attention problems
@@ -457,6 +458,8 @@ int main(int argc, char **argv) {
       return cmdTune(args);
     if (cmd == "cache")
       return cmdCache(args);
+    if (cmd == "mlstm")
+      return cmdMlstm(args);
     if (cmd == "info")
       return cmdInfo(args);
     std::fprintf(stderr, "kgen: unknown command '%s'\n\n%s", cmd.c_str(),
