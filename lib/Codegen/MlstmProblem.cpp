@@ -81,8 +81,10 @@ MlstmTraits mlstmTraits(const MlstmProblem &p, const MlstmConfig &c,
     int64_t accWords = p.dtype == DType::F32 ? 2 : 1;
     int64_t floats =
         int64_t(p.dqk) * c.blockDV + p.dqk + L * L * accWords + 8 * L + 8;
+    // Q and K rows padded by one 32-bit word (Chunk<>::kRow).
+    int64_t row = p.dqk + 4 / sizeOf(p.dtype);
     int64_t bytes =
-        4 * floats + int64_t(sizeOf(p.dtype)) * (2 * L * p.dqk + L * c.blockDV);
+        4 * floats + int64_t(sizeOf(p.dtype)) * (2 * L * row + L * c.blockDV);
     tr.smemBytes = int(std::min<int64_t>((bytes + 15) / 16 * 16, INT32_MAX));
     tr.rows = 0;
   }

@@ -65,7 +65,7 @@ template <class A, class B> struct Select<false, A, B> { using type = B; };
 /// Layout: C slice [kDQK][kBlockDV], n [kDQK], fp32; P [kChunk][kChunk]
 /// (the decayed intra-chunk scores), Acc; the gate prefix sums b and m^comb
 /// [kChunk] and the m entering the chunk, fp64; four fp32 per-token vectors
-/// [kChunk] and two scalars; then Q, K [kChunk][kDQK] and V
+/// [kChunk] and two scalars; then Q, K [kChunk][kRow] and V
 /// [kChunk][kBlockDV] in the input dtype.
 ///
 /// The prefix sums are fp64 because the exponents of the chunkwise form are
@@ -87,8 +87,12 @@ template <class Config> struct Chunk {
                        kThreads = Config::kThreads;
   static constexpr int kFloats =
       kDQK * kVB + kDQK + kL * kL * int(sizeof(Acc) / 4) + 8 * kL + 8;
+  /// Q and K rows are padded by one 32-bit word: the scores read K rows
+  /// (and the normalizer Q rows) across a warp, which would otherwise all
+  /// fall into one shared-memory bank.
+  static constexpr int kRow = kDQK + 4 / int(sizeof(T));
   static constexpr int kBytes =
-      (4 * kFloats + int(sizeof(T)) * (2 * kL * kDQK + kL * kVB) + 15) / 16 *
+      (4 * kFloats + int(sizeof(T)) * (2 * kL * kRow + kL * kVB) + 15) / 16 *
       16;
   static_assert(kBytes == Config::kSmemBytes,
                 "kSmemBytes disagrees with the template's smem layout");
@@ -119,8 +123,8 @@ template <class Config> struct Chunk {
     zden = wa + kL;
     scal = zden + kL;
     Q = reinterpret_cast<T *>(scal + 2);
-    K = Q + kL * kDQK;
-    V = K + kL * kDQK;
+    K = Q + kL * kRow;
+    V = K + kL * kRow;
   }
 
   /// C slice, n and m from (c, n, m) (rows of cStride floats, the slice at
@@ -159,9 +163,10 @@ template <class Config> struct Chunk {
     const T *q = static_cast<const T *>(p.q), *k = static_cast<const T *>(p.k),
             *v = static_cast<const T *>(p.v);
     for (int e = tid; e < len * kDQK; e += kThreads) {
-      K[e] = k[row0 * kDQK + e];
+      const int t = e / kDQK, i = e % kDQK;
+      K[t * kRow + i] = k[row0 * kDQK + e];
       if constexpr (kWithQ)
-        Q[e] = q[row0 * kDQK + e];
+        Q[t * kRow + i] = q[row0 * kDQK + e];
     }
     for (int e = tid; e < len * kVB; e += kThreads) {
       const int t = e / kVB, j = e % kVB;
@@ -209,8 +214,8 @@ template <class Config> struct Chunk {
       if (t < len && s <= t) {
         Acc dot = 0;
         for (int i = 0; i < kDQK; ++i)
-          dot += Acc(Convert<T>::toFloat(Q[t * kDQK + i])) *
-                 Acc(Convert<T>::toFloat(K[s * kDQK + i]));
+          dot += Acc(Convert<T>::toFloat(Q[t * kRow + i])) *
+                 Acc(Convert<T>::toFloat(K[s * kRow + i]));
         x = scale * dot *
             Acc(expf(float(bcum[t] - bcum[s] + ig[s] - mcomb[t])));
       }
@@ -225,7 +230,7 @@ template <class Config> struct Chunk {
     for (int t = tid; t < len; t += kThreads) {
       Acc dot = 0;
       for (int i = 0; i < kDQK; ++i)
-        dot += Acc(Convert<T>::toFloat(Q[t * kDQK + i])) * Acc(n[i]);
+        dot += Acc(Convert<T>::toFloat(Q[t * kRow + i])) * Acc(n[i]);
       Acc z = Acc(qfac[t]) * scale * dot;
       for (int s = 0; s <= t; ++s)
         z += P[t * kL + s];
@@ -242,7 +247,7 @@ template <class Config> struct Chunk {
       Acc inter = 0;
       for (int i = 0; i < kDQK; ++i)
         inter +=
-            Acc(Convert<T>::toFloat(Q[t * kDQK + i])) * Acc(C[i * kVB + j]);
+            Acc(Convert<T>::toFloat(Q[t * kRow + i])) * Acc(C[i * kVB + j]);
       Acc num = Acc(qfac[t]) * scale * inter;
       for (int s = 0; s <= t; ++s)
         num += P[t * kL + s] * Acc(Convert<T>::toFloat(V[s * kVB + j]));
@@ -258,14 +263,14 @@ template <class Config> struct Chunk {
       const int i = e / kVB, j = e % kVB;
       float acc = 0.f;
       for (int t = 0; t < len; ++t)
-        acc += Convert<T>::toFloat(K[t * kDQK + i]) * wa[t] *
+        acc += Convert<T>::toFloat(K[t * kRow + i]) * wa[t] *
                Convert<T>::toFloat(V[t * kVB + j]);
       C[e] = decay * C[e] + acc;
     }
     for (int i = tid; i < kDQK; i += kThreads) {
       float acc = 0.f;
       for (int t = 0; t < len; ++t)
-        acc += Convert<T>::toFloat(K[t * kDQK + i]) * wa[t];
+        acc += Convert<T>::toFloat(K[t * kRow + i]) * wa[t];
       n[i] = decay * n[i] + acc;
     }
   }

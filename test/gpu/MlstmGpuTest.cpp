@@ -9,17 +9,17 @@
 // config of that variant).
 //
 // Reference, on the CPU from the exact (rounded) inputs: the recurrent form
-// in fp64 (ref) and in fp32 with h rounded to the input dtype (naive: a
-// straightforward same-dtype implementation). The rule (DESIGN.md):
-// max|ours - ref| <= 2 * max|naive - ref|, never below half an ulp of the
-// output's dtype at max|ref|; for h and for the returned C, n, m (fp32).
+// in fp64; the bound: 2 x the error of a plain fp32 implementation of the
+// kernel's own formulation (recurrent or chunkwise with its chunk), h
+// rounded to the input dtype, never below half an ulp of the output dtype
+// (test/MlstmHostReference.h says why); for h and the returned C, n, m.
 // Outputs and final states start as NaN. Without a GPU every test is
 // skipped. KGEN_MLSTM_GPU_MAX_S (e.g. 100) limits S for compute-sanitizer
 // runs.
 //
 //===----------------------------------------------------------------------===//
 
-#include "kgen/Codegen/Reference.h"
+#include "../MlstmHostReference.h"
 #include "kgen/kgen.h"
 
 #include <gtest/gtest.h>
@@ -37,139 +37,7 @@ using namespace kgen;
 
 namespace {
 
-uint32_t encode(DType t, float v) {
-  uint32_t u;
-  std::memcpy(&u, &v, 4);
-  if (t == DType::F32)
-    return u;
-  if (t == DType::F16) {
-    _Float16 h = static_cast<_Float16>(v);
-    uint16_t b;
-    std::memcpy(&b, &h, 2);
-    return b;
-  }
-  return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-}
-
-double roundTo(DType t, double x) {
-  const uint32_t bits = encode(t, float(x));
-  unsigned char b[4];
-  std::memcpy(b, &bits, 4);
-  return decodeElement(t, b, 0);
-}
-
-/// Host values of one input tensor: the stored bytes and their exact values.
-struct HostTensor {
-  DType type;
-  std::vector<unsigned char> bytes;
-  std::vector<double> value;
-  HostTensor(DType t, size_t n)
-      : type(t), bytes(n * size_t(sizeOf(t))), value(n) {}
-  void set(size_t i, float v) {
-    uint32_t bits = encode(type, v);
-    std::memcpy(bytes.data() + i * sizeOf(type), &bits, size_t(sizeOf(type)));
-    value[i] = decodeElement(type, bytes.data(), i);
-  }
-};
-
-/// The recurrent form per head in Real arithmetic (one head per call, so
-/// the heads run on several host threads).
-template <class Real> struct Recurrent {
-  std::vector<Real> h, C, n, m;
-  void init(int64_t bh, int64_t S, int dqk, int dv) {
-    h.assign(size_t(bh * S * dv), 0);
-    C.assign(size_t(bh * dqk * dv), 0);
-    n.assign(size_t(bh * dqk), 0);
-    m.assign(size_t(bh), 0);
-  }
-  void head(int64_t x, int64_t S, int dqk, int dv, const HostTensor &q,
-            const HostTensor &k, const HostTensor &v, const HostTensor &ig,
-            const HostTensor &fg, const std::vector<float> *c0,
-            const std::vector<float> *n0, const std::vector<float> *m0,
-            Real eps) {
-    const Real scale = Real(1) / std::sqrt(Real(dqk));
-    Real *c = &C[size_t(x * dqk * dv)], *nn = &n[size_t(x * dqk)];
-    Real &mm = m[size_t(x)];
-    if (c0) {
-      for (int64_t e = 0; e < int64_t(dqk) * dv; ++e)
-        c[e] = Real((*c0)[size_t(x * dqk * dv + e)]);
-      for (int i = 0; i < dqk; ++i)
-        nn[i] = Real((*n0)[size_t(x * dqk + i)]);
-      mm = Real((*m0)[size_t(x)]);
-    }
-    std::vector<Real> qs(size_t(dqk));
-    for (int64_t t = 0; t < S; ++t) {
-      const size_t row = size_t(x * S + t);
-      const Real f = Real(fg.value[row]), it = Real(ig.value[row]);
-      const Real lf = std::min(f, Real(0)) - std::log1p(std::exp(-std::abs(f)));
-      const Real mNew = std::max(lf + mm, it);
-      const Real fp = std::exp(lf + mm - mNew), ip = std::exp(it - mNew);
-      mm = mNew;
-      Real z = 0;
-      for (int i = 0; i < dqk; ++i) {
-        qs[size_t(i)] = scale * Real(q.value[row * dqk + i]);
-        nn[i] = fp * nn[i] + ip * Real(k.value[row * dqk + i]);
-        z += qs[size_t(i)] * nn[i];
-      }
-      const Real den = std::max(std::abs(z), std::exp(-mm)) + eps;
-      Real *hr = &h[row * dv];
-      for (int j = 0; j < dv; ++j)
-        hr[j] = 0;
-      for (int i = 0; i < dqk; ++i) {
-        const Real ki = ip * Real(k.value[row * dqk + i]);
-        Real *ci = c + size_t(i) * dv;
-        const double *vr = &v.value[row * dv];
-        for (int j = 0; j < dv; ++j) {
-          ci[j] = fp * ci[j] + ki * Real(vr[j]);
-          hr[j] += qs[size_t(i)] * ci[j];
-        }
-      }
-      for (int j = 0; j < dv; ++j)
-        hr[j] /= den;
-    }
-  }
-};
-
-struct Check {
-  double errOurs = 0, errNaive = 0, maxRef = 0, floor = 0;
-  int64_t nonFinite = 0, worst = -1;
-  bool pass() const {
-    return nonFinite == 0 && errOurs <= std::max(2 * errNaive, floor);
-  }
-  std::string describe(const char *what) const {
-    char buf[320];
-    std::snprintf(buf, sizeof(buf),
-                  "%s: max|ours - ref| = %.3g (element %lld), bound %.3g (2 x "
-                  "naive %.3g, half-ulp floor %.3g), ours/naive %.2f, %lld "
-                  "non-finite",
-                  what, errOurs, (long long)worst,
-                  std::max(2 * errNaive, floor), errNaive, floor,
-                  errNaive > 0 ? errOurs / errNaive : 0.0,
-                  (long long)nonFinite);
-    return buf;
-  }
-};
-
-template <class Ours, class Naive>
-Check compare(DType t, size_t count, Ours ours, const std::vector<double> &ref,
-              Naive naive) {
-  Check c;
-  for (size_t i = 0; i < count; ++i) {
-    const double o = ours(i), r = ref[i];
-    c.maxRef = std::max(c.maxRef, std::abs(r));
-    if (!std::isfinite(o)) {
-      ++c.nonFinite;
-      continue;
-    }
-    if (std::abs(o - r) > c.errOurs) {
-      c.errOurs = std::abs(o - r);
-      c.worst = int64_t(i);
-    }
-    c.errNaive = std::max(c.errNaive, std::abs(naive(i) - r));
-  }
-  c.floor = halfUlp(t, c.maxRef);
-  return c;
-}
+using namespace kgen::test;
 
 struct DeviceBuffer {
   Backend *be;
@@ -303,72 +171,88 @@ void runCase(const Case &cs) {
     a.nT = static_cast<float *>(cs.inPlace ? dn0.p : dnT.p);
     a.mT = static_cast<float *>(cs.inPlace ? dm0.p : dmT.p);
   }
+  std::shared_ptr<const MlstmPlan> plan;
   if (cs.variant) {
-    MlstmConfig best{};
-    bool found = false;
+    std::optional<MlstmConfig> best;
     for (const MlstmConfig &c : enumerateConfigs(p, rt.target()))
       if (c.variant == *cs.variant) {
         best = c;
-        found = true;
         break;
       }
-    if (!found)
+    if (!best)
       GTEST_SKIP() << "no " << toString(*cs.variant) << " config fits";
-    auto plan = rt.compileMlstm(p, best);
-    std::printf("[ mlstm    ] %s: %s\n", cs.describe().c_str(),
-                plan->kernels[0]->source.name.c_str());
-    rt.launchMlstm(*plan, a);
+    plan = rt.compileMlstm(p, *best);
   } else {
-    rt.mlstm(p, a);
+    plan = rt.selectMlstm(p, a); // what rt.mlstm(p, a) runs
   }
+  rt.launchMlstm(*plan, a);
   be->synchronize();
+  const MlstmConfig &cfg = plan->config;
+  std::printf("[ mlstm    ] %s: %s (%s, chunk %d)\n", cs.describe().c_str(),
+              plan->kernels[0]->source.name.c_str(),
+              std::string(toString(cfg.variant)).c_str(), cfg.chunk);
 
-  Recurrent<double> ref;
-  Recurrent<float> naive;
-  ref.init(BH, S, dqk, dv);
-  naive.init(BH, S, dqk, dv);
+  const MlstmInputs in{BH,
+                       S,
+                       dqk,
+                       dv,
+                       q,
+                       k,
+                       v,
+                       ig,
+                       fg,
+                       cs.initial ? &c0 : nullptr,
+                       cs.initial ? &n0 : nullptr,
+                       cs.initial ? &m0 : nullptr};
+  MlstmOutputs<double> ref;
+  MlstmOutputs<float> rec, chw;
+  ref.init(in);
+  rec.init(in);
+  chw.init(in);
+  const int chunk = cfg.chunk > 0 ? cfg.chunk : 64;
   {
     const unsigned nt = std::max(1u, std::thread::hardware_concurrency());
     std::vector<std::thread> ts;
     for (unsigned w = 0; w < nt; ++w)
       ts.emplace_back([&, w] {
         for (int64_t x = w; x < BH; x += nt) {
-          ref.head(x, S, dqk, dv, q, k, v, ig, fg, cs.initial ? &c0 : nullptr,
-                   cs.initial ? &n0 : nullptr, cs.initial ? &m0 : nullptr,
-                   double(p.eps));
-          naive.head(x, S, dqk, dv, q, k, v, ig, fg, cs.initial ? &c0 : nullptr,
-                     cs.initial ? &n0 : nullptr, cs.initial ? &m0 : nullptr,
-                     p.eps);
+          recurrentHead<double>(in, x, double(p.eps), ref);
+          recurrentHead<float>(in, x, p.eps, rec);
+          chunkwiseHead(in, x, chunk, p.eps, chw);
         }
       });
     for (auto &t : ts)
       t.join();
   }
+  const bool recurrent = cfg.variant == MlstmVariant::Recurrent;
+  const MlstmOutputs<float> &same = recurrent ? rec : chw,
+                            &other = recurrent ? chw : rec;
 
   std::vector<unsigned char> h = dh.download<unsigned char>();
   Check ch = compare(
       dt, ref.h.size(),
       [&](size_t i) { return decodeElement(dt, h.data(), i); }, ref.h,
-      [&](size_t i) { return roundTo(dt, naive.h[i]); });
-  std::printf("[ mlstm    ] %s: %s\n", cs.describe().c_str(),
-              ch.describe("h").c_str());
+      [&](size_t i) { return roundTo(dt, same.h[i]); },
+      [&](size_t i) { return roundTo(dt, other.h[i]); });
+  std::printf("[ mlstm    ]   %s\n", ch.describe("h").c_str());
   EXPECT_TRUE(ch.pass()) << ch.describe("h");
   if (cs.final) {
     std::vector<float> oc = (cs.inPlace ? dc0 : dcT).download<float>(),
                        on = (cs.inPlace ? dn0 : dnT).download<float>(),
                        om = (cs.inPlace ? dm0 : dmT).download<float>();
-    auto f32 = [](const std::vector<float> &x) {
-      return [&x](size_t i) { return double(x[i]); };
+    auto states = [&](const char *what, const std::vector<float> &ours,
+                      const std::vector<double> &r, const std::vector<float> &a,
+                      const std::vector<float> &b) {
+      Check c = compare(
+          DType::F32, r.size(), [&](size_t i) { return double(ours[i]); }, r,
+          [&](size_t i) { return double(a[i]); },
+          [&](size_t i) { return double(b[i]); });
+      std::printf("[ mlstm    ]   %s\n", c.describe(what).c_str());
+      EXPECT_TRUE(c.pass()) << c.describe(what);
     };
-    Check cc = compare(DType::F32, ref.C.size(), f32(oc), ref.C,
-                       [&](size_t i) { return double(naive.C[i]); });
-    EXPECT_TRUE(cc.pass()) << cc.describe("C");
-    Check nc = compare(DType::F32, ref.n.size(), f32(on), ref.n,
-                       [&](size_t i) { return double(naive.n[i]); });
-    EXPECT_TRUE(nc.pass()) << nc.describe("n");
-    Check mc = compare(DType::F32, ref.m.size(), f32(om), ref.m,
-                       [&](size_t i) { return double(naive.m[i]); });
-    EXPECT_TRUE(mc.pass()) << mc.describe("m");
+    states("C", oc, ref.C, same.C, other.C);
+    states("n", on, ref.n, same.n, other.n);
+    states("m", om, ref.m, same.m, other.m);
   }
 }
 

@@ -85,7 +85,7 @@ TEST(MlstmLimits, ConfigMessages) {
             "config: blockDV = 48 must be a power of two >= 8 that divides "
             "dv = 512");
   EXPECT_EQ(*checkConfig(p, {MlstmVariant::Fused, 128, 128, 4}, Target::SM90A),
-            "config: shared memory 365600 B of the fused kernel exceeds "
+            "config: shared memory 366624 B of the fused kernel exceeds "
             "sm_90a's 232448 B per block; lower chunk or blockDV");
   EXPECT_EQ(*checkConfig(p, {MlstmVariant::Recurrent, 0, 64, 2}, Target::SM80),
             "config: 512 fp32 state registers per thread (C and n rows, dqk "
