@@ -84,5 +84,25 @@ kgen::AttentionConfig AttentionConfigAttr::getConfig() const {
   return c;
 }
 
+FailureOr<kgen::MlstmVariant> kgen::ir::parseMlstmVariant(AsmParser &parser) {
+  SMLoc loc = parser.getCurrentLocation();
+  StringRef keyword;
+  if (parser.parseKeyword(&keyword))
+    return failure();
+  if (std::optional<MlstmVariant> v = kgen::parseMlstmVariant(keyword))
+    return *v;
+  parser.emitError(loc) << "unknown mLSTM variant '" << keyword
+                        << "'; expected recurrent, fused or twophase";
+  return failure();
+}
+
+void kgen::ir::printMlstmVariant(AsmPrinter &printer, MlstmVariant variant) {
+  printer << kgen::toString(variant);
+}
+
+kgen::MlstmConfig MlstmConfigAttr::getConfig() const {
+  return MlstmConfig{getVariant(), getChunk(), getBlockDV(), getWarps()};
+}
+
 #define GET_ATTRDEF_CLASSES
 #include "kgen/IR/KgenAttrs.cpp.inc"

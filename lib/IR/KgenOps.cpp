@@ -3,9 +3,12 @@
 #include "kgen/IR/KgenOps.h"
 #include "kgen/Codegen/Limits.h"
 #include "kgen/IR/Convert.h"
+#include "kgen/Mlstm.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+
+#include <algorithm>
 
 using namespace mlir;
 using namespace kgen::ir;
@@ -101,6 +104,57 @@ LogicalResult AttentionOp::verify() {
   if (std::optional<AttentionConfig> config = getAttentionConfig(*this))
     if (std::optional<std::string> error =
             checkConfig(*problem, *config, **target))
+      return emitError(*error);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// MlstmOp
+//===----------------------------------------------------------------------===//
+
+FailureOr<kgen::MlstmProblem> MlstmOp::getProblem() {
+  MlstmProblem p;
+  p.dqk = int(std::clamp<int64_t>(getDqk(), INT32_MIN, INT32_MAX));
+  p.dv = int(std::clamp<int64_t>(getDv(), INT32_MIN, INT32_MAX));
+  std::optional<DType> d = toDType(getDtype());
+  if (!d)
+    return emitError() << "mlstm: dtype " << getDtype()
+                       << " is not bf16, f16 or f32";
+  p.dtype = *d;
+  if (auto b = getB())
+    p.b = int64_t(*b);
+  if (auto nh = getNh())
+    p.nh = int64_t(*nh);
+  if (auto s = getS())
+    p.s = int64_t(*s);
+  p.initialState = getInitialState();
+  p.finalState = getFinalState();
+  if (auto eps = getEps())
+    p.eps = eps->convertToFloat();
+  return p;
+}
+
+FailureOr<std::optional<kgen::Target>> MlstmOp::getKgenTarget() {
+  std::optional<StringRef> name = getTarget();
+  if (!name)
+    return std::optional<Target>();
+  if (std::optional<Target> t = kgen::parseTarget(*name))
+    return std::optional<Target>(*t);
+  return emitError() << unknownTargetMessage(*name);
+}
+
+LogicalResult MlstmOp::verify() {
+  FailureOr<MlstmProblem> problem = getProblem();
+  if (failed(problem))
+    return failure();
+  if (std::optional<std::string> error = checkProblem(*problem))
+    return emitError(*error);
+  FailureOr<std::optional<Target>> target = getKgenTarget();
+  if (failed(target))
+    return failure();
+  if (*target && getConfig())
+    if (std::optional<std::string> error =
+            checkConfig(*problem, getConfig()->getConfig(), **target))
       return emitError(*error);
   return success();
 }

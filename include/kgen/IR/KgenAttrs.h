@@ -4,6 +4,7 @@
 #define KGEN_IR_KGENATTRS_H
 
 #include "kgen/Attention.h"
+#include "kgen/Mlstm.h"
 #include "kgen/Problem.h"
 
 #include "mlir/IR/Attributes.h"
@@ -18,6 +19,10 @@ void printSmemLayout(mlir::AsmPrinter &printer, SmemLayout layout);
 /// `tiled` or `wgmma`, the spelling of kgen::GemmLoop in attributes.
 mlir::FailureOr<GemmLoop> parseGemmLoop(mlir::AsmParser &parser);
 void printGemmLoop(mlir::AsmPrinter &printer, GemmLoop loop);
+
+/// `recurrent`, `fused` or `twophase`, the spelling of kgen::MlstmVariant.
+mlir::FailureOr<MlstmVariant> parseMlstmVariant(mlir::AsmParser &parser);
+void printMlstmVariant(mlir::AsmPrinter &printer, MlstmVariant variant);
 
 } // namespace kgen::ir
 

@@ -104,4 +104,51 @@ def Kgen_AttentionConfigAttr : AttrDef<Kgen_Dialect, "AttentionConfig"> {
   }];
 }
 
+/// kgen::MlstmVariant, spelled `recurrent`, `fused` or `twophase`.
+def Kgen_MlstmVariantParameter
+    : AttrParameter<"::kgen::MlstmVariant", "mLSTM variant"> {
+  let parser = "::kgen::ir::parseMlstmVariant($_parser)";
+  let printer = "::kgen::ir::printMlstmVariant($_printer, $_self)";
+}
+
+def Kgen_MlstmConfigAttr : AttrDef<Kgen_Dialect, "MlstmConfig"> {
+  let mnemonic = "mlstm_config";
+  let summary = "An mLSTM kernel configuration (kgen::MlstmConfig)";
+  let description = [{
+    How an mLSTM forward is computed: the `variant` (`recurrent`: token by
+    token; `fused`: one kernel walking the chunks; `twophase`: a state
+    recurrence kernel, then every chunk's outputs in parallel), the `chunk`
+    length of the chunkwise variants (omitted for `recurrent`), the DV
+    columns per block (`block_dv`) and the warps per block. `kgen.mlstm`
+    checks it with `kgen::checkConfig` once the target is known.
+
+    Example:
+
+    ```mlir
+    #kgen.mlstm_config<variant = fused, chunk = 64, block_dv = 64, warps = 4>
+    #kgen.mlstm_config<variant = recurrent, block_dv = 32, warps = 8>
+    ```
+  }];
+  let parameters = (ins
+    Kgen_MlstmVariantParameter:$variant,
+    DefaultValuedParameter<"int", "0">:$chunk,
+    "int":$blockDV,
+    "int":$warps
+  );
+  let assemblyFormat = [{
+    `<` `variant` `=` $variant `,` (`chunk` `=` $chunk^ `,`)?
+    `block_dv` `=` $blockDV `,` `warps` `=` $warps `>`
+  }];
+  let builders = [
+    AttrBuilder<(ins "const ::kgen::MlstmConfig &":$config), [{
+      return $_get($_ctxt, config.variant, config.chunk, config.blockDV,
+                   config.warps);
+    }]>
+  ];
+  let extraClassDeclaration = [{
+    /// The plain C++ configuration this attribute spells.
+    ::kgen::MlstmConfig getConfig() const;
+  }];
+}
+
 #endif // KGEN_IR_KGENATTRS_TD

@@ -106,4 +106,60 @@ def Kgen_AttentionOp : Kgen_Op<"attention", [Symbol]> {
   let hasVerifier = 1;
 }
 
+def Kgen_MlstmOp : Kgen_Op<"mlstm", [Symbol]> {
+  let summary = "Declares an mLSTM (xLSTM) forward";
+  let description = [{
+    One mLSTM problem (kgen::MlstmProblem) to generate kernels for, named by
+    a symbol: q, k (B, NH, S, DQK), v (B, NH, S, DV), gate pre-activations
+    i, f (B, NH, S) of one `dtype`; h (B, NH, S, DV) in that dtype; gate
+    math and states (C, n, m) in fp32.
+
+    Attributes:
+    - `dqk`, `dv`: the head dims, baked (64 to 512, multiples of 16).
+    - `dtype`: `bf16`, `f16` or `f32`.
+    - `b`, `nh`, `s` (optional, default 1): run-time extents; the values are
+      hints for the config choice.
+    - `initial_state`, `final_state` (unit): initial states given, final
+      states returned (they may alias: updated in place).
+    - `eps` (optional, default 1e-6): added to the normalizer.
+    - `target` (optional): `gfx90a`, `gfx942`, `sm_80` or `sm_90a`.
+    - `config` (optional): a `#kgen.mlstm_config`.
+
+    The verifier checks the problem with `kgen::checkProblem` and, when a
+    target and a config are set, the config with `kgen::checkConfig`.
+    `--kgen-to-hip` prints the source of every kernel of the variant.
+
+    Example:
+
+    ```mlir
+    kgen.mlstm @xlstm7b {dqk = 256, dv = 512, dtype = bf16, b = 8, nh = 8,
+                         s = 8192, target = "sm_90a",
+                         config = #kgen.mlstm_config<variant = fused,
+                                    chunk = 64, block_dv = 32, warps = 4>}
+    ```
+  }];
+
+  let arguments = (ins
+    SymbolNameAttr:$sym_name,
+    I64Attr:$dqk, I64Attr:$dv,
+    TypeAttr:$dtype,
+    OptionalAttr<I64Attr>:$b, OptionalAttr<I64Attr>:$nh,
+    OptionalAttr<I64Attr>:$s,
+    UnitAttr:$initial_state, UnitAttr:$final_state,
+    OptionalAttr<F32Attr>:$eps,
+    OptionalAttr<StrAttr>:$target,
+    OptionalAttr<Kgen_MlstmConfigAttr>:$config
+  );
+
+  let assemblyFormat = "$sym_name attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The problem the op declares; fails, with an error at the op, on a
+    /// dtype kgen does not know. Does not run kgen::checkProblem.
+    ::mlir::FailureOr<::kgen::MlstmProblem> getProblem();
+    /// The op's target (none without `target`); fails on an unknown name.
+    ::mlir::FailureOr<std::optional<::kgen::Target>> getKgenTarget();
+  }];
+}
+
 #endif // KGEN_IR_KGENOPS_TD

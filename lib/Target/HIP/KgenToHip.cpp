@@ -8,6 +8,7 @@
 #include "kgen/Target/HIP/KgenToHip.h"
 #include "kgen/Codegen/Emitter.h"
 #include "kgen/IR/Convert.h"
+#include "kgen/Mlstm.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
@@ -67,6 +68,25 @@ LogicalResult translateToHip(Operation *op, llvm::raw_ostream &os,
     kernels.push_back(emitAttention(
         *problem, config.value_or(defaultConfig(*problem, **target)), **target,
         inlineTemplates));
+  });
+  op->walk([&](ir::MlstmOp mlstm) {
+    FailureOr<MlstmProblem> problem = mlstm.getProblem();
+    FailureOr<std::optional<Target>> target = mlstm.getKgenTarget();
+    if (failed(problem) || failed(target)) {
+      ok = false;
+      return;
+    }
+    if (!*target || !mlstm.getConfig()) {
+      mlstm.emitError() << "mlstm: --kgen-to-hip needs a target and a "
+                           "config; set `target` and `config` "
+                           "(kgen mlstm candidates lists the configs)";
+      ok = false;
+      return;
+    }
+    MlstmConfig config = mlstm.getConfig()->getConfig();
+    for (MlstmKernel k : mlstmKernels(config.variant))
+      kernels.push_back(
+          emitMlstm(*problem, config, k, **target, inlineTemplates));
   });
   if (!ok)
     return failure();
