@@ -323,6 +323,68 @@ def test_attention():
             assert ok, f"LSE: {msg}"
 
 
+def mlstm_recurrent(q, k, v, i, f, C, n, m, eps=1e-6):
+    """The mLSTM recurrent form in torch ops, in the dtype of C (fp64 or fp32)."""
+    dt = C.dtype
+    q, k, v, i, f = (t.to(dt) for t in (q, k, v, i, f))
+    C, n, m = C.clone(), n.clone(), m.clone()
+    scale = q.shape[-1] ** -0.5
+    hs = []
+    for t in range(q.shape[2]):
+        lf = torch.nn.functional.logsigmoid(f[:, :, t])
+        mnew = torch.maximum(lf + m, i[:, :, t])
+        fp, ip = torch.exp(lf + m - mnew), torch.exp(i[:, :, t] - mnew)
+        m = mnew
+        C = fp[..., None, None] * C + (ip[..., None] * k[:, :, t])[..., :, None] * v[:, :, t][..., None, :]
+        n = fp[..., None] * n + ip[..., None] * k[:, :, t]
+        qs = scale * q[:, :, t]
+        num = (qs[..., None, :] @ C).squeeze(-2)
+        z = (qs * n).sum(-1)
+        hs.append(num / (torch.maximum(z.abs(), torch.exp(-m)) + eps)[..., None])
+    return torch.stack(hs, 2), (C, n, m)
+
+
+def test_mlstm():
+    """kgen.mlstm, recurrent and chunkwise, against the recurrent form in fp64;
+    bound: 2 x the same formulation's fp32 error (test/MlstmHostReference.h)."""
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench"))
+    from mlstm import torch_chunkwise  # the bench's PyTorch chunkwise form
+    g = torch.Generator(device="cuda").manual_seed(3)
+    B, NH, S, DQK, DV = 2, 2, 64, 64, 128
+
+    def rnd(*shape, lo=-1.0, hi=1.0):
+        return torch.rand(*shape, device="cuda", generator=g) * (hi - lo) + lo
+
+    q, k = rnd(B, NH, S, DQK).bfloat16(), rnd(B, NH, S, DQK).bfloat16()
+    v = rnd(B, NH, S, DV).bfloat16()
+    i, f = rnd(B, NH, S, lo=-10, hi=15).bfloat16(), rnd(B, NH, S, lo=-5, hi=10).bfloat16()
+    zeros = (torch.zeros(B, NH, DQK, DV, device="cuda", dtype=torch.float64),
+             torch.zeros(B, NH, DQK, device="cuda", dtype=torch.float64),
+             torch.zeros(B, NH, device="cuda", dtype=torch.float64))
+    ref, (Cr, nr, mr) = mlstm_recurrent(q, k, v, i, f, *zeros)
+    rec32, _ = mlstm_recurrent(q, k, v, i, f, *(t.float() for t in zeros))
+    chw32 = torch_chunkwise(torch, *(t.float() for t in (q, k, v, i, f)), chunk=32)
+    for config, naive in [({"variant": "recurrent", "blockDV": 32, "warps": 4}, rec32),
+                          ({"variant": "fused", "chunk": 32, "blockDV": 64, "warps": 4}, chw32),
+                          ({"variant": "twophase", "chunk": 32, "blockDV": 32, "warps": 4}, chw32),
+                          (None, None)]:
+        h, (C, n, m) = kgen.mlstm(q, k, v, i, f, return_states=True, config=config)
+        torch.cuda.synchronize()
+        err = (h.double() - ref).abs().max().item()
+        if naive is None:  # the dispatcher's choice: bounded by the worse formulation
+            errn = max((rec32.bfloat16().double() - ref).abs().max().item(),
+                       (chw32.bfloat16().double() - ref).abs().max().item())
+        else:
+            errn = (naive.bfloat16().double() - ref).abs().max().item()
+        floor = ref.abs().max().item() * 2.0 ** -9  # half an ulp of bf16 at max|ref|
+        bound = max(2 * errn, floor)
+        if not err <= bound:
+            failures.append(f"kgen.mlstm {config}: max|h - ref| = {err:.3g} > bound {bound:.3g}")
+        if not torch.allclose(m.double(), mr, rtol=0, atol=1e-4):
+            failures.append(f"kgen.mlstm {config}: final m differs from the reference")
+        print(f"  mlstm {config}: max|h - ref| = {err:.3g}, bound {bound:.3g}")
+
+
 def main():
     print(f"kgen {kgen.version()} from {kgen.library_path()} on {torch.cuda.get_device_name()}")
     if not kgen.has_device():
@@ -330,7 +392,8 @@ def main():
         finish()
     for name, fn in [("shapes", test_shapes), ("layout from strides", test_layout_from_strides),
                      ("streams and graphs", test_streams_and_graphs), ("errors", test_errors),
-                     ("attention", test_attention)]:
+                     ("attention", test_attention),
+                     ("mlstm", test_mlstm)]:
         run(name, fn)
     finish()
 
