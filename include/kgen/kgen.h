@@ -81,7 +81,9 @@ struct MlstmArgs {
   int64_t b = -1, nh = -1, s = -1; ///< -1 takes the problem's
   /// Optional caller-owned workspace of at least Runtime::mlstmWorkspace
   /// bytes, zero-filled before its first use (the kernels leave its counters
-  /// zero). Without one the runtime keeps its own, grown on demand and
+  /// zero; a two-phase call writes chunk states after its B*NH counters, so
+  /// zero the first 4*B*NH bytes again before a call with more heads).
+  /// Without one the runtime keeps its own, grown on demand and
   /// shared by every call of this Runtime: such calls must then be ordered
   /// (one stream, or synchronized).
   void *workspace = nullptr;

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 
@@ -28,6 +29,11 @@ struct Runtime::MlstmState {
   Backend *backend = nullptr;
   void *workspace = nullptr;
   size_t workspaceBytes = 0;
+  /// Leading bytes of the workspace known to be zero. The counters sit at
+  /// the start and return to zero after each launch, but a two-phase call
+  /// writes chunk states right after its own (smaller) counter region, so a
+  /// later call with more heads must zero its counters first.
+  size_t zeroBytes = 0;
   ~MlstmState() {
     if (workspace && backend)
       backend->free(workspace);
@@ -199,8 +205,16 @@ void Runtime::launchMlstm(const MlstmPlan &plan, const MlstmArgs &args,
       mlstm_->workspace = backend_->alloc(bytes);
       backend_->memsetAsync(mlstm_->workspace, 0, bytes, stream);
       mlstm_->workspaceBytes = bytes;
+      mlstm_->zeroBytes = bytes;
     }
     ws = static_cast<unsigned char *>(mlstm_->workspace);
+    const size_t counters = counterBytes(bh);
+    if (mlstm_->zeroBytes < counters) {
+      backend_->memsetAsync(ws, 0, counters, stream);
+      mlstm_->zeroBytes = counters;
+    }
+    if (plan.config.variant == MlstmVariant::TwoPhase)
+      mlstm_->zeroBytes = std::min(mlstm_->zeroBytes, counters);
   }
 
   mlstm::Params prm{};
