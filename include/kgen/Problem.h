@@ -64,6 +64,17 @@ const TargetInfo &targetInfo(Target t);
 // GEMM
 //===----------------------------------------------------------------------===//
 
+/// The activation a GEMM epilogue applies (after bias, before the residual).
+enum class Activation { None, ReLU, GeluTanh, GeluErf, SiLU };
+std::string_view toString(Activation a); ///< none, relu, gelu_tanh, ...
+std::optional<Activation> parseActivation(std::string_view s);
+
+/// Which way a bias vector runs: one value per row of C (length M) or per
+/// column (length N, as a linear layer's bias).
+enum class BiasKind { None, AlongM, AlongN };
+std::string_view toString(BiasKind b); ///< none, m, n
+std::optional<BiasKind> parseBiasKind(std::string_view s);
+
 /// C = alpha * op(A) * op(B) + beta * C, with op(A) of shape M x K and op(B)
 /// of shape K x N. Storage conventions (all row-major in memory; a layout
 /// letter says whether the operand is stored as its op() or transposed):
@@ -86,9 +97,30 @@ struct GemmProblem {
   /// runtime lowers these to what the actual arguments allow.
   int alignA = 8, alignB = 8, alignC = 8;
 
+  /// The fused epilogue, fixed at compile time (templates/gemm/epilogue.h):
+  ///   C = act(alpha * acc + beta * C + bias) + residual
+  /// bias and residual have C's dtype; the residual is an M x N matrix with
+  /// its own pointer and leading dimension (GemmArgs).
+  BiasKind bias = BiasKind::None;
+  Activation act = Activation::None;
+  bool residual = false;
+  /// Strided-batched GEMM: `batch` problems, the z dimension of the grid;
+  /// operand b of batch i starts at ptr + i * stride (GemmArgs). Like M, a
+  /// run-time value: one kernel serves every batch count.
+  int64_t batch = 1;
+
   std::string layoutName() const; ///< "nn", "nt", "tn" or "tt"
+  /// True when the epilogue does more than alpha/beta and the cast.
+  bool hasEpilogue() const {
+    return bias != BiasKind::None || act != Activation::None || residual;
+  }
   bool operator==(const GemmProblem &) const = default;
 };
+
+/// The problem without its epilogue features and with one batch: the one
+/// whose main loop, and so whose best tile config, `p` shares. The tuner
+/// measures this one; the dispatcher falls back to its record.
+GemmProblem mainLoopProblem(const GemmProblem &p);
 
 /// How shared memory rows are laid out to avoid bank conflicts.
 enum class SmemLayout { Padded, Swizzled };

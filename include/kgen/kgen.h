@@ -40,6 +40,19 @@ struct GemmArgs {
   int64_t m = -1; ///< run-time M; -1 takes the problem's m
   int64_t lda = 0, ldb = 0, ldc = 0;
   float alpha = 1.0f, beta = 0.0f;
+  /// The epilogue's operands (GemmProblem::bias, ::residual), C's dtype: a
+  /// bias of M or N elements, a residual M x N with leading dimension ldr
+  /// (0: packed).
+  const void *bias = nullptr;
+  const void *residual = nullptr;
+  int64_t ldr = 0;
+  /// Strided batches (GemmProblem::batch): the batch count (-1 takes the
+  /// problem's) and each operand's distance between batches in elements;
+  /// -1 means packed (one whole matrix or vector), 0 shares the operand
+  /// across batches (not allowed for C).
+  int64_t batch = -1;
+  int64_t strideA = -1, strideB = -1, strideC = -1, strideBias = -1,
+          strideResidual = -1;
 };
 
 /// Device pointers and run-time values of one attention call

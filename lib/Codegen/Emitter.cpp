@@ -32,6 +32,49 @@ std::string deviceType(DType t) {
 
 const char *boolStr(bool b) { return b ? "true" : "false"; }
 
+/// The enumerators of templates/gemm/epilogue.h.
+const char *biasEnum(BiasKind b) {
+  switch (b) {
+  case BiasKind::None:
+    return "kgen::gemm::kBiasNone";
+  case BiasKind::AlongM:
+    return "kgen::gemm::kBiasM";
+  case BiasKind::AlongN:
+    return "kgen::gemm::kBiasN";
+  }
+  return "?";
+}
+
+const char *activationEnum(Activation a) {
+  switch (a) {
+  case Activation::None:
+    return "kgen::gemm::kActNone";
+  case Activation::ReLU:
+    return "kgen::gemm::kActReLU";
+  case Activation::GeluTanh:
+    return "kgen::gemm::kActGeluTanh";
+  case Activation::GeluErf:
+    return "kgen::gemm::kActGeluErf";
+  case Activation::SiLU:
+    return "kgen::gemm::kActSiLU";
+  }
+  return "?";
+}
+
+/// "relu(alpha * acc + beta * C + bias[n]) + R", for the file's comment.
+std::string epilogueFormula(const GemmProblem &p) {
+  std::string v = "alpha * acc + beta * C";
+  if (p.bias == BiasKind::AlongM)
+    v += " + bias[m]";
+  else if (p.bias == BiasKind::AlongN)
+    v += " + bias[n]";
+  if (p.act != Activation::None)
+    v = std::string(toString(p.act)) + "(" + v + ")";
+  if (p.residual)
+    v += " + R[m][n]";
+  return v;
+}
+
 /// The template headers a family header includes, transitively, in the
 /// order a preprocessor would first see them. Only `#include "kgen/..."`
 /// lines count; the template texts are ours, so this simple scan is exact.
@@ -135,6 +178,13 @@ std::string gemmKernelName(const GemmProblem &p, const GemmConfig &c,
   else
     os << "_pad" << c.smemPad;
   os << "_v" << tr.vecA << tr.vecB << tr.vecC;
+  // The epilogue's features (none: the plain alpha/beta store, unnamed).
+  if (p.bias != BiasKind::None)
+    os << "_bias" << toString(p.bias);
+  if (p.act != Activation::None)
+    os << "_" << toString(p.act);
+  if (p.residual)
+    os << "_res";
   return os.str();
 }
 
@@ -193,8 +243,10 @@ KernelSource emitGemm(const GemmProblem &p, const GemmConfig &c, Target t,
        << " B dynamic shared memory; A and B through tensor maps\n";
   else
     os << "// launch: grid (ceil(N/" << c.blockN << "), ceil(M/" << c.blockM
-       << ")), " << tr.threads << " threads, " << tr.smemBytes
+       << "), batch), " << tr.threads << " threads, " << tr.smemBytes
        << " B dynamic shared memory\n";
+  if (p.hasEpilogue())
+    os << "// epilogue: C = " << epilogueFormula(p) << "\n";
   if (inlineTemplates) {
     if (!nvidia)
       os << "#include <hip/hip_runtime.h>\n";
@@ -276,17 +328,14 @@ KernelSource emitGemm(const GemmProblem &p, const GemmConfig &c, Target t,
      << ", kCheckK = " << boolStr(tr.checkK) << ";\n"
      << "  static constexpr int kThreads = " << tr.threads << ";\n"
      << "  static constexpr int kSmemBytes = " << tr.smemBytes << ";\n"
+     << "  static constexpr int kBias = " << biasEnum(p.bias)
+     << ", kActivation = " << activationEnum(p.act) << ";\n"
+     << "  static constexpr bool kResidual = " << boolStr(p.residual) << ";\n"
      << "};\n"
      << "} // namespace\n\n"
      << "extern \"C\" __global__ void __launch_bounds__(" << tr.threads << ")\n"
-     << ks.name << "(\n"
-     << "    const " << ta << " *__restrict__ a, const " << ta
-     << " *__restrict__ b, " << tc << " *__restrict__ c,\n"
-     << "    int m, int n, int k, long long lda, long long ldb, long long "
-        "ldc,\n"
-     << "    float alpha, float beta) {\n"
-     << "  kgen::gemm::run<Config>(a, b, c, m, n, k, lda, ldb, ldc, alpha, "
-        "beta);\n"
+     << ks.name << "(const kgen::gemm::Params p) {\n"
+     << "  kgen::gemm::run<Config>(p);\n"
      << "}\n";
   ks.source = os.str();
   if (inlineTemplates)
@@ -295,7 +344,7 @@ KernelSource emitGemm(const GemmProblem &p, const GemmConfig &c, Target t,
 }
 
 LaunchDims gemmLaunchDims(const GemmProblem &p, const GemmConfig &c, Target t,
-                          int64_t m, int computeUnits) {
+                          int64_t m, int computeUnits, int64_t batch) {
   GemmTraits tr = gemmTraits(p, c, t);
   LaunchDims d{};
   int64_t tilesN = (p.n + c.blockN - 1) / c.blockN;
@@ -308,11 +357,12 @@ LaunchDims gemmLaunchDims(const GemmProblem &p, const GemmConfig &c, Target t,
     d.grid[0] =
         unsigned(std::max<int64_t>(1, std::min(units, slots)) * c.cluster);
     d.grid[1] = 1;
+    d.grid[2] = 1;
   } else {
     d.grid[0] = unsigned(tilesN);
     d.grid[1] = unsigned(tilesM);
+    d.grid[2] = unsigned(batch);
   }
-  d.grid[2] = 1;
   d.block[0] = unsigned(tr.threads);
   d.block[1] = d.block[2] = 1;
   d.smemBytes = unsigned(tr.smemBytes);

@@ -17,15 +17,26 @@ json toJson(const GemmProblem &p) {
     dims.push_back("n");
   if (p.staticK)
     dims.push_back("k");
-  return json{{"family", "gemm"},
-              {"m", p.m},
-              {"n", p.n},
-              {"k", p.k},
-              {"ab", toString(p.ab)},
-              {"c", toString(p.c)},
-              {"layout", p.layoutName()},
-              {"static", dims},
-              {"align", json::array({p.alignA, p.alignB, p.alignC})}};
+  json j{{"family", "gemm"},
+         {"m", p.m},
+         {"n", p.n},
+         {"k", p.k},
+         {"ab", toString(p.ab)},
+         {"c", toString(p.c)},
+         {"layout", p.layoutName()},
+         {"static", dims},
+         {"align", json::array({p.alignA, p.alignB, p.alignC})}};
+  // Epilogue and batch fields only when set: plain problems keep the text
+  // (and the tuning-DB and bundle files) they had before these existed.
+  if (p.bias != BiasKind::None)
+    j["bias"] = toString(p.bias);
+  if (p.act != Activation::None)
+    j["act"] = toString(p.act);
+  if (p.residual)
+    j["residual"] = true;
+  if (p.batch != 1)
+    j["batch"] = p.batch;
+  return j;
 }
 
 json toJson(const GemmConfig &c) {
@@ -102,9 +113,10 @@ DType getDType(const json &j, const char *key, DType dflt) {
 } // namespace
 
 GemmProblem gemmProblemFromJson(const json &j) {
-  rejectUnknown(
-      j, {"family", "m", "n", "k", "ab", "c", "layout", "static", "align"},
-      "gemm problem");
+  rejectUnknown(j,
+                {"family", "m", "n", "k", "ab", "c", "layout", "static",
+                 "align", "bias", "act", "residual", "batch"},
+                "gemm problem");
   if (j.contains("family") && j.at("family") != "gemm")
     fail("'family' = " + j.at("family").dump() + " is not \"gemm\"");
   GemmProblem p;
@@ -147,6 +159,28 @@ GemmProblem gemmProblemFromJson(const json &j) {
     p.alignB = int(a[1]);
     p.alignC = int(a[2]);
   }
+  if (j.contains("bias")) {
+    std::string b = getString(j, "bias");
+    auto kind = parseBiasKind(b);
+    if (!kind)
+      fail("'bias' = \"" + b + "\" must be \"none\", \"m\" or \"n\"");
+    p.bias = *kind;
+  }
+  if (j.contains("act")) {
+    std::string a = getString(j, "act");
+    auto act = parseActivation(a);
+    if (!act)
+      fail("'act' = \"" + a +
+           "\" must be one of none, relu, gelu_tanh, gelu_erf, silu");
+    p.act = *act;
+  }
+  if (j.contains("residual")) {
+    const json &v = j.at("residual");
+    if (!v.is_boolean())
+      fail("'residual' must be true or false, got " + v.dump());
+    p.residual = v.get<bool>();
+  }
+  p.batch = getInt(j, "batch", 1);
   return p;
 }
 

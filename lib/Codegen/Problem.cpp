@@ -77,8 +77,60 @@ std::optional<GemmLoop> parseGemmLoop(std::string_view s) {
   return std::nullopt;
 }
 
+std::string_view toString(Activation a) {
+  switch (a) {
+  case Activation::None:
+    return "none";
+  case Activation::ReLU:
+    return "relu";
+  case Activation::GeluTanh:
+    return "gelu_tanh";
+  case Activation::GeluErf:
+    return "gelu_erf";
+  case Activation::SiLU:
+    return "silu";
+  }
+  return "?";
+}
+
+std::optional<Activation> parseActivation(std::string_view s) {
+  for (Activation a : {Activation::None, Activation::ReLU, Activation::GeluTanh,
+                       Activation::GeluErf, Activation::SiLU})
+    if (s == toString(a))
+      return a;
+  return std::nullopt;
+}
+
+std::string_view toString(BiasKind b) {
+  switch (b) {
+  case BiasKind::None:
+    return "none";
+  case BiasKind::AlongM:
+    return "m";
+  case BiasKind::AlongN:
+    return "n";
+  }
+  return "?";
+}
+
+std::optional<BiasKind> parseBiasKind(std::string_view s) {
+  for (BiasKind b : {BiasKind::None, BiasKind::AlongM, BiasKind::AlongN})
+    if (s == toString(b))
+      return b;
+  return std::nullopt;
+}
+
 std::string GemmProblem::layoutName() const {
   return std::string(transA ? "t" : "n") + (transB ? "t" : "n");
+}
+
+GemmProblem mainLoopProblem(const GemmProblem &p) {
+  GemmProblem q = p;
+  q.bias = BiasKind::None;
+  q.act = Activation::None;
+  q.residual = false;
+  q.batch = 1;
+  return q;
 }
 
 /// The largest of 8, 4, 2, 1 that is <= `align` and divides `extent` (when
@@ -149,6 +201,10 @@ std::optional<std::string> checkProblem(const GemmProblem &p) {
     return std::string("gemm: input dtype f32 is not supported (A and B must "
                        "be bf16 or f16; convert the inputs or use TF32 once "
                        "it lands)");
+  if (p.batch < 1 || p.batch > 65535)
+    return "gemm: batch = " + std::to_string(p.batch) +
+           " must be between 1 and 65535 (batches are the grid's z "
+           "dimension)";
   for (auto [name, a] : {std::pair{"alignA", p.alignA},
                          {"alignB", p.alignB},
                          {"alignC", p.alignC}})

@@ -396,6 +396,8 @@ GemmProblem kgen::bundledProblem(const GemmProblem &p) {
   args.a = reinterpret_cast<const void *>(uintptr_t(1) << 20);
   args.b = reinterpret_cast<const void *>(uintptr_t(2) << 20);
   args.c = reinterpret_cast<void *>(uintptr_t(3) << 20);
+  args.bias = reinterpret_cast<const void *>(uintptr_t(4) << 20);
+  args.residual = reinterpret_cast<const void *>(uintptr_t(5) << 20);
   return Runtime::resolve(p, args);
 }
 

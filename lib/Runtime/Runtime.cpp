@@ -10,12 +10,14 @@
 #include "kgen/Codegen/Limits.h"
 #include "kgen/Codegen/Templates.h"
 #include "kgen/Runtime/Tuner.h"
+#include "kgen/gemm/params.h"
 #include "kgen/kgen.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 namespace kgen {
 
@@ -196,27 +198,61 @@ struct alignas(64) sm90TensorMap {
   unsigned long long words[16];
 };
 
-/// The contiguous extent of a stored operand and its name, for messages.
+/// A stored operand: its extent and strides and its name, for messages.
 struct Operand {
   const char *name;
   const void *ptr;
   int64_t ld;
   int64_t extent; ///< elements in a stored row
+  int64_t rows;   ///< stored rows (for the packed batch stride)
+  int64_t stride; ///< elements between batches; -1 packed, 0 shared
   int elem;       ///< bytes per element
   int align;      ///< promised by the problem
   const char *extentName;
+  const char *ldName;
 };
 
-/// Lower `align` to what the pointer, leading dimension and extent allow.
+/// Lower `align` to what the pointer, leading dimension, extent and batch
+/// stride allow.
 int feasibleAlign(const Operand &o) {
   int v = o.align;
   auto ok = [&](int v) {
     return reinterpret_cast<uintptr_t>(o.ptr) % (uintptr_t(v) * o.elem) == 0 &&
-           o.ld % v == 0 && o.extent % v == 0;
+           o.ld % v == 0 && o.extent % v == 0 && o.stride % v == 0;
   };
   while (v > 1 && !ok(v))
     v /= 2;
   return v;
+}
+
+/// The operands of a call, ld and stride resolved (0 and -1 replaced):
+/// A, B, C, then the bias and the residual when the problem has them.
+std::vector<Operand> operands(const GemmProblem &p, const GemmProblem &r,
+                              const GemmArgs &args) {
+  auto ldOr = [](int64_t ld, int64_t extent) { return ld ? ld : extent; };
+  std::vector<Operand> ops = {
+      {"A", args.a, ldOr(args.lda, p.transA ? r.m : r.k), p.transA ? r.m : r.k,
+       p.transA ? r.k : r.m, args.strideA, sizeOf(p.ab), p.alignA,
+       p.transA ? "M" : "K", "lda"},
+      {"B", args.b, ldOr(args.ldb, p.transB ? r.k : r.n), p.transB ? r.k : r.n,
+       p.transB ? r.n : r.k, args.strideB, sizeOf(p.ab), p.alignB,
+       p.transB ? "K" : "N", "ldb"},
+      {"C", args.c, ldOr(args.ldc, r.n), r.n, r.m, args.strideC, sizeOf(p.c),
+       p.alignC, "N", "ldc"}};
+  if (p.bias != BiasKind::None) {
+    const int64_t len = p.bias == BiasKind::AlongM ? r.m : r.n;
+    // A bias along N is read in C's pairs; one along M one value a row.
+    ops.push_back({"bias", args.bias, len, len, 1, args.strideBias, sizeOf(p.c),
+                   p.bias == BiasKind::AlongN ? p.alignC : 1,
+                   p.bias == BiasKind::AlongM ? "M" : "N", "ld of bias"});
+  }
+  if (p.residual)
+    ops.push_back({"residual", args.residual, ldOr(args.ldr, r.n), r.n, r.m,
+                   args.strideResidual, sizeOf(p.c), p.alignC, "N", "ldr"});
+  for (Operand &o : ops)
+    if (o.stride < 0)
+      o.stride = (o.rows - 1) * o.ld + o.extent;
+  return ops;
 }
 
 } // namespace
@@ -229,6 +265,7 @@ GemmProblem Runtime::resolve(const GemmProblem &p, const GemmArgs &args) {
                 " but the call passes m = " + std::to_string(m) +
                 "; use a problem with M at run time (static without \"m\")");
   r.m = m;
+  r.batch = args.batch < 0 ? p.batch : args.batch;
   if (auto e = checkProblem(r))
     throw Error(*e);
   if (!args.a || !args.b || !args.c)
@@ -236,18 +273,21 @@ GemmProblem Runtime::resolve(const GemmProblem &p, const GemmArgs &args) {
                                                                  : !args.b
                                                                      ? "B"
                                                                      : "C"));
-  Operand ops[3] = {{"A", args.a, args.lda, p.transA ? r.m : r.k, sizeOf(p.ab),
-                     p.alignA, p.transA ? "M" : "K"},
-                    {"B", args.b, args.ldb, p.transB ? r.k : r.n, sizeOf(p.ab),
-                     p.alignB, p.transB ? "K" : "N"},
-                    {"C", args.c, args.ldc, r.n, sizeOf(p.c), p.alignC, "N"}};
-  int *aligns[3] = {&r.alignA, &r.alignB, &r.alignC};
-  for (int i = 0; i < 3; ++i) {
-    Operand &o = ops[i];
-    if (o.ld == 0)
-      o.ld = o.extent;
+  if (p.bias != BiasKind::None && !args.bias)
+    throw Error("gemm: the problem has a bias along " +
+                std::string(toString(p.bias)) +
+                " but the call's bias pointer is null");
+  if (p.residual && !args.residual)
+    throw Error("gemm: the problem has a residual but the call's residual "
+                "pointer is null");
+  if (r.batch > 1 && args.strideC == 0)
+    throw Error("gemm: strideC = 0 with batch = " + std::to_string(r.batch) +
+                " makes every batch write the same C; pass -1 (packed) or a "
+                "stride >= one C matrix");
+  std::vector<Operand> ops = operands(p, r, args);
+  for (Operand &o : ops) {
     if (o.ld < o.extent)
-      throw Error(std::string("gemm: ld") + char('a' + i) + " = " +
+      throw Error(std::string("gemm: ") + o.ldName + " = " +
                   std::to_string(o.ld) + " is smaller than a stored row of " +
                   o.name + " (" + o.extentName + " = " +
                   std::to_string(o.extent) + " elements); pass ld >= " +
@@ -256,8 +296,14 @@ GemmProblem Runtime::resolve(const GemmProblem &p, const GemmArgs &args) {
       throw Error(std::string("gemm: pointer ") + o.name +
                   " is not aligned to its " + std::to_string(o.elem) +
                   "-byte element type");
-    *aligns[i] = feasibleAlign(o);
   }
+  r.alignA = feasibleAlign(ops[0]);
+  r.alignB = feasibleAlign(ops[1]);
+  // C's vector width also serves the bias (along N) and the residual.
+  r.alignC = feasibleAlign(ops[2]);
+  for (size_t i = 3; i < ops.size(); ++i)
+    if (ops[i].align > 1)
+      r.alignC = std::min(r.alignC, feasibleAlign(ops[i]));
   return r;
 }
 
@@ -270,7 +316,8 @@ std::string dispatchKey(const GemmProblem &r) {
   for (int64_t v : {r.m, r.n, r.k, int64_t(r.ab), int64_t(r.c),
                     int64_t(r.transA), int64_t(r.transB), int64_t(r.staticM),
                     int64_t(r.staticN), int64_t(r.staticK), int64_t(r.alignA),
-                    int64_t(r.alignB), int64_t(r.alignC)})
+                    int64_t(r.alignB), int64_t(r.alignC), int64_t(r.bias),
+                    int64_t(r.act), int64_t(r.residual), r.batch})
     k += std::to_string(v) + ",";
   return k;
 }
@@ -335,6 +382,8 @@ GemmConfig Runtime::chooseConfig(const GemmProblem &r) {
     // A record whose config does not fit this call (another alignment) is
     // passed over.
     TuningDB::Match match = tuning_->lookup(tuningKey_, r);
+    if (!match.record && !(mainLoopProblem(r) == r))
+      match = tuning_->lookup(tuningKey_, mainLoopProblem(r));
     if (match.record && !checkConfig(r, match.record->config, target_))
       return match.record->config;
     if (opts_.tune != TunePolicy::Online) {
@@ -410,19 +459,21 @@ void Runtime::launch(const Kernel &k, const GemmArgs &args, void *stream) {
       slots = std::min(slots, resident * k.config.cluster);
   }
   LaunchDims d =
-      gemmLaunchDims(kp, k.config, k.source.target, r.m, slots);
+      gemmLaunchDims(kp, k.config, k.source.target, r.m, slots, r.batch);
   if (d.grid[1] > 65535)
     throw Error("launch: M = " + std::to_string(r.m) + " needs " +
                 std::to_string(d.grid[1]) +
                 " row blocks, over the grid limit 65535; use a larger blockM");
-  const void *a = args.a, *b = args.b;
-  void *c = args.c;
-  int m = int(r.m), n = int(r.n), kk = int(r.k);
-  long long lda = args.lda ? args.lda : (kp.transA ? r.m : r.k);
-  long long ldb = args.ldb ? args.ldb : (kp.transB ? r.k : r.n);
-  long long ldc = args.ldc ? args.ldc : r.n;
-  float alpha = args.alpha, beta = args.beta;
   if (k.config.loop == GemmLoop::Wgmma) {
+    // The wgmma loop takes its own argument list (no epilogue features or
+    // batches: checkConfig refuses them for it).
+    const void *a = args.a, *b = args.b;
+    void *c = args.c;
+    int m = int(r.m), n = int(r.n), kk = int(r.k);
+    long long lda = args.lda ? args.lda : (kp.transA ? r.m : r.k);
+    long long ldb = args.ldb ? args.ldb : (kp.transB ? r.k : r.n);
+    long long ldc = args.ldc ? args.ldc : r.n;
+    float alpha = args.alpha, beta = args.beta;
     // TMA reads A and B through tensor maps of this call's pointers and
     // extents (rows past M, N or K read as zeros); boxes are one 128-byte
     // swizzle row wide.
@@ -442,7 +493,34 @@ void Runtime::launch(const Kernel &k, const GemmArgs &args, void *stream) {
     backend_->launch(k.function, d, params, stream);
     return;
   }
-  void *params[] = {&a, &b, &c, &m, &n, &kk, &lda, &ldb, &ldc, &alpha, &beta};
+  std::vector<Operand> ops = operands(kp, r, args);
+  gemm::Params prm{};
+  prm.a = args.a;
+  prm.b = args.b;
+  prm.c = args.c;
+  prm.bias = args.bias;
+  prm.residual = args.residual;
+  prm.lda = ops[0].ld;
+  prm.ldb = ops[1].ld;
+  prm.ldc = ops[2].ld;
+  prm.strideA = ops[0].stride;
+  prm.strideB = ops[1].stride;
+  prm.strideC = ops[2].stride;
+  for (size_t i = 3; i < ops.size(); ++i) {
+    if (std::string_view(ops[i].name) == "bias") {
+      prm.strideBias = ops[i].stride;
+    } else {
+      prm.ldr = ops[i].ld;
+      prm.strideResidual = ops[i].stride;
+    }
+  }
+  prm.m = int(r.m);
+  prm.n = int(r.n);
+  prm.k = int(r.k);
+  prm.batch = int(r.batch);
+  prm.alpha = args.alpha;
+  prm.beta = args.beta;
+  void *params[] = {&prm};
   backend_->launch(k.function, d, params, stream);
 }
 

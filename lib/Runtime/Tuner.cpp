@@ -45,6 +45,8 @@ GemmProblem tuningProblem(const GemmProblem &p) {
   a.a = reinterpret_cast<const void *>(uintptr_t(1) << 32);
   a.b = reinterpret_cast<const void *>(uintptr_t(2) << 32);
   a.c = reinterpret_cast<void *>(uintptr_t(3) << 32);
+  a.bias = reinterpret_cast<const void *>(uintptr_t(4) << 32);
+  a.residual = reinterpret_cast<const void *>(uintptr_t(5) << 32);
   a.m = p.m;
   return Runtime::resolve(p, a);
 }
@@ -202,7 +204,7 @@ std::vector<size_t> pendingProblems(const TuningDB &db, const DeviceKey &key,
   std::vector<size_t> out;
   std::vector<GemmProblem> seen;
   for (size_t i = 0; i < problems.size(); ++i) {
-    GemmProblem q = tuningProblem(problems[i]);
+    GemmProblem q = tuningProblem(mainLoopProblem(problems[i]));
     if (std::find(seen.begin(), seen.end(), q) != seen.end())
       continue;
     seen.push_back(q);
@@ -489,7 +491,7 @@ const TunerOptions &Tuner::options() const { return impl_->o; }
 
 void Tuner::prefetch(const GemmProblem &p) {
   Impl &I = *impl_;
-  GemmProblem r = tuningProblem(p);
+  GemmProblem r = tuningProblem(mainLoopProblem(p));
   if (checkProblemOnTarget(r, I.target))
     return; // tune() reports it
   // The reference first: tune() needs it before any candidate.
@@ -510,7 +512,10 @@ TuneResult Tuner::tune(const GemmProblem &p) {
   Backend &be = *I.be;
   const auto t0 = Clock::now();
   TuneResult res;
-  res.problem = tuningProblem(p);
+  // The epilogue and the batch count leave the main loop, and so the best
+  // tile config, as they are: the plain problem is measured (against the
+  // plain reference) and recorded; the dispatcher falls back to it.
+  res.problem = tuningProblem(mainLoopProblem(p));
   res.target = I.target;
   const GemmProblem &r = res.problem;
   if (auto e = checkProblemOnTarget(r, I.target))

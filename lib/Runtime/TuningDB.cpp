@@ -51,7 +51,8 @@ std::string errnoText() { return std::strerror(errno); }
 /// CSV too) ordered by M.
 auto problemTuple(const GemmProblem &p) {
   return std::tuple(p.n, p.k, p.ab, p.c, p.transA, p.transB, p.staticM,
-                    p.staticN, p.staticK, p.alignA, p.alignB, p.alignC, p.m);
+                    p.staticN, p.staticK, p.alignA, p.alignB, p.alignC, p.bias,
+                    p.act, p.residual, p.batch, p.m);
 }
 bool problemLess(const GemmProblem &a, const GemmProblem &b) {
   return problemTuple(a) < problemTuple(b);

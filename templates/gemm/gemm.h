@@ -1,4 +1,4 @@
-//===- gemm.h - Tiled GEMM, C = alpha*op(A)*op(B) + beta*C -----*- C++ -*-===//
+//===- gemm.h - Tiled GEMM, C = epilogue(op(A)*op(B)) ----------*- C++ -*-===//
 //
 // One thread block computes a kBlockM x kBlockN tile of C; its warps
 // (wavefronts on AMD) form a kWarpsM x kWarpsN grid, each owning a
@@ -14,7 +14,9 @@
 // Each operand tile keeps its global contiguous dimension contiguous in
 // shared memory, so every layout copies rows as they are; the fragment loads
 // absorb the layout (.trans on NVIDIA, strided reads on AMD). The generated
-// source fixes everything through Config (see the contract in the emitter).
+// source fixes everything through Config (see the contract in the emitter);
+// the accumulators leave through the fused epilogue (epilogue.h), batch z
+// of a strided batch being blockIdx.z.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,6 +28,8 @@
 #else
 #include "kgen/common/mfma_cdna.h"
 #endif
+#include "kgen/gemm/epilogue.h"
+#include "kgen/gemm/params.h"
 
 namespace kgen::gemm {
 
@@ -239,51 +243,6 @@ struct OperandLoader {
 #endif
 };
 
-/// Two adjacent outputs written as one access.
-template <class T> struct alignas(2 * sizeof(T)) Pair { T x, y; };
-
-/// C[row][col .. col+kWidth) = alpha * acc + beta * C, for kWidth 1 or 2,
-/// skipping what lies outside C. C is read only when beta != 0, so it may
-/// hold NaN otherwise. A pair is one access when kVecC >= 2: N is then even
-/// and col is even, so the pair is aligned and wholly inside or outside.
-template <class Config, int kWidth>
-KGEN_DEVICE void storeC(typename Config::TypeC *c, long long ldc, int row,
-                        int col, const float *acc, int size_m, int size_n,
-                        float alpha, float beta) {
-  using TC = typename Config::TypeC;
-  if constexpr (Config::kCheckM) {
-    if (row >= size_m)
-      return;
-  }
-  TC *p = c + row * ldc + col;
-  if constexpr (kWidth == 2 && Config::kVecC >= 2) {
-    if constexpr (Config::kCheckN) {
-      if (col >= size_n)
-        return;
-    }
-    float x = alpha * acc[0], y = alpha * acc[1];
-    if (beta != 0.f) {
-      const Pair<TC> old = *reinterpret_cast<const Pair<TC> *>(p);
-      x += beta * Convert<TC>::toFloat(old.x);
-      y += beta * Convert<TC>::toFloat(old.y);
-    }
-    *reinterpret_cast<Pair<TC> *>(p) =
-        Pair<TC>{Convert<TC>::fromFloat(x), Convert<TC>::fromFloat(y)};
-  } else {
-#pragma unroll
-    for (int e = 0; e < kWidth; ++e) {
-      if constexpr (Config::kCheckN) {
-        if (col + e >= size_n)
-          continue;
-      }
-      float x = alpha * acc[e];
-      if (beta != 0.f)
-        x += beta * Convert<TC>::toFloat(p[e]);
-      p[e] = Convert<TC>::fromFloat(x);
-    }
-  }
-}
-
 #if KGEN_NVIDIA
 /// A warp's kWarpM x kWarpN accumulators as (kWarpM/16) x (kWarpN/8) mma
 /// tiles of 16x8, fed by ldmatrix.x4: one per 16x16 block of A, one per
@@ -371,10 +330,9 @@ template <class Config, class TileA, class TileB> struct WarpMma {
   }
 
   /// Lane (g, t) = (lane/4, lane%4) holds rows g and g+8, columns 2t, 2t+1
-  /// of each 16x8 tile.
-  KGEN_DEVICE void store(typename Config::TypeC *c, long long ldc, int row0,
-                         int col0, int lane, int size_m, int size_n,
-                         float alpha, float beta) const {
+  /// of each 16x8 tile: pairs for the epilogue.
+  KGEN_DEVICE void store(const Params &p, int batch, int row0, int col0,
+                         int lane) const {
     const int g = lane / 4, t = lane % 4;
 #pragma unroll
     for (int i = 0; i < kFragsM; ++i)
@@ -382,9 +340,8 @@ template <class Config, class TileA, class TileB> struct WarpMma {
       for (int j = 0; j < kFragsN; ++j)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-          storeC<Config, 2>(c, ldc, row0 + 16 * i + 8 * h + g,
-                            col0 + 8 * j + 2 * t, &acc[i][j][2 * h], size_m,
-                            size_n, alpha, beta);
+          epilogue<Config, 2>(p, batch, row0 + 16 * i + 8 * h + g,
+                              col0 + 8 * j + 2 * t, &acc[i][j][2 * h]);
   }
 };
 #else
@@ -445,10 +402,10 @@ template <class Config, class TileA, class TileB> struct WarpMma {
   }
 
   /// Lane l holds acc[v] = D[8*(v/4) + 4*(l/32) + v%4][l%32] of each tile;
-  /// a wavefront's store covers 32 consecutive columns of two rows.
-  KGEN_DEVICE void store(typename Config::TypeC *c, long long ldc, int row0,
-                         int col0, int lane, int size_m, int size_n,
-                         float alpha, float beta) const {
+  /// a wavefront's store covers 32 consecutive columns of two rows, so the
+  /// epilogue gets single elements.
+  KGEN_DEVICE void store(const Params &p, int batch, int row0, int col0,
+                         int lane) const {
 #pragma unroll
     for (int i = 0; i < kFragsM; ++i)
 #pragma unroll
@@ -456,23 +413,18 @@ template <class Config, class TileA, class TileB> struct WarpMma {
 #pragma unroll
         for (int v = 0; v < 16; ++v) {
           const float x = acc[i][j][v];
-          storeC<Config, 1>(
-              c, ldc, row0 + 32 * i + 8 * (v / 4) + 4 * (lane / 32) + v % 4,
-              col0 + 32 * j + lane % 32, &x, size_m, size_n, alpha, beta);
+          epilogue<Config, 1>(
+              p, batch, row0 + 32 * i + 8 * (v / 4) + 4 * (lane / 32) + v % 4,
+              col0 + 32 * j + lane % 32, &x);
         }
   }
 };
 #endif
 
-/// The kernel body; the generated kernel forwards its arguments. Launch:
-/// grid (ceil(N / kBlockN), ceil(M / kBlockM)), kThreads threads,
+/// The kernel body; the generated kernel forwards its Params. Launch:
+/// grid (ceil(N / kBlockN), ceil(M / kBlockM), batch), kThreads threads,
 /// kSmemBytes of dynamic shared memory.
-template <class Config>
-KGEN_DEVICE void run(const typename Config::TypeA *__restrict__ a,
-                     const typename Config::TypeB *__restrict__ b,
-                     typename Config::TypeC *__restrict__ c, int m, int n,
-                     int k, long long lda, long long ldb, long long ldc,
-                     float alpha, float beta) {
+template <class Config> KGEN_DEVICE void run(const Params &p) {
   using Tile = Shape<Config>;
   using T = typename Tile::T;
   constexpr int kStages = Tile::kStages;
@@ -487,9 +439,12 @@ KGEN_DEVICE void run(const typename Config::TypeA *__restrict__ a,
                 "kSmemBytes disagrees with the template's smem layout");
 
   // Baked dimensions are constants; the others come from the arguments.
-  const int size_m = Config::kM ? Config::kM : m;
-  const int size_n = Config::kN ? Config::kN : n;
-  const int size_k = Config::kK ? Config::kK : k;
+  const int size_m = Config::kM ? Config::kM : p.m;
+  const int size_n = Config::kN ? Config::kN : p.n;
+  const int size_k = Config::kK ? Config::kK : p.k;
+  const int batch = int(blockIdx.z);
+  const T *const a = static_cast<const T *>(p.a) + batch * p.strideA;
+  const T *const b = static_cast<const T *>(p.b) + batch * p.strideB;
   // The number of k-slices; without kCheckK, kBlockK divides K.
   const int slices = Config::kCheckK
                          ? (size_k + Tile::kBlockK - 1) / Tile::kBlockK
@@ -508,8 +463,8 @@ KGEN_DEVICE void run(const typename Config::TypeA *__restrict__ a,
   T *const sA = reinterpret_cast<T *>(kgen_smem);
   T *const sB = sA + kStages * TileA::kElems;
 
-  LoaderA loadA(a, lda, m0, size_m, size_k);
-  LoaderB loadB(b, ldb, n0, size_n, size_k);
+  LoaderA loadA(a, p.lda, m0, size_m, size_k);
+  LoaderB loadB(b, p.ldb, n0, size_n, size_k);
   WarpMma<Config, TileA, TileB> mma;
 
 #if KGEN_NVIDIA
@@ -569,8 +524,7 @@ KGEN_DEVICE void run(const typename Config::TypeA *__restrict__ a,
   }
 #endif
 
-  mma.store(c, ldc, m0 + warpM0, n0 + warpN0, lane, size_m, size_n, alpha,
-            beta);
+  mma.store(p, batch, m0 + warpM0, n0 + warpN0, lane);
 }
 
 } // namespace kgen::gemm

@@ -38,13 +38,16 @@ struct Case {
   int blockM, blockN, blockK, warpsM, warpsN, stages;
   const char *smem;
   const char *runs;
+  const char *epilogue;
+  int batch;
 };
 
 // clang-format off
 const Case kCases[] = {
-#define CASE(T, AB, C, L, M, N, K, AA, AB2, AC, BM, BN, BK, WM, WN, S, SM, R)  \
+#define CASE(T, AB, C, L, M, N, K, AA, AB2, AC, BM, BN, BK, WM, WN, S, SM, R,  \
+             EPI, BATCH)                                                       \
   {Target::T, DType::AB, DType::C, L, M, N, K, AA, AB2, AC,                    \
-   BM, BN, BK, WM, WN, S, SM, R},
+   BM, BN, BK, WM, WN, S, SM, R, EPI, BATCH},
 #include "cases.def"
 #undef CASE
 };
@@ -115,6 +118,22 @@ int main(int argc, char **argv) {
     p.alignA = cs.alignA;
     p.alignB = cs.alignB;
     p.alignC = cs.alignC;
+    p.batch = cs.batch;
+    {
+      std::istringstream features(cs.epilogue);
+      for (std::string f; features >> f;) {
+        if (f == "biasm")
+          p.bias = BiasKind::AlongM;
+        else if (f == "biasn")
+          p.bias = BiasKind::AlongN;
+        else if (f == "res")
+          p.residual = true;
+        else if (auto act = parseActivation(f))
+          p.act = *act;
+        else
+          die(index, "unknown epilogue feature " + f);
+      }
+    }
     GemmConfig c;
     c.blockM = cs.blockM;
     c.blockN = cs.blockN;
@@ -144,9 +163,10 @@ int main(int argc, char **argv) {
     // The emulated build replaces the atom headers (gemm.h names both and
     // includes one per vendor); every other header the kernel includes is
     // compiled from templates/ as it is.
-    std::set<std::string> known = {"kgen/common/prelude.h", "kgen/gemm/gemm.h",
-                                   "kgen/common/mma_sm80.h",
-                                   "kgen/common/mfma_cdna.h"};
+    std::set<std::string> known = {
+        "kgen/common/prelude.h",  "kgen/gemm/gemm.h",
+        "kgen/gemm/epilogue.h",   "kgen/gemm/params.h",
+        "kgen/common/mma_sm80.h", "kgen/common/mfma_cdna.h"};
     if (!amd)
       known.insert(std::string(kHipRuntimeNvidia));
     for (const std::string &h : ks.headers)
@@ -182,9 +202,10 @@ int main(int argc, char **argv) {
       q.m = m;
       q.n = n;
       q.k = k;
-      const LaunchDims d = gemmLaunchDims(q, c, cs.target, m);
+      const LaunchDims d = gemmLaunchDims(q, c, cs.target, m, 0, p.batch);
       runs << "{" << m << ", " << n << ", " << k << ", " << d.grid[0] << ", "
-           << d.grid[1] << ", " << d.block[0] << ", " << d.smemBytes << "}, ";
+           << d.grid[1] << ", " << d.grid[2] << ", " << d.block[0] << ", "
+           << d.smemBytes << "}, ";
     }
     if (!nRuns)
       die(index, "no runs");
@@ -210,7 +231,9 @@ int main(int argc, char **argv) {
           << ", " << c.stages << ", "
           << (c.smem == SmemLayout::Swizzled ? "true" : "false") << ", "
           << tr.checkM << ", " << tr.checkN << ", " << tr.checkK << ", "
-          << nRuns << ", {" << runs.str() << "}, &" << ks.name << "_emu},\n";
+          << int(p.bias) << ", " << int(p.act) << ", " << p.residual << ", "
+          << p.batch << ", " << nRuns << ", {" << runs.str() << "}, &"
+          << ks.name << "_emu},\n";
     ++index;
   }
   writeIfChanged(dir + "/registry.inc",

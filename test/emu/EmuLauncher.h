@@ -28,14 +28,7 @@
       return false;                                                            \
     }                                                                          \
     return emu::launch(                                                        \
-        l,                                                                     \
-        [](const emu::Args &g) {                                               \
-          KERNEL(static_cast<const Config::TypeA *>(g.a),                      \
-                 static_cast<const Config::TypeB *>(g.b),                      \
-                 static_cast<Config::TypeC *>(g.c), g.m, g.n, g.k, g.lda,      \
-                 g.ldb, g.ldc, g.alpha, g.beta);                               \
-        },                                                                     \
-        args, message, messageSize);                                           \
+        l, [](const emu::Args &g) { KERNEL(g); }, args, message, messageSize); \
   }
 
 #endif

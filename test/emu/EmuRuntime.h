@@ -13,6 +13,8 @@
 #ifndef KGEN_TEST_EMU_EMURUNTIME_H
 #define KGEN_TEST_EMU_EMURUNTIME_H
 
+#include "kgen/gemm/params.h"
+
 #include <cstddef>
 #include <cstdint>
 
@@ -89,14 +91,9 @@ struct Launch {
   int inputs = 2;               ///< buffers[0, inputs) are what cp.async reads
 };
 
-/// The kernel's arguments, as the runtime passes them.
-struct Args {
-  const void *a, *b;
-  void *c;
-  int m, n, k;
-  long long lda, ldb, ldc;
-  float alpha, beta;
-};
+/// The kernel's argument, as the runtime passes it: the plain struct of
+/// templates/gemm/params.h.
+using Args = kgen::gemm::Params;
 
 /// Largest dynamic shared memory a launch may ask for.
 constexpr int kSmemCapacity = 256 * 1024;

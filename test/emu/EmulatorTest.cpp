@@ -51,6 +51,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -75,7 +76,7 @@ namespace {
 
 struct EmuRun {
   long long m, n, k;
-  unsigned gridX, gridY; ///< kgen::gemmLaunchDims
+  unsigned gridX, gridY, gridZ; ///< kgen::gemmLaunchDims
   int threads, smemBytes;
 };
 
@@ -88,6 +89,9 @@ struct EmuKernel {
   int warps, stages;
   bool swizzle;
   bool checkM, checkN, checkK;
+  int bias, act; ///< kgen::BiasKind, kgen::Activation
+  bool residual;
+  int batch;
   int nRuns;
   EmuRun runs[4];
   bool (*launch)(const emu::Args &, const emu::Launch &, char *, size_t);
@@ -204,71 +208,177 @@ struct Variant {
   bool eagerCopies;
 };
 
+/// The activation as the host reference computes it: in double, from the
+/// formulas' definitions (not the template's code).
+double activateRef(int act, double x) {
+  switch (kgen::Activation(act)) {
+  case kgen::Activation::None:
+    return x;
+  case kgen::Activation::ReLU:
+    return x > 0 ? x : 0;
+  case kgen::Activation::GeluTanh:
+    return 0.5 * x *
+           (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+  case kgen::Activation::GeluErf:
+    return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+  case kgen::Activation::SiLU:
+    return x / (1 + std::exp(-x));
+  }
+  return x;
+}
+
+/// The spacing of `t`'s values at magnitude x (0 for 0).
+double ulpOf(kgen::DType t, double x) {
+  if (x == 0)
+    return 0;
+  int e;
+  std::frexp(std::fabs(x), &e);
+  const int mant = t == kgen::DType::F32 ? 24 : t == kgen::DType::F16 ? 11 : 8;
+  return std::ldexp(1.0, e - mant);
+}
+
+/// Whether an element of `t` (bits `got`) may stand for the exact `want`
+/// when the kernel computed it through an fp32 GELU or SiLU (tanhf, erff,
+/// expf, each a few ulps off): the final rounding to `t` (one ulp of `t` at
+/// |want|) plus 8 fp32 ulps of `scale`, the largest magnitude the fp32
+/// computation went through (the pre-activation value, the residual).
+/// Everything else in the epilogue is exact here and compared bit for bit.
+bool closeEnough(kgen::DType t, uint32_t got, double want, double scale) {
+  const double g = valueOf(t, got);
+  return std::isfinite(g) &&
+         std::fabs(g - want) <=
+             ulpOf(t, want) + 8 * ulpOf(kgen::DType::F32, scale);
+}
+
 /// Runs kernel `kern` on one shape; returns an empty string or what failed.
 std::string runOne(const EmuKernel &kern, const EmuRun &run, const Variant &v,
                    unsigned seed) {
-  const long long M = run.m, N = run.n, K = run.k;
+  const long long M = run.m, N = run.n, K = run.k, nb = kern.batch;
+  const bool act = kern.act != int(kgen::Activation::None);
+  // ReLU is exact; the others go through fp32 math functions.
+  const bool inexact = act && kern.act != int(kgen::Activation::ReLU);
+  // Activations are only interesting near 0: scale the products down by
+  // 2^-10 and C, the bias and the residual by 2^-4 (powers of two: every
+  // input and pre-activation value stays exact).
+  const float alpha = act ? v.alpha * 0x1p-10f : v.alpha;
+  const float small01 = act ? 0x1p-4f : 1.0f;
   // Leading dimensions: packed, or padded by a vector (3 elements for
-  // vectors of 1), which keeps them multiples of the vector width.
+  // vectors of 1), which keeps them multiples of the vector width. Batches
+  // of a matrix sit one row apart (a NaN row, as the padding).
   auto pad = [&](int vec) { return v.paddedLd ? (vec == 1 ? 3 : vec) : 0; };
   const long long lda = (kern.transA ? M : K) + pad(kern.vecA);
   const long long ldb = (kern.transB ? K : N) + pad(kern.vecB);
   const long long ldc = N + pad(kern.vecC);
+  const long long rowsA = kern.transA ? K : M, rowsB = kern.transB ? N : K;
+  auto batchedRows = [&](long long rows) {
+    return nb == 1 ? rows : nb * (rows + 1) - 1;
+  };
+  const long long strideA = (rowsA + 1) * lda, strideB = (rowsB + 1) * ldb,
+                  strideC = (M + 1) * ldc;
   const int es = kgen::sizeOf(kern.ab), esC = kgen::sizeOf(kern.c);
-  Matrix A(kern.ab, kern.transA ? K : M, kern.transA ? M : K, lda,
+  Matrix A(kern.ab, batchedRows(rowsA), kern.transA ? M : K, lda,
            kern.vecA * es);
-  Matrix B(kern.ab, kern.transB ? N : K, kern.transB ? K : N, ldb,
+  Matrix B(kern.ab, batchedRows(rowsB), kern.transB ? K : N, ldb,
            kern.vecB * es);
-  Matrix C(kern.c, M, N, ldc, kern.vecC * esC);
+  Matrix C(kern.c, batchedRows(M), N, ldc, kern.vecC * esC);
+  // The bias: one row per batch, of M or N elements, a vector's gap apart;
+  // the residual: M x N batches like C's, with its own leading dimension.
+  const long long biasLen = kern.bias == int(kgen::BiasKind::AlongM) ? M : N;
+  const long long ldBias = biasLen + std::max(kern.vecC, 2);
+  const long long ldr = N + (v.paddedLd ? 2 * kern.vecC : 0);
+  std::unique_ptr<Matrix> bias, res;
+  if (kern.bias)
+    bias =
+        std::make_unique<Matrix>(kern.c, nb, biasLen, ldBias, kern.vecC * esC);
+  if (kern.residual)
+    res = std::make_unique<Matrix>(kern.c, batchedRows(M), N, ldr,
+                                   kern.vecC * esC);
+  const long long strideR = (M + 1) * ldr;
 
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int> small(-15, 15);
-  std::vector<float> a(size_t(M * K)), b(size_t(K * N)), c0(size_t(M * N));
-  for (long long i = 0; i < M; ++i)
-    for (long long kk = 0; kk < K; ++kk) {
-      const float x = float(small(rng));
-      a[size_t(i * K + kk)] = x;
-      kern.transA ? A.set(kk, i, encodeExact(kern.ab, x))
-                  : A.set(i, kk, encodeExact(kern.ab, x));
-    }
-  for (long long kk = 0; kk < K; ++kk)
-    for (long long j = 0; j < N; ++j) {
-      const float x = float(small(rng));
-      b[size_t(kk * N + j)] = x;
-      kern.transB ? B.set(j, kk, encodeExact(kern.ab, x))
-                  : B.set(kk, j, encodeExact(kern.ab, x));
-    }
-  if (v.beta != 0.f)
+  const size_t mk = size_t(M * K), kn = size_t(K * N), mn = size_t(M * N);
+  std::vector<float> a(nb * mk), b(nb * kn), c0(nb * mn), bv(nb * biasLen),
+      rv(nb * mn);
+  for (long long z = 0; z < nb; ++z) {
     for (long long i = 0; i < M; ++i)
+      for (long long kk = 0; kk < K; ++kk) {
+        const float x = float(small(rng));
+        a[z * mk + size_t(i * K + kk)] = x;
+        const long long r0 = z * (rowsA + 1);
+        kern.transA ? A.set(r0 + kk, i, encodeExact(kern.ab, x))
+                    : A.set(r0 + i, kk, encodeExact(kern.ab, x));
+      }
+    for (long long kk = 0; kk < K; ++kk)
       for (long long j = 0; j < N; ++j) {
         const float x = float(small(rng));
-        c0[size_t(i * N + j)] = x;
-        C.set(i, j, encodeExact(kern.c, x));
-      } // else C keeps its NaN fill: beta == 0 must not read it
+        b[z * kn + size_t(kk * N + j)] = x;
+        const long long r0 = z * (rowsB + 1);
+        kern.transB ? B.set(r0 + j, kk, encodeExact(kern.ab, x))
+                    : B.set(r0 + kk, j, encodeExact(kern.ab, x));
+      }
+    if (v.beta != 0.f)
+      for (long long i = 0; i < M; ++i)
+        for (long long j = 0; j < N; ++j) {
+          const float x = float(small(rng)) * small01;
+          c0[z * mn + size_t(i * N + j)] = x;
+          C.set(z * (M + 1) + i, j, encodeExact(kern.c, x));
+        } // else C keeps its NaN fill: beta == 0 must not read it
+    if (bias)
+      for (long long i = 0; i < biasLen; ++i) {
+        const float x = float(small(rng)) * small01;
+        bv[size_t(z * biasLen + i)] = x;
+        bias->set(z, i, encodeExact(kern.c, x));
+      }
+    if (res)
+      for (long long i = 0; i < M; ++i)
+        for (long long j = 0; j < N; ++j) {
+          const float x = float(small(rng)) * small01;
+          rv[z * mn + size_t(i * N + j)] = x;
+          res->set(z * (M + 1) + i, j, encodeExact(kern.c, x));
+        }
+  }
 
   const std::vector<unsigned char> a0 = A.snapshot(), b0 = B.snapshot();
+  const std::vector<unsigned char> bias0 =
+      bias ? bias->snapshot() : std::vector<unsigned char>();
+  const std::vector<unsigned char> res0 =
+      res ? res->snapshot() : std::vector<unsigned char>();
   // What C's buffer must hold afterwards: the results, and every byte
-  // around them as it was.
-  std::vector<uint32_t> want(size_t(M * N));
-  for (long long i = 0; i < M; ++i)
-    for (long long j = 0; j < N; ++j) {
-      double acc = 0;
-      for (long long kk = 0; kk < K; ++kk)
-        acc += double(a[size_t(i * K + kk)]) * double(b[size_t(kk * N + j)]);
-      const double r =
-          double(v.alpha) * acc +
-          (v.beta != 0.f ? double(v.beta) * c0[size_t(i * N + j)] : 0.0);
-      want[size_t(i * N + j)] = roundTo(kern.c, float(r)); // float(r) exact
-    }
+  // around them as it was. Exact results are compared bit for bit; those
+  // through an fp32 activation next to the double reference (closeEnough).
+  std::vector<double> exact(nb * mn), scale(nb * mn);
   std::vector<unsigned char> cWant = C.snapshot();
-  for (long long i = 0; i < M; ++i)
-    for (long long j = 0; j < N; ++j)
-      std::memcpy(cWant.data() + C.lead + size_t(i * ldc + j) * size_t(esC),
-                  &want[size_t(i * N + j)], size_t(esC));
+  auto cOffset = [&](long long z, long long i, long long j) {
+    return C.lead + size_t(((z * (M + 1) + i) * ldc + j) * esC);
+  };
+  for (long long z = 0; z < nb; ++z)
+    for (long long i = 0; i < M; ++i)
+      for (long long j = 0; j < N; ++j) {
+        double acc = 0;
+        for (long long kk = 0; kk < K; ++kk)
+          acc += double(a[z * mk + size_t(i * K + kk)]) *
+                 double(b[z * kn + size_t(kk * N + j)]);
+        double r =
+            double(alpha) * acc +
+            (v.beta != 0.f ? double(v.beta) * c0[z * mn + size_t(i * N + j)]
+                           : 0.0);
+        if (kern.bias)
+          r += bv[size_t(z * biasLen + (kern.bias == 1 ? i : j))];
+        const double pre = r, post = activateRef(kern.act, pre);
+        const double resid = kern.residual ? rv[z * mn + size_t(i * N + j)] : 0;
+        r = post + resid;
+        exact[z * mn + size_t(i * N + j)] = r;
+        scale[z * mn + size_t(i * N + j)] =
+            std::fabs(pre) + std::fabs(post) + std::fabs(resid);
+        const uint32_t w = roundTo(kern.c, float(r)); // float(r) exact
+        std::memcpy(cWant.data() + cOffset(z, i, j), &w, size_t(esC));
+      }
 
   emu::Launch l;
   l.grid[0] = run.gridX;
   l.grid[1] = run.gridY;
+  l.grid[2] = run.gridZ;
   l.threads = run.threads;
   l.waveSize = kern.waveSize;
   l.smemBytes = run.smemBytes;
@@ -276,8 +386,27 @@ std::string runOne(const EmuKernel &kern, const EmuRun &run, const Variant &v,
   l.buffers[0] = A.buffer();
   l.buffers[1] = B.buffer();
   l.buffers[2] = C.buffer();
-  emu::Args args{A.data, B.data, C.data, int(M),  int(N), int(K),
-                 lda,    ldb,    ldc,    v.alpha, v.beta};
+  emu::Args args{};
+  args.a = A.data;
+  args.b = B.data;
+  args.c = C.data;
+  args.bias = bias ? bias->data : nullptr;
+  args.residual = res ? res->data : nullptr;
+  args.lda = lda;
+  args.ldb = ldb;
+  args.ldc = ldc;
+  args.ldr = ldr;
+  args.strideA = strideA;
+  args.strideB = strideB;
+  args.strideC = strideC;
+  args.strideBias = ldBias;
+  args.strideResidual = strideR;
+  args.m = int(M);
+  args.n = int(N);
+  args.k = int(K);
+  args.batch = int(nb);
+  args.alpha = alpha;
+  args.beta = v.beta;
   char message[4096] = "";
   if (!kern.launch(args, l, message, sizeof(message)))
     return message;
@@ -291,13 +420,28 @@ std::string runOne(const EmuKernel &kern, const EmuRun &run, const Variant &v,
     note("the kernel wrote into A");
   if (B.snapshot() != b0)
     note("the kernel wrote into B");
+  if (bias && bias->snapshot() != bias0)
+    note("the kernel wrote into the bias");
+  if (res && res->snapshot() != res0)
+    note("the kernel wrote into the residual");
   const std::vector<unsigned char> cGot = C.snapshot();
   long bad = 0, outside = 0;
   for (size_t off = 0; off < cGot.size(); off += size_t(esC)) {
+    const long long e = (long long)(off - C.lead) / esC;
+    const long long row = e / ldc, col = e % ldc;
+    const bool inside =
+        off >= C.lead && off < C.lead + C.bytes && col < N && row % (M + 1) < M;
     if (std::memcmp(cGot.data() + off, cWant.data() + off, size_t(esC)) == 0)
       continue;
-    const long long e = (long long)(off - C.lead) / esC;
-    const bool inside = off >= C.lead && off < C.lead + C.bytes && e % ldc < N;
+    uint32_t got = 0, exp = 0;
+    std::memcpy(&got, cGot.data() + off, size_t(esC));
+    std::memcpy(&exp, cWant.data() + off, size_t(esC));
+    if (inside && inexact) {
+      const size_t at =
+          size_t(row / (M + 1)) * mn + size_t(row % (M + 1) * N + col);
+      if (closeEnough(kern.c, got, exact[at], scale[at]))
+        continue;
+    }
     if (!inside) {
       if (outside++ < 3)
         note("write outside C's elements, at byte " +
@@ -306,18 +450,15 @@ std::string runOne(const EmuKernel &kern, const EmuRun &run, const Variant &v,
       continue;
     }
     if (bad++ < 5) {
-      uint32_t got = 0, exp = 0;
-      std::memcpy(&got, cGot.data() + off, size_t(esC));
-      std::memcpy(&exp, cWant.data() + off, size_t(esC));
       char buf[160];
-      std::snprintf(buf, sizeof(buf), "C[%lld][%lld] = %g, want %g", e / ldc,
-                    e % ldc, double(valueOf(kern.c, got)),
-                    double(valueOf(kern.c, exp)));
+      std::snprintf(buf, sizeof(buf), "C[%lld][%lld][%lld] = %g, want %g",
+                    row / (M + 1), row % (M + 1), col,
+                    double(valueOf(kern.c, got)), double(valueOf(kern.c, exp)));
       note(buf);
     }
   }
   if (bad)
-    note(std::to_string(bad) + " of " + std::to_string(M * N) +
+    note(std::to_string(bad) + " of " + std::to_string(nb * M * N) +
          " elements of C wrong");
   if (outside)
     note(std::to_string(outside) + " elements outside C changed");
@@ -402,6 +543,29 @@ TEST(EmulatedCoverage, EachVendorCoversTheCombinations) {
     EXPECT_TRUE(swizzled && padded) << vendor;
     EXPECT_TRUE(multiWarp) << vendor;
     EXPECT_TRUE(noChecks && allChecks) << vendor;
+  }
+}
+
+/// The fused epilogue's features and strided batches, per vendor (pairs on
+/// NVIDIA, single elements on AMD): both bias directions, every activation,
+/// the residual, several batches.
+TEST(EmulatedCoverage, EachVendorCoversTheEpilogue) {
+  for (bool amd : {false, true}) {
+    std::set<int> biases, acts;
+    bool residual = false, batched = false;
+    for (const EmuKernel &k : kKernels) {
+      if (k.amd != amd)
+        continue;
+      biases.insert(k.bias);
+      acts.insert(k.act);
+      residual |= k.residual;
+      batched |= k.batch > 1;
+    }
+    const char *vendor = amd ? "AMD" : "NVIDIA";
+    EXPECT_EQ(biases, (std::set<int>{0, 1, 2})) << vendor;
+    EXPECT_EQ(acts, (std::set<int>{0, 1, 2, 3, 4})) << vendor;
+    EXPECT_TRUE(residual) << vendor;
+    EXPECT_TRUE(batched) << vendor;
   }
 }
 

@@ -39,6 +39,29 @@ TEST(Json, ProblemRoundTrip) {
   EXPECT_EQ(j["static"], nlohmann::json::array({"m", "n"}));
 }
 
+TEST(Json, EpilogueAndBatchRoundTrip) {
+  GemmProblem p = problem(532, 2048, 2048);
+  // Plain problems keep their JSON: the new fields appear only when set.
+  for (const char *f : {"bias", "act", "residual", "batch"})
+    EXPECT_FALSE(toJson(p).contains(f)) << f;
+  p.bias = BiasKind::AlongM;
+  p.act = Activation::GeluErf;
+  p.residual = true;
+  p.batch = 12;
+  nlohmann::json j = toJson(p);
+  EXPECT_EQ(j["bias"], "m");
+  EXPECT_EQ(j["act"], "gelu_erf");
+  EXPECT_EQ(j["residual"], true);
+  EXPECT_EQ(j["batch"], 12);
+  EXPECT_EQ(gemmProblemFromJson(j), p);
+  for (Activation a : {Activation::None, Activation::ReLU, Activation::GeluTanh,
+                       Activation::GeluErf, Activation::SiLU}) {
+    p.act = a;
+    EXPECT_EQ(gemmProblemFromJson(toJson(p)), p) << toString(a);
+  }
+  EXPECT_EQ(mainLoopProblem(p), problem(532, 2048, 2048));
+}
+
 TEST(Json, ConfigRoundTrip) {
   GemmConfig c;
   c.blockM = 64;
@@ -68,6 +91,10 @@ TEST(Json, ErrorsNameTheField) {
   expectError(R"({"m":1,"n":2,"k":3,"bogus":1})", "unknown field 'bogus'");
   expectError(R"({"m":"7","n":2,"k":3})", "'m' must be an integer");
   expectError(R"({"m":1,"n":2,"k":3,"static":["q"]})", "'static'");
+  expectError(R"({"m":1,"n":2,"k":3,"bias":"k"})", "'bias' = \"k\"");
+  expectError(R"({"m":1,"n":2,"k":3,"act":"gelu"})", "'act' = \"gelu\"");
+  expectError(R"({"m":1,"n":2,"k":3,"residual":1})", "'residual'");
+  expectError(R"({"m":1,"n":2,"k":3,"batch":"4"})", "'batch'");
   EXPECT_THROW(gemmConfigFromJson(nlohmann::json::parse(R"({"block":[1,2]})")),
                Error);
 }
@@ -83,6 +110,31 @@ TEST(Problem, BadProblemsAreNamed) {
   p.alignB = 3;
   EXPECT_NE(checkProblem(p)->find("alignB = 3"), std::string::npos);
   EXPECT_FALSE(checkProblem(problem(1, 1, 1)));
+  p = problem(1, 1, 1);
+  p.batch = 0;
+  EXPECT_NE(checkProblem(p)->find("batch = 0"), std::string::npos);
+  p.batch = 65536;
+  EXPECT_NE(checkProblem(p)->find("65535"), std::string::npos);
+}
+
+TEST(Emitter, EpilogueFeaturesAreNamedAndFixed) {
+  GemmProblem p = problem(127, 4099, 1023);
+  GemmConfig c;
+  const std::string plain = gemmKernelName(p, c, Target::SM80);
+  p.batch = 8; // run time: the same kernel
+  EXPECT_EQ(gemmKernelName(p, c, Target::SM80), plain);
+  p.bias = BiasKind::AlongN;
+  p.act = Activation::ReLU;
+  p.residual = true;
+  EXPECT_EQ(gemmKernelName(p, c, Target::SM80), plain + "_biasn_relu_res");
+  KernelSource ks = emitGemm(p, c, Target::SM80);
+  EXPECT_NE(ks.source.find("kBias = kgen::gemm::kBiasN, kActivation = "
+                           "kgen::gemm::kActReLU"),
+            std::string::npos);
+  EXPECT_NE(ks.source.find("kResidual = true"), std::string::npos);
+  EXPECT_NE(ks.source.find("(const kgen::gemm::Params p)"), std::string::npos);
+  LaunchDims d = gemmLaunchDims(p, c, Target::SM80, 127, 0, 8);
+  EXPECT_EQ(d.grid[2], 8u);
 }
 
 TEST(Limits, MessagesNameTheLimit) {

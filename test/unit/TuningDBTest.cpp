@@ -382,12 +382,20 @@ TEST_F(TuningDBTest, SaveLoadRoundTrip) {
   f16.staticM = true;
   db.record(h200(), rec(f16, 12.5));
   db.noteMiss(h200(), linear(3));
+  // Epilogue and batch fields are part of the key and round-trip.
+  GemmProblem fused = linear(100);
+  fused.bias = BiasKind::AlongN;
+  fused.act = Activation::SiLU;
+  fused.residual = true;
+  fused.batch = 3;
+  db.record(h200(), rec(fused, 7.0));
 
   std::string path = dir_ + "/a/b/tuning.json";
   db.save(path);
   TuningDB loaded = TuningDB::load(path);
   EXPECT_EQ(loaded, db);
   EXPECT_EQ(loaded.lookup(h200(), linear(100)).record->heuristicUs, 0.1 + 0.2);
+  EXPECT_EQ(loaded.lookup(h200(), fused).record->timeUs, 7.0);
   EXPECT_EQ(loaded.toJson().at("schema"), "kgen-tuning-db/1");
 
   // Saving the loaded DB gives the same bytes.

@@ -31,8 +31,7 @@ kgen.gemm @proj {m = 1024, n = 4096, k = 1024, ab = f16, c = f32, layout = "tn",
 // A 'T' tile 32 x (64+8), B 'N' tile 32 x (64+8), 2 stages of f16.
 // CHECK-NEXT:   static constexpr int kSmemBytes = 18432;
 // CHECK:      extern "C" __global__ void __launch_bounds__(256)
-// CHECK-NEXT: kgen_gemm_f16_cf32_tn_mdyn_n4096_k1024_b64x64x32_w2x2_s2_pad8_v888(
-// CHECK-NEXT:     const kgen::f16 *__restrict__ a, const kgen::f16 *__restrict__ b, float *__restrict__ c,
+// CHECK-NEXT: kgen_gemm_f16_cf32_tn_mdyn_n4096_k1024_b64x64x32_w2x2_s2_pad8_v888(const kgen::gemm::Params p) {
 
 // hiprtc provides the real hip_runtime.h; kgen's NVIDIA mapping is not
 // pasted in. The MFMA atom is there.

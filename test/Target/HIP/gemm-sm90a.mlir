@@ -31,13 +31,14 @@ kgen.gemm @qkv {m = 532, n = 2048, k = 2048, ab = bf16, c = bf16, layout = "nt",
 // CHECK-NEXT:   static constexpr bool kCheckM = true, kCheckN = false, kCheckK = false;
 // CHECK-NEXT:   static constexpr int kThreads = 128;
 // CHECK-NEXT:   static constexpr int kSmemBytes = 61440;
+// CHECK-NEXT:   static constexpr int kBias = kgen::gemm::kBiasNone, kActivation = kgen::gemm::kActNone;
+// CHECK-NEXT:   static constexpr bool kResidual = false;
 // CHECK-NEXT: };
 // CHECK-NEXT: } // namespace
 // CHECK-EMPTY:
 // CHECK-NEXT: extern "C" __global__ void __launch_bounds__(128)
-// CHECK-NEXT: kgen_gemm_bf16_nt_mdyn_n2048_k2048_b128x128x32_w2x2_s3_pad8_v888(
-// CHECK-NEXT:     const kgen::bf16 *__restrict__ a, const kgen::bf16 *__restrict__ b, kgen::bf16 *__restrict__ c,
-// CHECK:        kgen::gemm::run<Config>(a, b, c, m, n, k, lda, ldb, ldc, alpha, beta);
+// CHECK-NEXT: kgen_gemm_bf16_nt_mdyn_n2048_k2048_b128x128x32_w2x2_s3_pad8_v888(const kgen::gemm::Params p) {
+// CHECK-NEXT:   kgen::gemm::run<Config>(p);
 // CHECK-NEXT: }
 // CHECK-NOT:  {{.}}
 
@@ -50,6 +51,8 @@ kgen.gemm @qkv {m = 532, n = 2048, k = 2048, ab = bf16, c = bf16, layout = "nt",
 // INLINE-NOT: #include <hip/hip_runtime.h>
 // INLINE:     begin kgen/common/prelude.h
 // INLINE:     begin kgen/common/mma_sm80.h
+// INLINE:     begin kgen/gemm/params.h
+// INLINE:     begin kgen/gemm/epilogue.h
 // INLINE:     begin kgen/gemm/gemm.h
 // INLINE-NOT: #include "kgen/
 // INLINE:     struct Config {

@@ -15,6 +15,8 @@
 
 #include "EmuRuntime.h"
 
+#include <math.h> // tanhf, erff, expf: what nvrtc and hiprtc provide
+
 #if defined(EMU_NVIDIA) == defined(EMU_AMD)
 #error "compile with exactly one of -DEMU_NVIDIA or -DEMU_AMD"
 #endif
