@@ -108,6 +108,26 @@ FailureOr<GemmProblem> getGemmProblem(GemmOp op) {
       *field = v < INT_MIN || v > INT_MAX ? 0 : int(v);
     }
   }
+
+  if (std::optional<StringRef> bias = op.getBias()) {
+    std::optional<BiasKind> kind = parseBiasKind(std::string_view(*bias));
+    if (!kind)
+      return op.emitError() << "gemm: unknown bias \"" << *bias
+                            << "\"; expected \"m\" (one value a row), \"n\" "
+                               "(one a column) or \"none\"";
+    p.bias = *kind;
+  }
+  if (std::optional<StringRef> act = op.getActivation()) {
+    std::optional<Activation> a = parseActivation(std::string_view(*act));
+    if (!a)
+      return op.emitError() << "gemm: unknown activation \"" << *act
+                            << "\"; expected \"relu\", \"gelu_tanh\", "
+                               "\"gelu_erf\", \"silu\" or \"none\"";
+    p.act = *a;
+  }
+  p.residual = op.getResidual();
+  if (IntegerAttr batch = op.getBatchAttr())
+    p.batch = batch.getInt(); // checkProblem names the range
   return p;
 }
 
@@ -211,7 +231,13 @@ GemmOp buildGemmOp(OpBuilder &builder, Location loc, StringRef name,
       TypeAttr::get(toMlirType(ctx, p.ab)), TypeAttr::get(toMlirType(ctx, p.c)),
       builder.getStringAttr(p.layoutName()), staticDims, align,
       target ? builder.getStringAttr(toString(*target)) : StringAttr(),
-      config ? GemmConfigAttr::get(ctx, *config) : GemmConfigAttr());
+      config ? GemmConfigAttr::get(ctx, *config) : GemmConfigAttr(),
+      p.bias != BiasKind::None ? builder.getStringAttr(toString(p.bias))
+                               : StringAttr(),
+      p.act != Activation::None ? builder.getStringAttr(toString(p.act))
+                                : StringAttr(),
+      p.residual ? builder.getUnitAttr() : UnitAttr(),
+      p.batch != 1 ? builder.getI64IntegerAttr(p.batch) : IntegerAttr());
 }
 
 } // namespace kgen::ir

@@ -34,11 +34,12 @@ void GemmOp::print(OpAsmPrinter &p) {
   // layout, then where and how) rather than the dictionary's alphabetical
   // one; attributes kgen does not know come last.
   SmallVector<NamedAttribute> attrs;
-  StringAttr order[] = {getMAttrName(),          getNAttrName(),
-                        getKAttrName(),          getAbAttrName(),
-                        getCAttrName(),          getLayoutAttrName(),
-                        getStaticDimsAttrName(), getAlignAttrName(),
-                        getTargetAttrName(),     getConfigAttrName()};
+  StringAttr order[] = {
+      getMAttrName(),          getNAttrName(),        getKAttrName(),
+      getAbAttrName(),         getCAttrName(),        getLayoutAttrName(),
+      getStaticDimsAttrName(), getAlignAttrName(),    getBiasAttrName(),
+      getActivationAttrName(), getResidualAttrName(), getBatchAttrName(),
+      getTargetAttrName(),     getConfigAttrName()};
   for (StringAttr name : order)
     if (Attribute value = (*this)->getAttr(name))
       attrs.emplace_back(name, value);
@@ -48,7 +49,8 @@ void GemmOp::print(OpAsmPrinter &p) {
       attrs.push_back(attr);
   // m, n and k are i64 by the op's definition: print `m = 532`, which parses
   // back as i64, rather than the dictionary's `m = 532 : i64`.
-  StringAttr untyped[] = {getMAttrName(), getNAttrName(), getKAttrName()};
+  StringAttr untyped[] = {getMAttrName(), getNAttrName(), getKAttrName(),
+                          getBatchAttrName()};
   p << " {";
   llvm::interleaveComma(attrs, p, [&](NamedAttribute attr) {
     p.printKeywordOrString(attr.getName());

@@ -180,6 +180,21 @@ kgen.gemm @accumulators {m = 4096, n = 4096, k = 4096, ab = bf16, c = bf16, layo
 // expected-error@+1 {{config: the 32x16 A tile (64 vectors of 8) and the 32x16 B tile (64 vectors of 8) must each be a multiple of the 128 threads; use fewer warps or a larger tile}}
 kgen.gemm @tile_vectors {m = 4096, n = 4096, k = 4096, ab = bf16, c = bf16, layout = "nt", target = "sm_90a", config = #kgen.gemm_config<block = [32, 32, 16], warps = [2, 2], stages = 3, smem = padded, pad = 8>}
 
+// -----
+
+// expected-error@+1 {{gemm: unknown bias "k"; expected "m" (one value a row), "n" (one a column) or "none"}}
+kgen.gemm @bias_k {m = 1, n = 64, k = 64, ab = bf16, c = bf16, layout = "nt", bias = "k"}
+
+// -----
+
+// expected-error@+1 {{gemm: unknown activation "gelu"; expected "relu", "gelu_tanh", "gelu_erf", "silu" or "none"}}
+kgen.gemm @gelu {m = 1, n = 64, k = 64, ab = bf16, c = bf16, layout = "nt", activation = "gelu"}
+
+// -----
+
+// expected-error@+1 {{gemm: batch = 0 must be between 1 and 65535 (batches are the grid's z dimension)}}
+kgen.gemm @no_batches {m = 1, n = 64, k = 64, ab = bf16, c = bf16, layout = "nt", batch = 0}
+
 //===----------------------------------------------------------------------===//
 // The config's syntax
 //===----------------------------------------------------------------------===//

@@ -44,3 +44,8 @@ kgen.gemm @extra {note = "from llama-3-8b", m = 16, n = 1024, k = 1024, ab = bf1
 // CHECK-LABEL: kgen.gemm @wgmma_pair
 // CHECK-SAME: config = #kgen.gemm_config<loop = wgmma, cluster = 2, block = [128, 256, 64], warps = [2, 1], stages = 4, smem = swizzled>}
 kgen.gemm @wgmma_pair {m = 4096, n = 4096, k = 4096, ab = bf16, c = bf16, layout = "nt", target = "sm_90a", config = #kgen.gemm_config<loop = wgmma, cluster = 2, block = [128, 256, 64], warps = [2, 1], stages = 4, smem = swizzled>}
+
+// The fused epilogue and batches print after the problem's core.
+// CHECK-LABEL: kgen.gemm @epilogue
+// CHECK-SAME: {m = 532, n = 2048, k = 2048, ab = bf16, c = bf16, layout = "nt", bias = "n", activation = "gelu_erf", residual, batch = 8, target = "sm_90a"}
+kgen.gemm @epilogue {batch = 8, residual, activation = "gelu_erf", bias = "n", target = "sm_90a", layout = "nt", c = bf16, ab = bf16, k = 2048, n = 2048, m = 532}

@@ -30,6 +30,13 @@ def Kgen_GemmOp : Kgen_Op<"gemm", [Symbol]> {
     - `target` (optional): `gfx90a`, `gfx942`, `sm_80` or `sm_90a`.
     - `config` (optional): a `#kgen.gemm_config`; `kgen-select-config` fills
       it in, `kgen-expand-variants` makes one op per candidate.
+    - The fused epilogue, C = act(alpha * acc + beta * C + bias) + residual
+      (templates/gemm/epilogue.h), all optional: `bias` (`"m"`: one value a
+      row, `"n"`: one a column, C's dtype), `activation` (`"relu"`,
+      `"gelu_tanh"`, `"gelu_erf"` or `"silu"`), `residual` (a unit
+      attribute: an M x N matrix of C's dtype added last).
+    - `batch` (optional, default 1): strided batches, the grid's z
+      dimension; like M a run-time value (the kernel does not bake it).
 
     The verifier checks the problem with `kgen::checkProblem`, and, when a
     target is set, with `kgen::checkProblemOnTarget` and the config with
@@ -42,6 +49,8 @@ def Kgen_GemmOp : Kgen_Op<"gemm", [Symbol]> {
                           layout = "nt", target = "sm_90a",
                           config = #kgen.gemm_config<block = [128, 128, 32],
                                      warps = [2, 2], stages = 3, smem = padded, pad = 8>}
+    kgen.gemm @mlp_up {m = 532, n = 14336, k = 4096, ab = bf16, c = bf16,
+                       layout = "nt", bias = "n", activation = "silu"}
     ```
   }];
 
@@ -53,7 +62,11 @@ def Kgen_GemmOp : Kgen_Op<"gemm", [Symbol]> {
     OptionalAttr<StrArrayAttr>:$static_dims,
     OptionalAttr<I64ArrayAttr>:$align,
     OptionalAttr<StrAttr>:$target,
-    OptionalAttr<Kgen_GemmConfigAttr>:$config
+    OptionalAttr<Kgen_GemmConfigAttr>:$config,
+    OptionalAttr<StrAttr>:$bias,
+    OptionalAttr<StrAttr>:$activation,
+    UnitAttr:$residual,
+    OptionalAttr<I64Attr>:$batch
   );
 
   let hasCustomAssemblyFormat = 1;
