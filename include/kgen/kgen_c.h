@@ -105,6 +105,35 @@ KGEN_C_API kgen_status_t kgen_gemm(kgen_runtime_t *rt, const char *problem_json,
                                    int64_t ldc, float alpha, float beta,
                                    void *stream);
 
+/** Every argument of one GEMM call, for kgen_gemm_ex: kgen_gemm's, plus
+ *  the fused epilogue's operands (problem fields "bias", "act", "residual";
+ *  C's dtype) and strided batches (problem field "batch"). Fill it with
+ *  kgen_gemm_args_init, then set what the call needs. */
+typedef struct kgen_gemm_args {
+  const void *a, *b;
+  void *c;
+  int64_t m;             /**< run-time M; -1: the problem's */
+  int64_t lda, ldb, ldc; /**< 0: packed */
+  float alpha, beta;
+  const void *bias;     /**< M or N values ("bias": "m" or "n") */
+  const void *residual; /**< M x N, added after the activation */
+  int64_t ldr;          /**< the residual's leading dimension; 0: packed */
+  int64_t batch;        /**< -1: the problem's */
+  /** Elements between batches; -1: packed, 0: shared (not for C). */
+  int64_t stride_a, stride_b, stride_c, stride_bias, stride_residual;
+} kgen_gemm_args_t;
+
+/** Defaults: null pointers, m = -1, packed, alpha = 1, beta = 0, the
+ *  problem's batch count, packed batch strides. */
+KGEN_C_API void kgen_gemm_args_init(kgen_gemm_args_t *args);
+
+/** kgen_gemm with every argument: C = act(alpha * op(A) * op(B) + beta * C
+ *  + bias) + residual, per batch. */
+KGEN_C_API kgen_status_t kgen_gemm_ex(kgen_runtime_t *rt,
+                                      const char *problem_json,
+                                      const kgen_gemm_args_t *args,
+                                      void *stream);
+
 /** The generated HIP source of a problem for `target` (required: "sm_90a",
  *  ...) under `config_json` (NULL: the dispatcher's default for the
  *  problem). With `inline_` nonzero, template headers are pasted in.

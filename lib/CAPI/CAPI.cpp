@@ -328,6 +328,61 @@ kgen_status_t kgen_mlstm(kgen_runtime_t *rt, const char *problem_json,
   });
 }
 
+void kgen_gemm_args_init(kgen_gemm_args_t *args) {
+  if (!args)
+    return;
+  const kgen::GemmArgs d;
+  *args = kgen_gemm_args_t{};
+  args->m = d.m;
+  args->alpha = d.alpha;
+  args->beta = d.beta;
+  args->batch = d.batch;
+  args->stride_a = d.strideA;
+  args->stride_b = d.strideB;
+  args->stride_c = d.strideC;
+  args->stride_bias = d.strideBias;
+  args->stride_residual = d.strideResidual;
+}
+
+kgen_status_t kgen_gemm_ex(kgen_runtime_t *rt, const char *problem_json,
+                           const kgen_gemm_args_t *in, void *stream) {
+  return guard([&] {
+    kgen_runtime &r = runtime(rt);
+    if (!in)
+      throw InvalidArgument("kgen_gemm_ex: args is NULL");
+    kgen::GemmProblem p = parseProblem(problem_json);
+    if (!r.rt.backend())
+      throw NoDevice("kgen_gemm_ex: no GPU runtime with a device was found, "
+                     "so nothing can run; kernels can still be built with "
+                     "kgen_compile or `kgen compile`");
+    kgen::GemmArgs args;
+    args.a = in->a;
+    args.b = in->b;
+    args.c = in->c;
+    args.m = in->m;
+    args.lda = in->lda;
+    args.ldb = in->ldb;
+    args.ldc = in->ldc;
+    args.alpha = in->alpha;
+    args.beta = in->beta;
+    args.bias = in->bias;
+    args.residual = in->residual;
+    args.ldr = in->ldr;
+    args.batch = in->batch;
+    args.strideA = in->stride_a;
+    args.strideB = in->stride_b;
+    args.strideC = in->stride_c;
+    args.strideBias = in->stride_bias;
+    args.strideResidual = in->stride_residual;
+    try {
+      kgen::Runtime::resolve(p, args);
+    } catch (const kgen::Error &e) {
+      throw InvalidArgument(e.what());
+    }
+    r.rt.gemm(p, args, stream);
+  });
+}
+
 kgen_status_t kgen_emit(const char *problem_json, const char *config_json,
                         const char *target, int inline_, char **source_out) {
   return guard([&] {

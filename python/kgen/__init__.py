@@ -117,6 +117,17 @@ class _AttentionArgs(ctypes.Structure):
     ]
 
 
+class _GemmArgs(ctypes.Structure):
+    """kgen_gemm_args_t (include/kgen/kgen_c.h)."""
+
+    _fields_ = [(name, ctypes.c_void_p) for name in ("a", "b", "c")] + [
+        (name, ctypes.c_int64) for name in ("m", "lda", "ldb", "ldc")
+    ] + [(name, ctypes.c_float) for name in ("alpha", "beta")] + [
+        (name, ctypes.c_void_p) for name in ("bias", "residual")
+    ] + [(name, ctypes.c_int64)
+         for name in ("ldr", "batch", "stride_a", "stride_b", "stride_c", "stride_bias", "stride_residual")]
+
+
 def _declare(lib: ctypes.CDLL) -> None:
     c_char_p, c_void_p, c_int, c_int64 = ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
     sigs = {
@@ -131,6 +142,8 @@ def _declare(lib: ctypes.CDLL) -> None:
             [c_void_p, c_char_p, c_void_p, c_void_p, c_void_p, c_int64, c_int64, c_int64, c_int64,
              ctypes.c_float, ctypes.c_float, c_void_p],
         ),
+        "kgen_gemm_args_init": (None, [ctypes.POINTER(_GemmArgs)]),
+        "kgen_gemm_ex": (c_int, [c_void_p, c_char_p, ctypes.POINTER(_GemmArgs), c_void_p]),
         "kgen_emit": (c_int, [c_char_p, c_char_p, c_char_p, c_int, ctypes.POINTER(c_void_p)]),
         "kgen_compile": (c_int, [c_void_p, c_char_p, c_char_p, c_char_p, ctypes.POINTER(_KernelInfo)]),
         "kgen_free": (None, [c_void_p]),
@@ -264,6 +277,18 @@ class Runtime:
                                     c_out or None, n_out or None, m_out or None, b, nh, s,
                                     stream or None))
 
+    def gemm_ex_raw(self, problem, stream: int = 0, **fields) -> None:
+        """kgen_gemm_ex on raw device pointers (ints): every field of
+        kgen_gemm_args_t by name (a, b, c, m, lda, ..., bias, residual, ldr,
+        batch, stride_a, ...); the others keep kgen_gemm_args_init's values."""
+        args = _GemmArgs()
+        self._lib.kgen_gemm_args_init(ctypes.byref(args))
+        for name, value in fields.items():
+            if name not in dict(_GemmArgs._fields_):
+                raise Error(f"gemm_ex_raw: unknown field '{name}'")
+            setattr(args, name, value)
+        _check(self._lib.kgen_gemm_ex(self.handle, _encode(problem), ctypes.byref(args), stream or None))
+
 
 _default: Optional[Runtime] = None
 
@@ -283,12 +308,15 @@ def has_device() -> bool:
 
 
 def problem(m: int, n: int, k: int, *, ab: str = "bf16", c: Optional[str] = None, layout: str = "nt",
-            static: Sequence[str] = ("n", "k"), align: Sequence[int] = (8, 8, 8)) -> dict:
+            static: Sequence[str] = ("n", "k"), align: Sequence[int] = (8, 8, 8), bias: Optional[str] = None,
+            act: Optional[str] = None, residual: bool = False, batch: int = 1) -> dict:
     """A GEMM problem as kgen's JSON takes it (see include/kgen/Problem.h):
     C (m x n) = op(A) (m x k) * op(B) (k x n); layout letters say how A and B
     are stored ('n': as op(), 't': transposed); `static` lists the
-    dimensions baked into the kernel."""
-    return {
+    dimensions baked into the kernel. The fused epilogue: `bias` "m" or "n",
+    `act` relu | gelu_tanh | gelu_erf | silu, `residual`; `batch`: strided
+    batches."""
+    out = {
         "m": int(m),
         "n": int(n),
         "k": int(k),
@@ -298,6 +326,15 @@ def problem(m: int, n: int, k: int, *, ab: str = "bf16", c: Optional[str] = None
         "static": list(static),
         "align": [int(x) for x in align],
     }
+    if bias:
+        out["bias"] = bias
+    if act:
+        out["act"] = act
+    if residual:
+        out["residual"] = True
+    if batch != 1:
+        out["batch"] = int(batch)
+    return out
 
 
 def emit(problem: Union[str, Mapping], config: Union[None, str, Mapping] = None, *, target: str = "sm_90a",
@@ -360,7 +397,8 @@ def _storage(t, name: str, want: Optional[str]):
 
 
 def gemm(a, b, c=None, *, layout: Optional[str] = None, alpha: float = 1.0, beta: float = 0.0,
-         static: Sequence[str] = ("n", "k"), out_dtype=None, runtime: Optional[Runtime] = None):
+         static: Sequence[str] = ("n", "k"), out_dtype=None, runtime: Optional[Runtime] = None,
+         bias=None, bias_along: str = "n", act: Optional[str] = None, residual=None):
     """C = alpha * (a @ b) + beta * C with a kgen kernel for this exact shape,
     on torch's current stream. Returns C (allocated when `c` is None).
 
@@ -371,7 +409,12 @@ def gemm(a, b, c=None, *, layout: Optional[str] = None, alpha: float = 1.0, beta
     (M, N) row-major tensor (bfloat16, float16 or float32); with beta == 0
     it is only written. out_dtype: C's dtype when c is None (default: a's).
     static: dimensions baked into the kernel (default N and K; M is taken at
-    run time so one kernel serves every batch size)."""
+    run time so one kernel serves every batch size).
+
+    The fused epilogue, C = act(alpha * a @ b + beta * C + bias) + residual:
+    bias a contiguous vector of C's dtype, N long (bias_along "n", as a
+    linear layer's) or M long ("m"); act relu | gelu_tanh | gelu_erf | silu;
+    residual an (M, N) row-major tensor of C's dtype."""
     import torch
 
     rt = runtime if runtime is not None else default_runtime()
@@ -411,13 +454,35 @@ def gemm(a, b, c=None, *, layout: Optional[str] = None, alpha: float = 1.0, beta
     if M == 0 or N == 0:
         return c
     if K == 0:  # an empty sum, as torch defines it
+        if bias is not None or act or residual is not None:
+            raise Error("kgen.gemm: K = 0 with a fused epilogue; apply bias, act and residual in torch")
         return c.zero_() if beta == 0 else c.mul_(beta)
     la, lda = _storage(a, "a", layout[0] if layout else None)
     lb, ldb = _storage(b, "b", layout[1] if layout else None)
     _, ldc = _storage(c, "c", "n")
-    prob = problem(M, N, K, ab=ab, c=cname, layout=la + lb, static=static)
+    extra = {}
+    if bias is not None:
+        want = M if bias_along == "m" else N
+        if bias_along not in ("m", "n") or not isinstance(bias, torch.Tensor) or bias.dim() != 1 or \
+                bias.shape[0] != want or not bias.is_contiguous() or bias.dtype != c.dtype or bias.device != a.device:
+            raise Error(f"kgen.gemm: bias must be a contiguous vector of {want} {c.dtype} on {a.device} "
+                        f"(bias_along '{bias_along}')")
+        extra["bias"] = bias.data_ptr()
+    if residual is not None:
+        if not isinstance(residual, torch.Tensor) or tuple(residual.shape) != (M, N) or \
+                residual.dtype != c.dtype or residual.device != a.device:
+            raise Error(f"kgen.gemm: residual must be a {M}x{N} {c.dtype} tensor on {a.device}")
+        _, ldr = _storage(residual, "residual", "n")
+        extra["residual"] = residual.data_ptr()
+        extra["ldr"] = ldr
+    prob = problem(M, N, K, ab=ab, c=cname, layout=la + lb, static=static,
+                   bias=bias_along if bias is not None else None, act=act, residual=residual is not None)
     stream = torch.cuda.current_stream(a.device).cuda_stream
-    rt.gemm_raw(prob, a.data_ptr(), b.data_ptr(), c.data_ptr(), M, lda, ldb, ldc, alpha, beta, stream)
+    if extra or act:
+        rt.gemm_ex_raw(prob, stream, a=a.data_ptr(), b=b.data_ptr(), c=c.data_ptr(), m=M, lda=lda, ldb=ldb,
+                       ldc=ldc, alpha=float(alpha), beta=float(beta), **extra)
+    else:
+        rt.gemm_raw(prob, a.data_ptr(), b.data_ptr(), c.data_ptr(), M, lda, ldb, ldc, alpha, beta, stream)
     return c
 
 

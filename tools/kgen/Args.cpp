@@ -23,6 +23,10 @@ const char *kProblemHelp = R"(Problem (flags, or --problem FILE):
                      't' = stored transposed (default nt: C = A * W^T)
   --static DIMS      compile-time dimensions, e.g. n,k (default) or m,n,k
   --align A,B,C      promised alignment in elements (default 8,8,8)
+  --bias-along m|n   fused bias, one value per row (m) or column (n)
+  --act A            fused activation: relu | gelu_tanh | gelu_erf | silu
+  --residual         fused residual add (an M x N matrix of C's dtype)
+  --batch B          strided batches (default 1; a run-time value)
 )";
 
 const char *kConfigHelp =
@@ -59,7 +63,8 @@ Args::Args(int argc, char **argv, int first) {
                                    "quiet", "force",      "misses",
                                    // attention's feature flags
                                    "causal", "varlen", "alibi", "bias", "lse",
-                                   "preload-v", "initial", "final"};
+                                   "preload-v", "initial", "final",
+                                   "residual"};
       bool isBare = false;
       for (const char *b : bare)
         isBare |= name == b;
@@ -220,8 +225,8 @@ std::vector<ProblemSpec> problemsFromArgs(Args &args) {
         one(j[i], i);
     else
       one(j, 0);
-    for (const char *f :
-         {"m", "n", "k", "dtype", "c-dtype", "layout", "static", "align"})
+    for (const char *f : {"m", "n", "k", "dtype", "c-dtype", "layout", "static",
+                          "align", "bias-along", "act", "batch"})
       if (args.value(f))
         throw Error(std::string("--") + f +
                     " cannot be combined with --problem");
@@ -266,6 +271,22 @@ std::vector<ProblemSpec> problemsFromArgs(Args &args) {
     p.alignB = int(a[1]);
     p.alignC = int(a[2]);
   }
+  if (auto v = args.value("bias-along")) {
+    auto b = parseBiasKind(*v);
+    if (!b)
+      throw Error("option --bias-along: '" + *v + "' must be m, n or none");
+    p.bias = *b;
+  }
+  if (auto v = args.value("act")) {
+    auto a = parseActivation(*v);
+    if (!a)
+      throw Error("option --act: '" + *v +
+                  "' must be relu, gelu_tanh, gelu_erf, silu or none");
+    p.act = *a;
+  }
+  p.residual = args.flag("residual");
+  if (auto v = args.value("batch"))
+    p.batch = toInt("batch", *v);
   if (auto e = checkProblem(p))
     throw Error(*e);
   out.push_back({"gemm", p, std::nullopt, std::nullopt});
