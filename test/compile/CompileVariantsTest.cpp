@@ -53,6 +53,33 @@ std::vector<Job> jobsFor(Target t) {
             GemmProblem p = problem(s[0], s[1], s[2], ta, tb, ab, c);
             jobs.push_back({p, defaultConfig(p, t)});
           }
+  // The fused epilogue: each feature, on a ragged shape (the checked
+  // epilogue, pairs or single elements) and a divisible one, with each C
+  // dtype; batches change no code but are compiled once as the runtime
+  // would build them.
+  struct Epilogue {
+    BiasKind bias;
+    Activation act;
+    bool residual;
+  };
+  const Epilogue epilogues[] = {
+      {BiasKind::AlongN, Activation::None, false},
+      {BiasKind::AlongM, Activation::ReLU, false},
+      {BiasKind::AlongN, Activation::GeluTanh, true},
+      {BiasKind::None, Activation::GeluErf, false},
+      {BiasKind::AlongM, Activation::SiLU, true},
+  };
+  for (auto &s : {shapes[1], shapes[2]})
+    for (const Epilogue &e : epilogues)
+      for (DType c : {DType::BF16, DType::F16, DType::F32}) {
+        GemmProblem p = problem(s[0], s[1], s[2], false, true,
+                                c == DType::F16 ? DType::F16 : DType::BF16, c);
+        p.bias = e.bias;
+        p.act = e.act;
+        p.residual = e.residual;
+        p.batch = c == DType::F32 ? 4 : 1;
+        jobs.push_back({p, defaultConfig(p, t)});
+      }
   return jobs;
 }
 

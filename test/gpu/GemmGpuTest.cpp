@@ -82,6 +82,13 @@ struct Case {
   /// An explicit variant (Runtime::compile + launch) instead of
   /// Runtime::gemm's choice.
   std::optional<GemmConfig> config;
+  /// The fused epilogue and strided batches (batches lie one after the
+  /// other, each operand's ld * rows apart; the bias and the residual have
+  /// C's dtype).
+  BiasKind bias = BiasKind::None;
+  Activation act = Activation::None;
+  bool residual = false;
+  int64_t batch = 1;
 
   int64_t runM() const { return callM >= 0 ? callM : m; }
 
@@ -97,6 +104,10 @@ struct Case {
     p.staticM = staticM;
     p.staticN = staticN;
     p.staticK = staticK;
+    p.bias = bias;
+    p.act = act;
+    p.residual = residual;
+    p.batch = batch;
     return p;
   }
 
@@ -114,6 +125,14 @@ struct Case {
       os << " ld+(" << pad[0] << "," << pad[1] << "," << pad[2] << ")";
     if (off[0] || off[1] || off[2])
       os << " ptr+(" << off[0] << "," << off[1] << "," << off[2] << ")";
+    if (bias != BiasKind::None)
+      os << " bias " << toString(bias);
+    if (act != Activation::None)
+      os << " " << toString(act);
+    if (residual)
+      os << " +residual";
+    if (batch != 1)
+      os << " batch " << batch;
     if (config)
       os << " config " << (config->loop == GemmLoop::Wgmma ? "wgmma " : "")
          << config->blockM << "x" << config->blockN << "x"
@@ -142,6 +161,7 @@ Case make(int64_t m, int64_t n, int64_t k, const char *layout, DType ab,
 struct Operand {
   int64_t rows, extent, ld, off, elems;
   int elem;
+  int64_t stride; ///< elements between batches (rows * ld)
 };
 
 constexpr int64_t kGuard = 64; ///< elements after the matrix, never written
@@ -160,17 +180,30 @@ std::array<Operand, 3> operands(const Case &c) {
               extent[i],
               ld,
               c.off[i],
-              c.off[i] + (rows[i] - 1) * ld + extent[i] + kGuard,
-              elem[i]};
+              c.off[i] + (c.batch - 1) * rows[i] * ld + (rows[i] - 1) * ld +
+                  extent[i] + kGuard,
+              elem[i],
+              rows[i] * ld};
   }
   return out;
+}
+
+/// Elements of the bias (all batches, packed) and of the residual (M x N
+/// packed a batch, batches packed).
+int64_t biasElems(const Case &c) {
+  return c.bias == BiasKind::None
+             ? 0
+             : c.batch * (c.bias == BiasKind::AlongM ? c.runM() : c.n);
+}
+int64_t residualElems(const Case &c) {
+  return c.residual ? c.batch * c.runM() * c.n : 0;
 }
 
 /// The call's arguments for buffers at `base` (real or, for planning, fake
 /// pointers with the same alignment). Leading dimensions are passed as 0
 /// ("packed") when they are packed and Runtime::gemm runs, to cover that.
 GemmArgs argsFor(const Case &c, const std::array<Operand, 3> &ops,
-                 char *const base[3]) {
+                 char *const base[5]) {
   GemmArgs a;
   const void *p[3];
   int64_t ld[3];
@@ -187,14 +220,26 @@ GemmArgs argsFor(const Case &c, const std::array<Operand, 3> &ops,
   a.ldc = ld[2];
   a.alpha = c.alpha;
   a.beta = c.beta;
+  if (c.bias != BiasKind::None)
+    a.bias = base[3];
+  if (c.residual)
+    a.residual = base[4]; // packed: ldr and its stride left to the default
+  if (c.batch != 1) {
+    a.batch = c.batch;
+    a.strideA = ops[0].stride;
+    a.strideB = ops[1].stride;
+    a.strideC = ops[2].stride;
+  }
   return a;
 }
 
 GemmArgs fakeArgs(const Case &c) {
   // 256-byte aligned, as device allocations are.
-  char *base[3] = {reinterpret_cast<char *>(uintptr_t(1) << 32),
+  char *base[5] = {reinterpret_cast<char *>(uintptr_t(1) << 32),
                    reinterpret_cast<char *>(uintptr_t(2) << 32),
-                   reinterpret_cast<char *>(uintptr_t(3) << 32)};
+                   reinterpret_cast<char *>(uintptr_t(3) << 32),
+                   reinterpret_cast<char *>(uintptr_t(4) << 32),
+                   reinterpret_cast<char *>(uintptr_t(5) << 32)};
   return argsFor(c, operands(c), base);
 }
 
@@ -292,6 +337,63 @@ std::vector<Case> offsetCases() {
       off(make(532, 2048, 2048, "tn", DType::F16, DType::F32), 0, 1, 0),
       off(make(127, 4099, 1023, "nn", DType::BF16, DType::F16), 0, 0, 1, 0.5f),
       off(make(255, 129, 257, "tt", DType::F16, DType::BF16), 1, 1, 1)};
+}
+
+/// The fused epilogue: every feature on ragged and divisible shapes, every
+/// C dtype, with and without reading C.
+std::vector<Case> epilogueCases() {
+  auto epi = [](Case c, BiasKind b, Activation a, bool r, float beta = 0) {
+    c.bias = b;
+    c.act = a;
+    c.residual = r;
+    c.beta = beta;
+    return c;
+  };
+  using B = BiasKind;
+  using A = Activation;
+  return {
+      epi(make(532, 2048, 2048, "nt", DType::BF16, DType::BF16), B::AlongN,
+          A::None, false),
+      epi(make(127, 4099, 1023, "nt", DType::BF16, DType::BF16), B::AlongN,
+          A::GeluTanh, false),
+      epi(make(127, 4099, 1023, "nn", DType::F16, DType::F32), B::AlongM,
+          A::ReLU, true, 0.5f),
+      epi(make(532, 2048, 2048, "tn", DType::BF16, DType::F16), B::None,
+          A::GeluErf, true),
+      epi(make(255, 129, 257, "tt", DType::F16, DType::BF16), B::AlongN,
+          A::SiLU, true, -1.0f),
+      epi(make(1, 4096, 4096, "nt", DType::BF16, DType::BF16), B::AlongN,
+          A::SiLU, false),
+      epi(make(17, 33, 65, "nt", DType::BF16, DType::F32), B::AlongM,
+          A::GeluTanh, true),
+      epi(make(256, 256, 512, "nt", DType::F16, DType::F16), B::AlongN,
+          A::GeluErf, true, 1.0f),
+  };
+}
+
+/// Strided batches, alone and with an epilogue, on the z grid dimension.
+std::vector<Case> batchedCases() {
+  auto batched = [](Case c, int64_t n, BiasKind b = BiasKind::None,
+                    Activation a = Activation::None, bool r = false) {
+    c.batch = n;
+    c.bias = b;
+    c.act = a;
+    c.residual = r;
+    return c;
+  };
+  Case padded = make(127, 4099, 1023, "nn", DType::F16, DType::F32);
+  padded.pad[0] = 8;
+  padded.pad[2] = 3;
+  padded.beta = 0.5f;
+  return {
+      batched(make(532, 2048, 2048, "nt", DType::BF16, DType::BF16), 4),
+      batched(make(17, 33, 65, "tn", DType::F16, DType::BF16), 7),
+      batched(padded, 3),
+      batched(make(255, 129, 257, "tt", DType::BF16, DType::F16), 5,
+              BiasKind::AlongN, Activation::GeluTanh, true),
+      batched(make(64, 4096, 4096, "nt", DType::BF16, DType::BF16), 8,
+              BiasKind::AlongM, Activation::SiLU, false),
+  };
 }
 
 /// Which dimensions are compile-time constants, and a dynamic M called with
@@ -505,36 +607,130 @@ struct Verdict {
   bool pass() const { return bad == 0 && touched == 0 && errOurs <= bound(); }
 };
 
-/// Compares C after the call (`after`, the whole buffer, laid out as `oc`)
-/// with the reference (double, M x N packed) and the naive result (C's
-/// dtype, packed); `before` is the buffer before the call.
-Verdict compare(DType ct, int64_t M, int64_t N, const Operand &oc,
-                const std::vector<char> &before, const std::vector<char> &after,
-                const std::vector<char> &refH,
-                const std::vector<char> &naiveH) {
-  Verdict v;
-  for (int64_t i = 0; i < M; ++i)
-    for (int64_t j = 0; j < N; ++j) {
-      double r;
-      std::memcpy(&r, refH.data() + 8 * (i * N + j), 8);
-      double ours = decode(ct, after, oc.off + i * oc.ld + j);
-      double nv = decode(ct, naiveH, i * N + j);
-      v.maxRef = std::max(v.maxRef, std::fabs(r));
-      v.errNaive = std::max(v.errNaive, std::fabs(nv - r));
-      if (!std::isfinite(ours)) {
-        if (v.bad++ == 0)
-          v.firstBad = i * N + j;
-        continue;
-      }
-      if (v.worst < 0 || std::fabs(ours - r) > v.errOurs) {
-        v.errOurs = std::max(v.errOurs, std::fabs(ours - r));
-        v.worst = i * N + j;
-      }
+/// `x` rounded to `t` (to nearest, ties to even), as a double.
+double roundTo(DType t, double x) {
+  const float f = float(x);
+  if (t == DType::F32)
+    return f;
+  if (t == DType::F16)
+    return double(static_cast<_Float16>(f));
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return f;
+  u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  float r;
+  std::memcpy(&r, &u, 4);
+  return r;
+}
+
+/// The epilogue on the host, after the reference: exactly (in double, from
+/// the reference's double result) and as a same-dtype unfused
+/// implementation would (from the naive result, already rounded to C's
+/// dtype, then bias, activation and residual in fp32, rounded to C's dtype
+/// again: what torch's separate ops get).
+struct HostEpilogue {
+  DType c;
+  BiasKind bias = BiasKind::None;
+  Activation act = Activation::None;
+  bool residual = false;
+  int64_t M = 0, N = 0;
+  std::vector<char> biasH, resH; ///< C's dtype, as uploaded
+
+  double biasAt(int64_t z, int64_t i, int64_t j) const {
+    if (bias == BiasKind::None)
+      return 0;
+    return bias == BiasKind::AlongM ? decode(c, biasH, z * M + i)
+                                    : decode(c, biasH, z * N + j);
+  }
+  double resAt(int64_t z, int64_t i, int64_t j) const {
+    return residual ? decode(c, resH, (z * M + i) * N + j) : 0;
+  }
+  static double actExact(Activation a, double x) {
+    switch (a) {
+    case Activation::None:
+      return x;
+    case Activation::ReLU:
+      return x > 0 ? x : 0;
+    case Activation::GeluTanh:
+      return 0.5 * x *
+             (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+    case Activation::GeluErf:
+      return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+    case Activation::SiLU:
+      return x / (1 + std::exp(-x));
     }
-  // Padding between rows and the guards before and after C.
+    return x;
+  }
+  static float actF32(Activation a, float x) {
+    switch (a) {
+    case Activation::None:
+      return x;
+    case Activation::ReLU:
+      return x > 0 ? x : 0.f;
+    case Activation::GeluTanh:
+      return 0.5f * x *
+             (1.f + std::tanh(0.7978845608f * (x + 0.044715f * x * x * x)));
+    case Activation::GeluErf:
+      return 0.5f * x * (1.f + std::erf(x * 0.70710678f));
+    case Activation::SiLU:
+      return x / (1.f + std::exp(-x));
+    }
+    return x;
+  }
+  double exact(int64_t z, int64_t i, int64_t j, double ref) const {
+    return actExact(act, ref + biasAt(z, i, j)) + resAt(z, i, j);
+  }
+  double naive(int64_t z, int64_t i, int64_t j, double nv) const {
+    if (bias == BiasKind::None && act == Activation::None && !residual)
+      return nv;
+    float x = float(nv);
+    if (bias != BiasKind::None)
+      x = float(roundTo(c, x + float(biasAt(z, i, j))));
+    if (act != Activation::None)
+      x = float(roundTo(c, actF32(act, x)));
+    if (residual)
+      x = float(roundTo(c, x + float(resAt(z, i, j))));
+    return x;
+  }
+};
+
+/// Compares C after the call (`after`, the whole buffer, laid out as `oc`,
+/// `batch` matrices) with the reference (double, M x N packed a batch) and
+/// the naive result (C's dtype, packed), both through the epilogue `epi`;
+/// `before` is the buffer before the call.
+Verdict compare(DType ct, int64_t M, int64_t N, int64_t batch,
+                const Operand &oc, const std::vector<char> &before,
+                const std::vector<char> &after, const std::vector<char> &refH,
+                const std::vector<char> &naiveH, const HostEpilogue &epi) {
+  Verdict v;
+  for (int64_t z = 0; z < batch; ++z)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        const int64_t idx = (z * M + i) * N + j;
+        double r;
+        std::memcpy(&r, refH.data() + 8 * idx, 8);
+        r = epi.exact(z, i, j, r);
+        double ours = decode(ct, after, oc.off + z * oc.stride + i * oc.ld + j);
+        double nv = epi.naive(z, i, j, decode(ct, naiveH, idx));
+        v.maxRef = std::max(v.maxRef, std::fabs(r));
+        v.errNaive = std::max(v.errNaive, std::fabs(nv - r));
+        if (!std::isfinite(ours)) {
+          if (v.bad++ == 0)
+            v.firstBad = idx;
+          continue;
+        }
+        if (v.worst < 0 || std::fabs(ours - r) > v.errOurs) {
+          v.errOurs = std::max(v.errOurs, std::fabs(ours - r));
+          v.worst = idx;
+        }
+      }
+  // Padding between rows and batches, and the guards before and after C.
   for (int64_t e = 0; e < oc.elems; ++e) {
     int64_t rel = e - oc.off;
-    bool outside = rel < 0 || rel >= (M - 1) * oc.ld + N || rel % oc.ld >= N;
+    int64_t inBatch = rel >= 0 ? rel % oc.stride : -1;
+    bool outside = rel < 0 || rel / oc.stride >= batch ||
+                   inBatch >= (M - 1) * oc.ld + N || inBatch % oc.ld >= N;
     if (outside && std::memcmp(before.data() + e * oc.elem,
                                after.data() + e * oc.elem, oc.elem) != 0)
       if (v.touched++ == 0)
@@ -588,26 +784,46 @@ bool runCase(const Case &c) {
   std::array<Operand, 3> ops = operands(c);
   Buffer A(be, ops[0].elems * ops[0].elem), B(be, ops[1].elems * ops[1].elem),
       C(be, ops[2].elems * ops[2].elem);
-  const int64_t M = c.runM(), N = c.n;
-  Buffer ref(be, M * N * sizeof(double)), naive(be, M * N * sizeOf(c.c));
-  char *base[3] = {A.p, B.p, C.p};
+  const int64_t M = c.runM(), N = c.n, nb = c.batch;
+  Buffer ref(be, nb * M * N * sizeof(double)),
+      naive(be, nb * M * N * sizeOf(c.c));
+  // At least one element each, so that the pointers are valid even unused.
+  Buffer biasB(be, std::max<int64_t>(biasElems(c), 1) * sizeOf(c.c)),
+      resB(be, std::max<int64_t>(residualElems(c), 1) * sizeOf(c.c));
+  char *base[5] = {A.p, B.p, C.p, biasB.p, resB.p};
   GemmArgs args = argsFor(c, ops, base);
 
   uint64_t seed = seedOf(what);
   launchFill(g, A.p, ops[0].elems, c.ab, seed + 1, false);
   launchFill(g, B.p, ops[1].elems, c.ab, seed + 2, false);
   launchFill(g, C.p, ops[2].elems, c.c, seed + 3, c.beta == 0);
+  if (biasElems(c))
+    launchFill(g, biasB.p, biasElems(c), c.c, seed + 4, false);
+  if (residualElems(c))
+    launchFill(g, resB.p, residualElems(c), c.c, seed + 5, false);
 
-  {
+  // The plain reference, one batch at a time; the epilogue follows on the
+  // host (HostEpilogue).
+  GemmProblem plain = mainLoopProblem(c.problem());
+  for (int64_t z = 0; z < nb; ++z) {
     GemmArgs r = args; // the call's pointers, M, alpha and beta
+    r.a = static_cast<const char *>(args.a) + z * ops[0].stride * ops[0].elem;
+    r.b = static_cast<const char *>(args.b) + z * ops[1].stride * ops[1].elem;
+    r.c = static_cast<char *>(args.c) + z * ops[2].stride * ops[2].elem;
     r.lda = ops[0].ld;
     r.ldb = ops[1].ld;
     r.ldc = ops[2].ld;
-    g.reference(c.problem())
-        .run(c.problem(), r, reinterpret_cast<double *>(ref.p), naive.p);
+    g.reference(plain).run(plain, r,
+                           reinterpret_cast<double *>(ref.p) + z * M * N,
+                           naive.p + z * M * N * sizeOf(c.c));
   }
   be->synchronize();
   std::vector<char> before = C.download();
+  HostEpilogue epi{c.c, c.bias, c.act, c.residual, M, N, {}, {}};
+  if (biasElems(c))
+    epi.biasH = biasB.download();
+  if (residualElems(c))
+    epi.resH = resB.download();
 
   std::string ran = kernel;
   try {
@@ -633,7 +849,7 @@ bool runCase(const Case &c) {
                     naiveH = naive.download();
 
   const Operand &oc = ops[2];
-  Verdict v = compare(c.c, M, N, oc, before, after, refH, naiveH);
+  Verdict v = compare(c.c, M, N, nb, oc, before, after, refH, naiveH, epi);
   const double ratio = v.errNaive > 0 ? v.errOurs / v.errNaive : 0.0;
   std::printf("[ case     ] %-62s err %.3g naive %.3g ratio %.2f\n",
               what.c_str(), v.errOurs, v.errNaive, ratio);
@@ -642,12 +858,13 @@ bool runCase(const Case &c) {
     worst = {ratio, what};
   auto at = [&](int64_t idx) {
     std::ostringstream os;
-    int64_t i = idx / N, j = idx % N;
+    int64_t z = idx / (M * N), i = idx / N % M, j = idx % N;
     double r;
     std::memcpy(&r, refH.data() + 8 * idx, 8);
-    os << "C[" << i << "][" << j
-       << "] = " << decode(c.c, after, oc.off + i * oc.ld + j) << ", reference "
-       << r << ", naive " << decode(c.c, naiveH, idx);
+    os << "C[" << z << "][" << i << "][" << j
+       << "] = " << decode(c.c, after, oc.off + z * oc.stride + i * oc.ld + j)
+       << ", reference " << epi.exact(z, i, j, r) << ", naive "
+       << epi.naive(z, i, j, decode(c.c, naiveH, idx));
     return os.str();
   };
   EXPECT_EQ(v.bad, 0) << what << " (kernel " << ran << "): " << v.bad
@@ -686,7 +903,9 @@ protected:
       cases.erase(std::remove_if(cases.begin(), cases.end(),
                                  [&](const Case &c) {
                                    double m = c.callM > 0 ? c.callM : c.m;
-                                   return m * double(c.n) * double(c.k) > max;
+                                   return double(c.batch) * m * double(c.n) *
+                                              double(c.k) >
+                                          max;
                                  }),
                   cases.end());
       std::printf(
@@ -713,6 +932,10 @@ TEST_F(GemmGpu, LeadingDimsLargerThanPacked) { runAll(leadingDimCases()); }
 TEST_F(GemmGpu, PointersOffsetByOneElement) { runAll(offsetCases()); }
 
 TEST_F(GemmGpu, StaticAndRunTimeDims) { runAll(staticDimCases()); }
+
+TEST_F(GemmGpu, FusedEpilogues) { runAll(epilogueCases()); }
+
+TEST_F(GemmGpu, StridedBatches) { runAll(batchedCases()); }
 
 TEST_F(GemmGpu, ExplicitConfigs) {
   std::vector<Case> cases = explicitCases(Gpu::get().rt->target());
