@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """GEMM: kgen against cuBLAS (torch.matmul), same process, same inputs.
 
-    python3 bench/gemm.py                                 # the default shapes
-    python3 bench/gemm.py --shapes 532x2048x2048,4096x4096x4096 --layout tn
+    python3 bench/gemm.py                                 # issue 3's shapes, nt and nn
+    python3 bench/gemm.py --shapes 532x2048x2048,4096x4096x4096 --layout tn,nn
     python3 bench/gemm.py --out bench/results/{gpu}.md    # append a results table
 
 Shapes are MxNxK; C (M x N) = A (M x K) * B (K x N) in --dtype with fp32
 accumulation; layout "nt" stores B as N x K (a linear layer, y = x W^T).
+kgen's layout letters are row-major: BLAS's column-major "TN" (the linear
+layer) is kgen's "nt", BLAS's "NN" is kgen's "nn"; --layout takes a
+comma-separated list and each shape runs in each layout.
 Each shape is checked once against a float64 reference (DESIGN.md's rule)
 before it is timed. Timing: each side is captured in a CUDA graph that calls
 it over rotating copies of the inputs (more than 64 MB in all, beyond the
@@ -33,7 +36,13 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 
-DEFAULT_SHAPES = "4096x4096x4096,532x2048x2048,127x4099x1023,1x4096x4096,4096x14336x4096"
+# Issue 3's list: the squares, the seed's LLM shapes, the MLP shapes, small M
+# (decode) at N = K = 4096 and 8192, and the ragged one.
+DEFAULT_SHAPES = ",".join(
+    ["8192x8192x8192", "4096x4096x4096", "2048x2048x2048", "1024x1024x1024", "532x2048x2048", "788x2048x2048",
+     "532x2048x16384", "4096x14336x4096", "4096x4096x14336"]
+    + [f"{m}x{nk}x{nk}" for nk in (4096, 8192) for m in (1, 16, 32, 64, 128, 256)]
+    + ["127x4099x1023"])
 ROTATE_BYTES = 64 << 20  # H100/H200 L2 is 50-60 MB
 
 
@@ -138,11 +147,16 @@ def time_calls(torch, calls, use_graph: bool, min_ms: float = 30.0, min_trials: 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shapes", default=DEFAULT_SHAPES, help="comma-separated MxNxK (default: %(default)s)")
-    ap.add_argument("--layout", default="nt", choices=["nn", "nt", "tn", "tt"])
+    ap.add_argument("--layout", default="nt,nn",
+                    help="comma-separated kgen layouts (nn, nt, tn, tt; default %(default)s: BLAS TN and NN)")
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "f16"])
     ap.add_argument("--no-graph", action="store_true", help="time plain launches instead of CUDA graph replay")
     ap.add_argument("--out", help="append a markdown table to this file ({gpu} becomes the device's name)")
     args = ap.parse_args()
+    layouts = [x.strip() for x in args.layout.split(",")]
+    for lay in layouts:
+        if lay not in ("nn", "nt", "tn", "tt"):
+            raise SystemExit(f"--layout: '{lay}' is not one of nn, nt, tn, tt")
 
     try:
         import torch
@@ -158,19 +172,19 @@ def main():
     device = torch.cuda.get_device_name()
     method = "plain launches" if args.no_graph else "CUDA graph replay"
     print(f"kgen {kgen.version()} ({kgen.library_path()}) vs torch {torch.__version__} cuBLAS on {device}; "
-          f"{args.dtype} {args.layout}, fp32 accumulation, {method}, inputs rotated over > 64 MB")
-    header = (f"{'M x N x K':>18} | {'kgen us':>9} {'TFLOP/s':>8} {'GB/s':>7} | {'cuBLAS us':>9} {'TFLOP/s':>8} "
-              f"{'GB/s':>7} | {'speedup':>7} | check")
+          f"{args.dtype} {','.join(layouts)}, fp32 accumulation, {method}, inputs rotated over > 64 MB")
+    header = (f"{'M x N x K':>18} {'lay':>3} | {'kgen us':>9} {'TFLOP/s':>8} {'GB/s':>7} | {'cuBLAS us':>9} "
+              f"{'TFLOP/s':>8} {'GB/s':>7} | {'ratio':>7} | check")
     print(header)
     print("-" * len(header))
     rows = []
     failed = False
-    for m, n, k in parse_shapes(args.shapes):
+    for (m, n, k), layout in [(s, lay) for s in parse_shapes(args.shapes) for lay in layouts]:
         esize = torch.finfo(dtype).bits // 8
         bytes_moved = (m * k + k * n + m * n) * esize
         set_bytes = bytes_moved + m * n * esize  # one C for each side
         sets = max(1, math.ceil(ROTATE_BYTES / set_bytes))
-        data = make_inputs(torch, m, n, k, args.layout, dtype, sets, seed=m * 1000003 + n * 1009 + k)
+        data = make_inputs(torch, m, n, k, layout, dtype, sets, seed=m * 1000003 + n * 1009 + k)
         ok, why = check(torch, kgen, data[0][0], data[0][1], data[0][2], dtype)
         failed |= not ok
         ours = time_calls(torch, [lambda a=a, b=b, c=c: kgen.gemm(a, b, c) for a, b, c, _ in data],
@@ -178,13 +192,13 @@ def main():
         theirs = time_calls(torch, [lambda a=a, b=b, c=c: torch.matmul(a, b, out=c) for a, b, _, c in data],
                             not args.no_graph)
         flops = 2.0 * m * n * k
-        kernel = kgen.compile(kgen.problem(m, n, k, ab=args.dtype, layout=args.layout)).name
-        row = dict(shape=f"{m}x{n}x{k}", ours_us=ours * 1e6, ours_tflops=flops / ours / 1e12,
+        kernel = kgen.compile(kgen.problem(m, n, k, ab=args.dtype, layout=layout)).name
+        row = dict(shape=f"{m}x{n}x{k}", layout=layout, ours_us=ours * 1e6, ours_tflops=flops / ours / 1e12,
                    ours_gbs=bytes_moved / ours / 1e9, cublas_us=theirs * 1e6, cublas_tflops=flops / theirs / 1e12,
                    cublas_gbs=bytes_moved / theirs / 1e9, speedup=theirs / ours, check=("ok, " if ok else "FAIL, ")
                    + why, kernel=kernel)
         rows.append(row)
-        print(f"{row['shape']:>18} | {row['ours_us']:9.1f} {row['ours_tflops']:8.1f} {row['ours_gbs']:7.0f} | "
+        print(f"{row['shape']:>18} {layout:>3} | {row['ours_us']:9.1f} {row['ours_tflops']:8.1f} {row['ours_gbs']:7.0f} | "
               f"{row['cublas_us']:9.1f} {row['cublas_tflops']:8.1f} {row['cublas_gbs']:7.0f} | "
               f"{row['speedup']:7.2f} | {row['check']}")
         del data
@@ -200,16 +214,17 @@ def main():
                 f.write(f"# kgen benchmarks on {device}\n\nWritten by bench/*.py. NVIDIA only: the AMD targets "
                         f"(gfx90a, gfx942) are compile-checked in CI, never measured here.\n")
             now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-            f.write(f"\n## GEMM {args.dtype} {args.layout} — {now}\n\n"
+            f.write(f"\n## GEMM {args.dtype} {', '.join(layouts)} — {now}\n\n"
                     f"- device: {device} (torch {torch.__version__}, CUDA {torch.version.cuda})\n"
                     f"- kgen {kgen.version()}, commit {git_commit()}\n"
-                    f"- method: {method}, median per call, inputs rotated over > 64 MB; speedup = cuBLAS time / "
-                    f"kgen time; GB/s counts A and B read once and C written once\n\n"
-                    "| M x N x K | kgen µs | TFLOP/s | GB/s | cuBLAS µs | TFLOP/s | GB/s | speedup | check | "
+                    f"- method: {method}, median per call, inputs rotated over > 64 MB; ratio = cuBLAS time / "
+                    f"kgen time; GB/s counts A and B read once and C written once; layouts are kgen's (row-major: "
+                    f"nt = BLAS TN)\n\n"
+                    "| M x N x K | layout | kgen µs | TFLOP/s | GB/s | cuBLAS µs | TFLOP/s | GB/s | ratio | check | "
                     "heuristic kernel (a tuning DB winner runs instead when there is one) |\n"
-                    "|---|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
+                    "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
             for r in rows:
-                f.write(f"| {r['shape']} | {r['ours_us']:.1f} | {r['ours_tflops']:.1f} | {r['ours_gbs']:.0f} | "
+                f.write(f"| {r['shape']} | {r['layout']} | {r['ours_us']:.1f} | {r['ours_tflops']:.1f} | {r['ours_gbs']:.0f} | "
                         f"{r['cublas_us']:.1f} | {r['cublas_tflops']:.1f} | {r['cublas_gbs']:.0f} | "
                         f"{r['speedup']:.2f} | {r['check']} | `{r['kernel']}` |\n")
         print(f"wrote {path}")

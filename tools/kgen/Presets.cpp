@@ -17,17 +17,21 @@ std::vector<ProblemSpec> gemmBenchProblems() {
     for (int64_t m : {1, 16, 32, 64, 128, 256})
       shapes.push_back({m, nk, nk});
   shapes.push_back({127, 4099, 1023});
+  // nt (B a weight stored N x K, BLAS's TN) first, then nn: bench/gemm.py
+  // runs both.
   std::vector<ProblemSpec> out;
-  for (auto [m, n, k] : shapes) {
-    GemmProblem p;
-    p.m = m;
-    p.n = n;
-    p.k = k;
-    p.transB = true; // nt: B is a weight stored N x K
-    out.push_back({"gemm-bench." + std::to_string(m) + "x" + std::to_string(n) +
-                       "x" + std::to_string(k),
-                   p, std::nullopt, std::nullopt});
-  }
+  for (bool transB : {true, false})
+    for (auto [m, n, k] : shapes) {
+      GemmProblem p;
+      p.m = m;
+      p.n = n;
+      p.k = k;
+      p.transB = transB;
+      out.push_back({"gemm-bench." + std::to_string(m) + "x" +
+                         std::to_string(n) + "x" + std::to_string(k) +
+                         (transB ? "" : ".nn"),
+                     p, std::nullopt, std::nullopt});
+    }
   return out;
 }
 
