@@ -153,6 +153,12 @@ struct GemmConfig {
   int cluster = 1;
   SmemLayout smem = SmemLayout::Padded;
   int smemPad = 8; ///< elements added to every shared row when Padded
+  /// Split-K (tiled loop): kSplitK blocks share each output tile's k-slices
+  /// and the last to finish adds their fp32 partial sums (through a
+  /// workspace the runtime owns, one per stream) before the epilogue. For
+  /// shapes whose tiles leave multiprocessors idle: small M (decode), or
+  /// few tiles with a long K.
+  int splitK = 1;
 
   bool operator==(const GemmConfig &) const = default;
 };

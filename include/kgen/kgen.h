@@ -233,6 +233,11 @@ public:
   /// per-chunk states of the two-phase variant).
   static size_t mlstmWorkspace(const MlstmPlan &plan, const MlstmArgs &args);
 
+  /// Frees the split-K workspace kept for `stream` (after waiting for its
+  /// work); call it before destroying a stream that ran split-K variants.
+  /// The runtime frees the others when it is destroyed.
+  void releaseWorkspace(void *stream);
+
   /// The problem a call will run: `p` with M from args and alignments
   /// lowered to what the pointers and leading dimensions allow. Throws on
   /// invalid arguments (strides smaller than a row, null pointers).
@@ -284,6 +289,19 @@ private:
 
   std::shared_ptr<Kernel> build(const GemmProblem &p, const GemmConfig &c,
                                 Target t, void *captureStream);
+
+  /// Split-K's scratch (GemmWorkspace), owned here: one per stream, since
+  /// launches on one stream are ordered and may share it; grown on demand
+  /// (never during graph capture), freed with the runtime. The counters
+  /// are zeroed when allocated and every launch leaves them zero.
+  struct Workspace {
+    void *partials = nullptr;
+    size_t partialBytes = 0;
+    void *counters = nullptr;
+    size_t counterBytes = 0;
+  };
+  std::map<void *, Workspace> workspaces_;
+  const Workspace &workspace(void *stream, const GemmWorkspace &need);
 };
 
 } // namespace kgen

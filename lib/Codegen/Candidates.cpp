@@ -8,6 +8,15 @@
 // and the best `kMaxCandidates` are kept: enough for the dispatcher to find
 // the winner, few enough that tuning and the compile tests stay fast.
 //
+// Split-K (tiled loop) joins when the tiles of a config leave
+// multiprocessors idle (fewer tiles than the assumed multiprocessor count:
+// small M, or few tiles with a long K, as 127x4099x1023): S blocks per tile
+// each run 1/S of the k-slices, and the model charges the fix-up (each
+// block writes its fp32 tile, the last reads the others). Up to
+// kMaxSplitCandidates of them are added to the list for the tuner to
+// measure; the heuristic default (no measurement) stays a config without
+// split-K.
+//
 //===----------------------------------------------------------------------===//
 
 #include "kgen/Codegen/Candidates.h"
@@ -21,6 +30,7 @@ namespace kgen {
 namespace {
 
 constexpr size_t kMaxCandidates = 12;
+constexpr size_t kMaxSplitCandidates = 4;
 
 /// Compute units the model assumes when it does not know the device.
 int assumedComputeUnits(Target t) {
@@ -65,6 +75,16 @@ double modelCost(const GemmProblem &p, const GemmConfig &c, Target t) {
     tileTime = double(c.blockM) * c.blockN * kSteps * c.blockK / wgSpeed;
     stageFactor = c.stages >= 4 ? 1.0 : 1.1;
     return 0.5 * waves * tileTime * stageFactor;
+  }
+  if (c.splitK > 1) {
+    // kSplitK blocks a tile, each with its share of the k-slices; the
+    // fix-up moves splitK fp32 tiles through L2 per tile (about a MAC unit
+    // a byte at this model's scale).
+    double blocks = tiles * c.splitK;
+    waves = std::ceil(blocks / assumedComputeUnits(t));
+    double kPer = std::ceil(kSteps / c.splitK);
+    tileTime = double(c.blockM) * c.blockN * kPer * c.blockK / speed +
+               double(c.splitK) * c.blockM * c.blockN * 4.0;
   }
   return waves * tileTime * stageFactor * smemFactor * bkFactor;
 }
@@ -156,21 +176,48 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
       }
     }
   }
-  std::stable_sort(ranked.begin(), ranked.end(),
-                   [](auto &a, auto &b) { return a.first < b.first; });
-  std::vector<GemmConfig> out;
-  for (auto &[cost, c] : ranked) {
-    if (out.size() == kMaxCandidates)
-      break;
-    out.push_back(c);
+  // Split-K for the tiled configs whose tiles leave multiprocessors idle,
+  // with at least two k-slices per split.
+  std::vector<std::pair<double, GemmConfig>> split;
+  const double cus = assumedComputeUnits(t);
+  for (const auto &[cost, base] : ranked) {
+    if (base.loop != GemmLoop::Tiled)
+      continue;
+    const double tiles = std::ceil(double(p.m) / base.blockM) *
+                         std::ceil(double(p.n) / base.blockN) * double(p.batch);
+    const double kSteps = std::ceil(double(p.k) / base.blockK);
+    if (tiles >= cus)
+      continue;
+    for (int s : {2, 4, 8, 16}) {
+      if (kSteps < 2 * s || tiles * s > 2 * cus)
+        continue;
+      GemmConfig c = base;
+      c.splitK = s;
+      if (!checkConfig(p, c, t))
+        split.push_back({modelCost(p, c, t), c});
+    }
   }
+  auto byCost = [](auto &a, auto &b) { return a.first < b.first; };
+  std::stable_sort(ranked.begin(), ranked.end(), byCost);
+  std::stable_sort(split.begin(), split.end(), byCost);
+  if (ranked.size() > kMaxCandidates)
+    ranked.resize(kMaxCandidates);
+  if (split.size() > kMaxSplitCandidates)
+    split.resize(kMaxSplitCandidates);
+  ranked.insert(ranked.end(), split.begin(), split.end());
+  std::stable_sort(ranked.begin(), ranked.end(), byCost);
+  std::vector<GemmConfig> out;
+  for (auto &[cost, c] : ranked)
+    out.push_back(c);
   return out;
 }
 
 GemmConfig defaultConfig(const GemmProblem &p, Target t) {
-  std::vector<GemmConfig> cs = enumerateConfigs(p, t);
-  if (!cs.empty())
-    return cs.front();
+  // Split-K candidates wait for a measurement (the tuner's numeric check
+  // and timing) before the dispatcher uses them.
+  for (const GemmConfig &c : enumerateConfigs(p, t))
+    if (c.splitK == 1)
+      return c;
   // The enumerated space always contains a 64x64x32, 2-stage config that is
   // valid for every well-formed problem; reaching here means the problem
   // itself is invalid, which callers check first.

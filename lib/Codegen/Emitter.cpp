@@ -178,6 +178,8 @@ std::string gemmKernelName(const GemmProblem &p, const GemmConfig &c,
   else
     os << "_pad" << c.smemPad;
   os << "_v" << tr.vecA << tr.vecB << tr.vecC;
+  if (c.splitK != 1)
+    os << "_sk" << c.splitK;
   // The epilogue's features (none: the plain alpha/beta store, unnamed).
   if (p.bias != BiasKind::None)
     os << "_bias" << toString(p.bias);
@@ -331,6 +333,8 @@ KernelSource emitGemm(const GemmProblem &p, const GemmConfig &c, Target t,
      << "  static constexpr int kBias = " << biasEnum(p.bias)
      << ", kActivation = " << activationEnum(p.act) << ";\n"
      << "  static constexpr bool kResidual = " << boolStr(p.residual) << ";\n"
+     << "  static constexpr int kSplitK = " << c.splitK
+     << "; // blocks sharing a tile's k-slices\n"
      << "};\n"
      << "} // namespace\n\n"
      << "extern \"C\" __global__ void __launch_bounds__(" << tr.threads << ")\n"
@@ -341,6 +345,18 @@ KernelSource emitGemm(const GemmProblem &p, const GemmConfig &c, Target t,
   if (inlineTemplates)
     ks.headers.clear();
   return ks;
+}
+
+GemmWorkspace gemmWorkspace(const GemmProblem &p, const GemmConfig &c,
+                            int64_t m, int64_t batch) {
+  GemmWorkspace w;
+  if (c.splitK <= 1 || c.loop != GemmLoop::Tiled)
+    return w;
+  const int64_t tiles = batch * ((m + c.blockM - 1) / c.blockM) *
+                        ((p.n + c.blockN - 1) / c.blockN);
+  w.counters = tiles;
+  w.partialBytes = tiles * c.splitK * int64_t(c.blockM) * c.blockN * 4;
+  return w;
 }
 
 LaunchDims gemmLaunchDims(const GemmProblem &p, const GemmConfig &c, Target t,
@@ -361,7 +377,7 @@ LaunchDims gemmLaunchDims(const GemmProblem &p, const GemmConfig &c, Target t,
   } else {
     d.grid[0] = unsigned(tilesN);
     d.grid[1] = unsigned(tilesM);
-    d.grid[2] = unsigned(batch);
+    d.grid[2] = unsigned(batch * c.splitK);
   }
   d.block[0] = unsigned(tr.threads);
   d.block[1] = d.block[2] = 1;

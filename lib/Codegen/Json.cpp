@@ -51,6 +51,8 @@ json toJson(const GemmConfig &c) {
     j["loop"] = toString(c.loop);
   if (c.cluster != 1)
     j["cluster"] = c.cluster;
+  if (c.splitK != 1)
+    j["split_k"] = c.splitK;
   return j;
 }
 
@@ -186,7 +188,8 @@ GemmProblem gemmProblemFromJson(const json &j) {
 
 GemmConfig gemmConfigFromJson(const json &j) {
   rejectUnknown(j,
-                {"loop", "block", "warps", "stages", "smem", "pad", "cluster"},
+                {"loop", "block", "warps", "stages", "smem", "pad", "cluster",
+                 "split_k"},
                 "gemm config");
   GemmConfig c;
   if (j.contains("loop")) {
@@ -219,6 +222,7 @@ GemmConfig gemmConfigFromJson(const json &j) {
   }
   c.smemPad = int(getInt(j, "pad", c.smem == SmemLayout::Padded ? 8 : 0));
   c.cluster = int(getInt(j, "cluster", 1));
+  c.splitK = int(getInt(j, "split_k", 1));
   return c;
 }
 

@@ -100,11 +100,21 @@ std::optional<std::string> checkConfig(const GemmProblem &p,
   const TargetInfo &ti = targetInfo(t);
   std::string tgt(toString(t));
   const bool amd = ti.vendor == Vendor::AMD;
-  if (c.loop == GemmLoop::Wgmma)
+  if (c.loop == GemmLoop::Wgmma) {
+    if (c.splitK != 1)
+      return "config: splitK = " + str(c.splitK) +
+             " with loop = wgmma; split-K is the tiled loop's (use 1)";
     return checkWgmmaConfig(p, c, t);
+  }
   if (c.cluster != 1)
     return "config: cluster = " + str(c.cluster) +
            " needs loop = wgmma (clusters share B through TMA multicast)";
+  if (c.splitK < 1 || c.splitK > 16)
+    return "config: splitK = " + str(c.splitK) +
+           " must be between 1 and 16 (blocks sharing one tile's k-slices)";
+  if (int64_t(c.splitK) * p.batch > 65535)
+    return "config: splitK * batch = " + str(int64_t(c.splitK) * p.batch) +
+           " blocks along the grid's z exceed 65535; lower splitK";
 
   for (auto [name, v] : {std::pair{"blockM", c.blockM},
                          {"blockN", c.blockN},

@@ -62,6 +62,7 @@ kgen::GemmConfig GemmConfigAttr::getConfig() const {
   GemmConfig c;
   c.loop = getLoop();
   c.cluster = getCluster();
+  c.splitK = getSplitK();
   c.blockM = getBlockM();
   c.blockN = getBlockN();
   c.blockK = getBlockK();

@@ -45,7 +45,69 @@ Runtime::Runtime(RuntimeOptions opts)
                          : (backend_ ? backend_->target() : Target::SM90A);
 }
 
-Runtime::~Runtime() = default;
+Runtime::~Runtime() {
+  if (!backend_)
+    return;
+  for (auto &[stream, w] : workspaces_) {
+    try {
+      backend_->synchronizeStream(stream);
+      if (w.partials)
+        backend_->free(w.partials);
+      if (w.counters)
+        backend_->free(w.counters);
+    } catch (const Error &) {
+      // A destructor cannot report; the memory goes with the context.
+    }
+  }
+}
+
+void Runtime::releaseWorkspace(void *stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = workspaces_.find(stream);
+  if (it == workspaces_.end() || !backend_)
+    return;
+  backend_->synchronizeStream(stream);
+  if (it->second.partials)
+    backend_->free(it->second.partials);
+  if (it->second.counters)
+    backend_->free(it->second.counters);
+  workspaces_.erase(it);
+}
+
+const Runtime::Workspace &Runtime::workspace(void *stream,
+                                             const GemmWorkspace &need) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Workspace &w = workspaces_[stream];
+  const size_t partials = size_t(need.partialBytes);
+  const size_t counters = size_t(need.counters) * 4;
+  if (w.partialBytes >= partials && w.counterBytes >= counters)
+    return w;
+  if (backend_->isCapturing(stream))
+    throw Error("gemm: the split-K workspace must grow to " +
+                std::to_string(partials + counters) +
+                " bytes while the stream is being captured into a graph; "
+                "run the call once before capture");
+  // Kernels queued on this stream may still use the old buffers.
+  backend_->synchronizeStream(stream);
+  if (w.partialBytes < partials) {
+    if (w.partials)
+      backend_->free(w.partials);
+    w.partials = nullptr;
+    w.partialBytes = 0;
+    w.partials = backend_->alloc(partials);
+    w.partialBytes = partials;
+  }
+  if (w.counterBytes < counters) {
+    if (w.counters)
+      backend_->free(w.counters);
+    w.counters = nullptr;
+    w.counterBytes = 0;
+    w.counters = backend_->alloc(counters);
+    w.counterBytes = counters;
+    backend_->memsetAsync(w.counters, 0, counters, stream);
+  }
+  return w;
+}
 
 Compiler &Runtime::compiler(Vendor v) {
   std::unique_ptr<Compiler> &slot = compilers_[v == Vendor::AMD ? 0 : 1];
@@ -520,6 +582,12 @@ void Runtime::launch(const Kernel &k, const GemmArgs &args, void *stream) {
   prm.batch = int(r.batch);
   prm.alpha = args.alpha;
   prm.beta = args.beta;
+  const GemmWorkspace need = gemmWorkspace(kp, k.config, r.m, r.batch);
+  if (need.bytes()) {
+    const Workspace &w = workspace(stream, need);
+    prm.workspace = w.partials;
+    prm.counters = static_cast<unsigned *>(w.counters);
+  }
   void *params[] = {&prm};
   backend_->launch(k.function, d, params, stream);
 }

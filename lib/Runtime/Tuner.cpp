@@ -541,6 +541,18 @@ TuneResult Tuner::tune(const GemmProblem &p) {
   tick();
 
   Workspace ws(be, r, I.o);
+  // Split-K candidates get a runtime-owned workspace on ws.stream; free it
+  // before ws destroys the stream.
+  struct ReleaseSplitK {
+    Runtime &rt;
+    void *stream;
+    ~ReleaseSplitK() {
+      try {
+        rt.releaseWorkspace(stream);
+      } catch (...) {
+      }
+    }
+  } releaseSplitK{I.rt, ws.stream};
   res.sets = ws.sets;
   std::shared_ptr<GemmReference> ref =
       I.wait(I.references.at(gemmReferenceName(r)), tick);

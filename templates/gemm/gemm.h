@@ -262,6 +262,15 @@ template <class Config, class TileA, class TileB> struct WarpMma {
 
   float acc[kFragsM][kFragsN][4];
 
+  /// The accumulators as one flat list (split-K moves them as such).
+  static constexpr int kAccum = kFragsM * kFragsN * 4;
+  KGEN_DEVICE float get(int e) const {
+    return acc[e / (kFragsN * 4)][e / 4 % kFragsN][e % 4];
+  }
+  KGEN_DEVICE void set(int e, float x) {
+    acc[e / (kFragsN * 4)][e / 4 % kFragsN][e % 4] = x;
+  }
+
   KGEN_DEVICE WarpMma() {
 #pragma unroll
     for (int i = 0; i < kFragsM; ++i)
@@ -355,6 +364,15 @@ template <class Config, class TileA, class TileB> struct WarpMma {
 
   cdna::f32x16 acc[kFragsM][kFragsN];
 
+  /// The accumulators as one flat list (split-K moves them as such).
+  static constexpr int kAccum = kFragsM * kFragsN * 16;
+  KGEN_DEVICE float get(int e) const {
+    return acc[e / (kFragsN * 16)][e / 16 % kFragsN][e % 16];
+  }
+  KGEN_DEVICE void set(int e, float x) {
+    acc[e / (kFragsN * 16)][e / 16 % kFragsN][e % 16] = x;
+  }
+
   KGEN_DEVICE WarpMma() {
 #pragma unroll
     for (int i = 0; i < kFragsM; ++i)
@@ -421,9 +439,54 @@ template <class Config, class TileA, class TileB> struct WarpMma {
 };
 #endif
 
+/// Split-K's fix-up: the kSplitK blocks of one output tile each publish
+/// their fp32 partial sums to the workspace; the last to arrive (an atomic
+/// counter per tile) adds them all, in split order so the result does not
+/// depend on which block came last, resets the counter for the next launch
+/// and returns true: it alone runs the epilogue. Each thread keeps its own
+/// accumulators' slots (element e of thread t at e * kThreads + t), so the
+/// layout follows whatever the MMA atom's fragments are.
+template <class Config, class Mma>
+KGEN_DEVICE bool splitKFixup(const Params &p, Mma &mma, int tile, int split,
+                             int *flag) {
+  constexpr int kSplitK = Config::kSplitK, kThreads = Config::kThreads;
+  constexpr int kAccum = Mma::kAccum;
+  float *const ws = static_cast<float *>(p.workspace) +
+                    (long long)tile * kSplitK * kAccum * kThreads;
+  const int t = int(threadIdx.x);
+#pragma unroll
+  for (int e = 0; e < kAccum; ++e)
+    ws[(split * kAccum + e) * kThreads + t] = mma.get(e);
+  __threadfence(); // the partials are visible before the arrival counts
+  __syncthreads();
+  if (t == 0) {
+    const unsigned arrived = atomicAdd(p.counters + tile, 1u);
+    *flag = arrived == unsigned(kSplitK - 1);
+    if (*flag)
+      p.counters[tile] = 0u; // every other block of the tile is done with it
+  }
+  __syncthreads();
+  if (!*flag)
+    return false;
+  __threadfence();
+  // volatile: the other blocks' partials must come from memory, not from a
+  // cache line this block might hold.
+  const volatile float *part = ws;
+#pragma unroll
+  for (int e = 0; e < kAccum; ++e) {
+    float sum = 0.f;
+    for (int s = 0; s < kSplitK; ++s)
+      sum += s == split ? mma.get(e) : part[(s * kAccum + e) * kThreads + t];
+    mma.set(e, sum);
+  }
+  return true;
+}
+
 /// The kernel body; the generated kernel forwards its Params. Launch:
-/// grid (ceil(N / kBlockN), ceil(M / kBlockM), batch), kThreads threads,
-/// kSmemBytes of dynamic shared memory.
+/// grid (ceil(N / kBlockN), ceil(M / kBlockM), batch * kSplitK), kThreads
+/// threads, kSmemBytes of dynamic shared memory. With kSplitK > 1 the
+/// kSplitK blocks of a tile (consecutive z) share its k-slices, and
+/// splitKFixup adds their sums before the epilogue.
 template <class Config> KGEN_DEVICE void run(const Params &p) {
   using Tile = Shape<Config>;
   using T = typename Tile::T;
@@ -442,13 +505,25 @@ template <class Config> KGEN_DEVICE void run(const Params &p) {
   const int size_m = Config::kM ? Config::kM : p.m;
   const int size_n = Config::kN ? Config::kN : p.n;
   const int size_k = Config::kK ? Config::kK : p.k;
-  const int batch = int(blockIdx.z);
+  constexpr int kSplitK = Config::kSplitK;
+  static_assert(kSplitK >= 1, "kSplitK >= 1");
+  const int batch = int(blockIdx.z / unsigned(kSplitK));
+  const int split = int(blockIdx.z % unsigned(kSplitK));
   const T *const a = static_cast<const T *>(p.a) + batch * p.strideA;
   const T *const b = static_cast<const T *>(p.b) + batch * p.strideB;
   // The number of k-slices; without kCheckK, kBlockK divides K.
   const int slices = Config::kCheckK
                          ? (size_k + Tile::kBlockK - 1) / Tile::kBlockK
                          : size_k / Tile::kBlockK;
+  // This block's run of slices [kBegin, kBegin + count): all of them, or
+  // one of kSplitK near-equal runs (the last ones may be short or empty).
+  int kBegin = 0, count = slices;
+  if constexpr (kSplitK > 1) {
+    const int per = (slices + kSplitK - 1) / kSplitK;
+    kBegin = split * per;
+    count = slices - kBegin < per ? slices - kBegin : per;
+    count = count > 0 ? count : 0;
+  }
 
   const int m0 = int(blockIdx.y) * Tile::kBlockM;
   const int n0 = int(blockIdx.x) * Tile::kBlockN;
@@ -472,23 +547,23 @@ template <class Config> KGEN_DEVICE void run(const Params &p) {
   // when empty, so "slice kt has landed" is always wait_group<kStages - 2>.
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < slices) {
-      loadA.copyAsync(sA + s * TileA::kElems, s);
-      loadB.copyAsync(sB + s * TileB::kElems, s);
+    if (s < count) {
+      loadA.copyAsync(sA + s * TileA::kElems, kBegin + s);
+      loadB.copyAsync(sB + s * TileB::kElems, kBegin + s);
     }
     sm80::cpAsyncCommit();
   }
   const uint32_t sAddrA = sm80::smemAddress(sA);
   const uint32_t sAddrB = sm80::smemAddress(sB);
-  for (int kt = 0; kt < slices; ++kt) {
+  for (int kt = 0; kt < count; ++kt) {
     sm80::cpAsyncWait<kStages - 2>();
     // Makes slice kt visible to all warps, and tells that every warp is done
     // with slice kt - 1, whose stage the copy below overwrites.
     __syncthreads();
     const int next = kt + kStages - 1;
-    if (next < slices) {
-      loadA.copyAsync(sA + next % kStages * TileA::kElems, next);
-      loadB.copyAsync(sB + next % kStages * TileB::kElems, next);
+    if (next < count) {
+      loadA.copyAsync(sA + next % kStages * TileA::kElems, kBegin + next);
+      loadB.copyAsync(sB + next % kStages * TileB::kElems, kBegin + next);
     }
     sm80::cpAsyncCommit();
     const int stage = kt % kStages;
@@ -500,23 +575,23 @@ template <class Config> KGEN_DEVICE void run(const Params &p) {
   // Slices 0 .. kStages-2 go to LDS up front; afterwards slice kt + kStages-1
   // is fetched before the MFMAs of slice kt and stored after them, into the
   // stage of slice kt - 1, which every wave left at the previous barrier.
-  for (int s = 0; s < kStages - 1 && s < slices; ++s) {
-    loadA.fetch(s);
-    loadB.fetch(s);
+  for (int s = 0; s < kStages - 1 && s < count; ++s) {
+    loadA.fetch(kBegin + s);
+    loadB.fetch(kBegin + s);
     loadA.store(sA + s * TileA::kElems);
     loadB.store(sB + s * TileB::kElems);
   }
   __syncthreads();
-  for (int kt = 0; kt < slices; ++kt) {
+  for (int kt = 0; kt < count; ++kt) {
     const int next = kt + kStages - 1;
-    if (next < slices) {
-      loadA.fetch(next);
-      loadB.fetch(next);
+    if (next < count) {
+      loadA.fetch(kBegin + next);
+      loadB.fetch(kBegin + next);
     }
     const int stage = kt % kStages;
     mma.step(sA + stage * TileA::kElems, sB + stage * TileB::kElems, warpM0,
              warpN0, lane);
-    if (next < slices) {
+    if (next < count) {
       loadA.store(sA + next % kStages * TileA::kElems);
       loadB.store(sB + next % kStages * TileB::kElems);
     }
@@ -524,6 +599,17 @@ template <class Config> KGEN_DEVICE void run(const Params &p) {
   }
 #endif
 
+  if constexpr (kSplitK > 1) {
+    // Shared memory is free once every warp is past its last step; its
+    // first word carries the arrival verdict to the whole block.
+    __syncthreads();
+    const int tile =
+        (batch * int(gridDim.y) + int(blockIdx.y)) * int(gridDim.x) +
+        int(blockIdx.x);
+    if (!splitKFixup<Config>(p, mma, tile, split,
+                             reinterpret_cast<int *>(kgen_smem)))
+      return;
+  }
   mma.store(p, batch, m0 + warpM0, n0 + warpN0, lane);
 }
 

@@ -26,6 +26,11 @@ struct Params {
   const void *residual; ///< C's dtype, M x N; null without a residual
   long long lda, ldb, ldc, ldr;
   long long strideA, strideB, strideC, strideBias, strideResidual;
+  /// Split-K only (Config::kSplitK > 1): fp32 partial tiles and one arrival
+  /// counter per output tile, zero between launches (the last block of a
+  /// tile resets its counter). Owned by the runtime, one per stream.
+  void *workspace;
+  unsigned *counters;
   int m, n, k; ///< the run-time extents (baked ones are ignored)
   int batch;   ///< the grid's z extent
   float alpha, beta;

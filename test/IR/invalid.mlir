@@ -195,6 +195,11 @@ kgen.gemm @gelu {m = 1, n = 64, k = 64, ab = bf16, c = bf16, layout = "nt", acti
 // expected-error@+1 {{gemm: batch = 0 must be between 1 and 65535 (batches are the grid's z dimension)}}
 kgen.gemm @no_batches {m = 1, n = 64, k = 64, ab = bf16, c = bf16, layout = "nt", batch = 0}
 
+// -----
+
+// expected-error@+1 {{config: splitK = 32 must be between 1 and 16 (blocks sharing one tile's k-slices)}}
+kgen.gemm @split32 {m = 16, n = 4096, k = 4096, ab = bf16, c = bf16, layout = "nt", target = "sm_80", config = #kgen.gemm_config<block = [16, 64, 64], warps = [1, 2], stages = 4, smem = padded, pad = 8, split_k = 32>}
+
 //===----------------------------------------------------------------------===//
 // The config's syntax
 //===----------------------------------------------------------------------===//

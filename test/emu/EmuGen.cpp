@@ -119,6 +119,7 @@ int main(int argc, char **argv) {
     p.alignB = cs.alignB;
     p.alignC = cs.alignC;
     p.batch = cs.batch;
+    int splitK = 1;
     {
       std::istringstream features(cs.epilogue);
       for (std::string f; features >> f;) {
@@ -128,6 +129,8 @@ int main(int argc, char **argv) {
           p.bias = BiasKind::AlongN;
         else if (f == "res")
           p.residual = true;
+        else if (f.rfind("sk", 0) == 0)
+          splitK = std::stoi(f.substr(2));
         else if (auto act = parseActivation(f))
           p.act = *act;
         else
@@ -151,6 +154,7 @@ int main(int argc, char **argv) {
     } else {
       die(index, "smem must be padP or swz, not " + smem);
     }
+    c.splitK = splitK;
     if (auto err = checkConfig(p, c, cs.target))
       die(index, *err);
 
@@ -203,9 +207,11 @@ int main(int argc, char **argv) {
       q.n = n;
       q.k = k;
       const LaunchDims d = gemmLaunchDims(q, c, cs.target, m, 0, p.batch);
+      const GemmWorkspace ws = gemmWorkspace(q, c, m, p.batch);
       runs << "{" << m << ", " << n << ", " << k << ", " << d.grid[0] << ", "
            << d.grid[1] << ", " << d.grid[2] << ", " << d.block[0] << ", "
-           << d.smemBytes << "}, ";
+           << d.smemBytes << ", " << ws.partialBytes << ", " << ws.counters
+           << "}, ";
     }
     if (!nRuns)
       die(index, "no runs");
@@ -232,8 +238,8 @@ int main(int argc, char **argv) {
           << (c.smem == SmemLayout::Swizzled ? "true" : "false") << ", "
           << tr.checkM << ", " << tr.checkN << ", " << tr.checkK << ", "
           << int(p.bias) << ", " << int(p.act) << ", " << p.residual << ", "
-          << p.batch << ", " << nRuns << ", {" << runs.str() << "}, &"
-          << ks.name << "_emu},\n";
+          << p.batch << ", " << c.splitK << ", " << nRuns << ", {" << runs.str()
+          << "}, &" << ks.name << "_emu},\n";
     ++index;
   }
   writeIfChanged(dir + "/registry.inc",

@@ -43,7 +43,7 @@ extern unsigned char kgen_smem[emu::kSmemCapacity + 64]
     __attribute__((alias("_ZN4kgen4gemm9kgen_smemE")));
 }
 
-thread_local emu::Dim3 threadIdx, blockIdx;
+thread_local emu::Dim3 threadIdx, blockIdx, gridDim;
 
 namespace emu {
 namespace {
@@ -287,6 +287,7 @@ bool launchRaw(const Launch &l, void (*body)(const void *), const void *ctx,
   for (int t = 0; t < l.threads; ++t)
     threads.emplace_back([&, t] {
       threadIdx = Dim3{unsigned(t), 0, 0};
+      gridDim = Dim3{l.grid[0], l.grid[1], l.grid[2]};
       self = ThreadState{};
       self.lane = t % l.waveSize;
       self.warp = t / l.waveSize;

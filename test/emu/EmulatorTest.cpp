@@ -56,6 +56,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <new>
 #include <random>
@@ -78,6 +79,7 @@ struct EmuRun {
   long long m, n, k;
   unsigned gridX, gridY, gridZ; ///< kgen::gemmLaunchDims
   int threads, smemBytes;
+  long long workspaceBytes, counters; ///< kgen::gemmWorkspace (split-K)
 };
 
 struct EmuKernel {
@@ -92,6 +94,7 @@ struct EmuKernel {
   int bias, act; ///< kgen::BiasKind, kgen::Activation
   bool residual;
   int batch;
+  int splitK;
   int nRuns;
   EmuRun runs[4];
   bool (*launch)(const emu::Args &, const emu::Launch &, char *, size_t);
@@ -375,6 +378,12 @@ std::string runOne(const EmuKernel &kern, const EmuRun &run, const Variant &v,
         std::memcpy(cWant.data() + cOffset(z, i, j), &w, size_t(esC));
       }
 
+  // Split-K's workspace: partials full of NaN (a partial read before it is
+  // written shows in C), counters zero, as the runtime hands them over.
+  std::vector<float> partials(size_t(run.workspaceBytes / 4),
+                              std::numeric_limits<float>::quiet_NaN());
+  std::vector<unsigned> counters(size_t(run.counters), 0u);
+
   emu::Launch l;
   l.grid[0] = run.gridX;
   l.grid[1] = run.gridY;
@@ -407,6 +416,8 @@ std::string runOne(const EmuKernel &kern, const EmuRun &run, const Variant &v,
   args.batch = int(nb);
   args.alpha = alpha;
   args.beta = v.beta;
+  args.workspace = partials.empty() ? nullptr : partials.data();
+  args.counters = counters.empty() ? nullptr : counters.data();
   char message[4096] = "";
   if (!kern.launch(args, l, message, sizeof(message)))
     return message;
@@ -424,6 +435,12 @@ std::string runOne(const EmuKernel &kern, const EmuRun &run, const Variant &v,
     note("the kernel wrote into the bias");
   if (res && res->snapshot() != res0)
     note("the kernel wrote into the residual");
+  for (size_t t = 0; t < counters.size(); ++t)
+    if (counters[t] != 0) {
+      note("split-K counter of tile " + std::to_string(t) + " is " +
+           std::to_string(counters[t]) + " after the launch, not 0");
+      break;
+    }
   const std::vector<unsigned char> cGot = C.snapshot();
   long bad = 0, outside = 0;
   for (size_t off = 0; off < cGot.size(); off += size_t(esC)) {
@@ -552,7 +569,7 @@ TEST(EmulatedCoverage, EachVendorCoversTheCombinations) {
 TEST(EmulatedCoverage, EachVendorCoversTheEpilogue) {
   for (bool amd : {false, true}) {
     std::set<int> biases, acts;
-    bool residual = false, batched = false;
+    bool residual = false, batched = false, splitK = false;
     for (const EmuKernel &k : kKernels) {
       if (k.amd != amd)
         continue;
@@ -560,12 +577,14 @@ TEST(EmulatedCoverage, EachVendorCoversTheEpilogue) {
       acts.insert(k.act);
       residual |= k.residual;
       batched |= k.batch > 1;
+      splitK |= k.splitK > 1;
     }
     const char *vendor = amd ? "AMD" : "NVIDIA";
     EXPECT_EQ(biases, (std::set<int>{0, 1, 2})) << vendor;
     EXPECT_EQ(acts, (std::set<int>{0, 1, 2, 3, 4})) << vendor;
     EXPECT_TRUE(residual) << vendor;
     EXPECT_TRUE(batched) << vendor;
+    EXPECT_TRUE(splitK) << vendor;
   }
 }
 

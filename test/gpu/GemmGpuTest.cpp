@@ -140,7 +140,9 @@ struct Case {
          << " s" << config->stages
          << (config->smem == SmemLayout::Swizzled ? " swizzled" : " padded")
          << (config->cluster > 1 ? " cluster " + std::to_string(config->cluster)
-                                 : std::string());
+                                 : std::string())
+         << (config->splitK > 1 ? " splitK " + std::to_string(config->splitK)
+                                : std::string());
     return os.str();
   }
 };
@@ -394,6 +396,33 @@ std::vector<Case> batchedCases() {
       batched(make(64, 4096, 4096, "nt", DType::BF16, DType::BF16), 8,
               BiasKind::AlongM, Activation::SiLU, false),
   };
+}
+
+/// Split-K and the small-M (decode) shapes it serves: every split-K
+/// candidate the enumerator yields for them, run as explicit variants (the
+/// workspace comes from the runtime), plus one with an epilogue and batches.
+std::vector<Case> splitKCases(Target t) {
+  std::vector<Case> out;
+  auto add = [&](Case c) {
+    for (const GemmConfig &cfg : enumerateConfigs(variantProblem(c), t))
+      if (cfg.splitK > 1) {
+        c.config = cfg;
+        out.push_back(c);
+      }
+  };
+  add(make(1, 4096, 4096, "nt", DType::BF16, DType::BF16));
+  add(make(16, 4096, 4096, "nn", DType::BF16, DType::BF16));
+  add(make(64, 8192, 8192, "nt", DType::F16, DType::F32));
+  add(make(127, 4099, 1023, "nt", DType::BF16, DType::BF16));
+  add(make(532, 2048, 2048, "tn", DType::BF16, DType::F16));
+  Case fused = make(32, 4096, 4096, "nt", DType::BF16, DType::BF16);
+  fused.bias = BiasKind::AlongN;
+  fused.act = Activation::SiLU;
+  fused.residual = true;
+  fused.batch = 3;
+  fused.beta = 0.5f;
+  add(fused);
+  return out;
 }
 
 /// Which dimensions are compile-time constants, and a dynamic M called with
@@ -936,6 +965,13 @@ TEST_F(GemmGpu, StaticAndRunTimeDims) { runAll(staticDimCases()); }
 TEST_F(GemmGpu, FusedEpilogues) { runAll(epilogueCases()); }
 
 TEST_F(GemmGpu, StridedBatches) { runAll(batchedCases()); }
+
+TEST_F(GemmGpu, SplitKAndSmallM) {
+  std::vector<Case> cases = splitKCases(Gpu::get().rt->target());
+  ASSERT_GE(cases.size(), 6u) << "the enumerator yields too few split-K "
+                                 "variants for the small-M shapes";
+  runAll(cases);
+}
 
 TEST_F(GemmGpu, ExplicitConfigs) {
   std::vector<Case> cases = explicitCases(Gpu::get().rt->target());

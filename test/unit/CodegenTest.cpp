@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 using namespace kgen;
 
 namespace {
@@ -60,6 +62,44 @@ TEST(Json, EpilogueAndBatchRoundTrip) {
     EXPECT_EQ(gemmProblemFromJson(toJson(p)), p) << toString(a);
   }
   EXPECT_EQ(mainLoopProblem(p), problem(532, 2048, 2048));
+}
+
+TEST(Json, SplitKConfigRoundTrip) {
+  GemmConfig c;
+  EXPECT_FALSE(toJson(c).contains("split_k")); // old configs read the same
+  c.splitK = 4;
+  EXPECT_EQ(toJson(c)["split_k"], 4);
+  EXPECT_EQ(gemmConfigFromJson(toJson(c)), c);
+}
+
+TEST(Candidates, SplitKForIdleMultiprocessorsOnly) {
+  // Decode: few tiles, long K: split-K candidates join, after the plain
+  // ones' best, and the heuristic default has none.
+  GemmProblem decode = problem(16, 4096, 4096);
+  std::vector<GemmConfig> cs = enumerateConfigs(decode, Target::SM80);
+  size_t split = 0;
+  for (const GemmConfig &c : cs) {
+    split += c.splitK > 1;
+    EXPECT_FALSE(checkConfig(decode, c, Target::SM80));
+  }
+  EXPECT_GT(split, 0u);
+  EXPECT_LE(split, 4u);
+  EXPECT_EQ(defaultConfig(decode, Target::SM80).splitK, 1);
+  // 4096^3 fills the GPU many times over: no split-K.
+  for (const GemmConfig &c :
+       enumerateConfigs(problem(4096, 4096, 4096), Target::SM80))
+    EXPECT_EQ(c.splitK, 1);
+  // The workspace: a partial tile per split, a counter per tile.
+  GemmConfig c;
+  c.blockM = 16;
+  c.blockN = 64;
+  c.splitK = 4;
+  GemmWorkspace w = gemmWorkspace(decode, c, 16, 3);
+  EXPECT_EQ(w.counters, 3 * 64);
+  EXPECT_EQ(w.partialBytes, 3 * 64 * 4 * 16 * 64 * 4);
+  EXPECT_EQ(gemmLaunchDims(decode, c, Target::SM80, 16, 0, 3).grid[2], 12u);
+  c.splitK = 1;
+  EXPECT_EQ(gemmWorkspace(decode, c, 16, 3).bytes(), 0);
 }
 
 TEST(Json, ConfigRoundTrip) {
@@ -204,10 +244,18 @@ TEST(Candidates, EveryCandidateIsValidAndThereIsOne) {
           GemmProblem p = problem(d[0], d[1], d[2], layout, DType::BF16, c);
           std::vector<GemmConfig> cs = enumerateConfigs(p, t);
           ASSERT_FALSE(cs.empty()) << toString(t) << " " << d[0] << "x" << d[1];
-          EXPECT_LE(cs.size(), 12u);
-          for (const GemmConfig &cfg : cs)
+          // 12 configs at most, and up to 4 split-K ones on top.
+          size_t split = 0;
+          for (const GemmConfig &cfg : cs) {
             EXPECT_FALSE(checkConfig(p, cfg, t));
-          EXPECT_EQ(defaultConfig(p, t), cs.front());
+            split += cfg.splitK > 1;
+          }
+          EXPECT_LE(cs.size() - split, 12u);
+          EXPECT_LE(split, 4u);
+          // The default: the best-ranked one without split-K.
+          GemmConfig first = *std::find_if(
+              cs.begin(), cs.end(), [](auto &c) { return c.splitK == 1; });
+          EXPECT_EQ(defaultConfig(p, t), first);
         }
 }
 

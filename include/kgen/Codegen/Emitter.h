@@ -53,6 +53,18 @@ std::string inlineTemplateHeaders(const std::vector<std::string> &headers);
 LaunchDims gemmLaunchDims(const GemmProblem &p, const GemmConfig &c, Target t,
                           int64_t m, int computeUnits = 0, int64_t batch = 1);
 
+/// Split-K's scratch for one launch (GemmConfig::splitK > 1): fp32 partial
+/// tiles, then one 32-bit arrival counter per output tile, which must be
+/// zero before the launch and are zero again after it. Zero bytes without
+/// split-K. kgen::Runtime owns it (one buffer per stream, grown on demand).
+struct GemmWorkspace {
+  int64_t partialBytes = 0;
+  int64_t counters = 0;
+  int64_t bytes() const { return partialBytes + 4 * counters; }
+};
+GemmWorkspace gemmWorkspace(const GemmProblem &p, const GemmConfig &c,
+                            int64_t m, int64_t batch = 1);
+
 } // namespace kgen
 
 #endif

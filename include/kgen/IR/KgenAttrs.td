@@ -34,7 +34,9 @@ def Kgen_GemmConfigAttr : AttrDef<Kgen_Dialect, "GemmConfig"> {
     and the main loop (`loop = tiled`, the default, or `loop = wgmma` on
     sm_90a: TMA loads by a producer warpgroup, wgmma in `warps = [C, 1]`
     consumer warpgroups, `block = [M, N, 64]`, `smem = swizzled`; with
-    `cluster = 2`, CTA pairs share B through TMA multicast).
+    `cluster = 2`, CTA pairs share B through TMA multicast), and split-K
+    (`split_k = S`, tiled loop: S blocks share each tile's k-slices and the
+    last adds their partial sums; 1 when omitted).
 
     Whether a configuration is valid depends on the problem and the target;
     `kgen.gemm` checks it with `kgen::checkConfig` once both are known.
@@ -54,19 +56,21 @@ def Kgen_GemmConfigAttr : AttrDef<Kgen_Dialect, "GemmConfig"> {
     Kgen_SmemLayoutParameter:$smem,
     DefaultValuedParameter<"int", "0">:$pad,
     Kgen_GemmLoopParameter:$loop,
-    DefaultValuedParameter<"int", "1">:$cluster
+    DefaultValuedParameter<"int", "1">:$cluster,
+    DefaultValuedParameter<"int", "1">:$splitK
   );
   let assemblyFormat = [{
     `<` (`loop` `=` $loop^ `,` ` `)? (`cluster` `=` $cluster^ `,` ` `)? `block` `=` `[` $blockM `,` $blockN `,` $blockK `]` `,`
     `warps` `=` `[` $warpsM `,` $warpsN `]` `,`
     `stages` `=` $stages `,`
-    `smem` `=` $smem (`,` `pad` `=` $pad^)? `>`
+    `smem` `=` $smem (`,` `pad` `=` $pad^)? (`,` `split_k` `=` $splitK^)? `>`
   }];
   let builders = [
     AttrBuilder<(ins "const ::kgen::GemmConfig &":$config), [{
       return $_get($_ctxt, config.blockM, config.blockN, config.blockK,
                    config.warpsM, config.warpsN, config.stages, config.smem,
-                   config.smemPad, config.loop, config.cluster);
+                   config.smemPad, config.loop, config.cluster,
+                   config.splitK);
     }]>
   ];
   let extraClassDeclaration = [{

@@ -49,4 +49,4 @@ kgen.gemm @plain {m = 1, n = 4096, k = 4096, ab = bf16, c = bf16, layout = "nt",
 // INLINE:     v[e] = activate<Config::kActivation>(v[e]);
 // INLINE:     begin kgen/gemm/gemm.h
 // INLINE:     epilogue<Config, 2>(p, batch, row0 + 16 * i + 8 * h + g,
-// INLINE:     const int batch = int(blockIdx.z);
+// INLINE:     const int batch = int(blockIdx.z / unsigned(kSplitK));

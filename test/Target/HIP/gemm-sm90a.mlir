@@ -33,6 +33,7 @@ kgen.gemm @qkv {m = 532, n = 2048, k = 2048, ab = bf16, c = bf16, layout = "nt",
 // CHECK-NEXT:   static constexpr int kSmemBytes = 61440;
 // CHECK-NEXT:   static constexpr int kBias = kgen::gemm::kBiasNone, kActivation = kgen::gemm::kActNone;
 // CHECK-NEXT:   static constexpr bool kResidual = false;
+// CHECK-NEXT:   static constexpr int kSplitK = 1; // blocks sharing a tile's k-slices
 // CHECK-NEXT: };
 // CHECK-NEXT: } // namespace
 // CHECK-EMPTY:
