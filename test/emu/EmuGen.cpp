@@ -222,6 +222,7 @@ int main(int argc, char **argv) {
       << "): the kernel kgen::emitGemm wrote for " << toString(cs.target)
       << ",\n// included verbatim, and a host launcher for it.\n"
       << "#define " << (amd ? "EMU_AMD" : "EMU_NVIDIA") << " 1\n"
+      << "#include \"GemmEmuDevice.h\"\n"
       << "#include \"" << id << ".hip\"\n"
       << "#include \"EmuLauncher.h\"\n"
       << "EMU_LAUNCHER(" << ks.name << ")\n";

@@ -39,11 +39,4 @@
 
 extern thread_local emu::Dim3 threadIdx, blockIdx, gridDim;
 
-// Split-K's fix-up: blocks run one after another here, so these only need
-// to be atomic and ordered among the block's own threads.
-inline unsigned atomicAdd(unsigned *p, unsigned v) {
-  return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
-}
-inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
-
 inline void __syncthreads() { emu::syncThreads(); }
