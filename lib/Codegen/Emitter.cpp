@@ -169,17 +169,17 @@ std::string gemmKernelName(const GemmProblem &p, const GemmConfig &c,
     if (c.cluster > 1)
       os << "_c" << c.cluster;
     os << "_v" << tr.vecA << tr.vecB << tr.vecC;
-    return os.str();
+  } else {
+    os << "_b" << c.blockM << "x" << c.blockN << "x" << c.blockK << "_w"
+       << c.warpsM << "x" << c.warpsN << "_s" << c.stages;
+    if (c.smem == SmemLayout::Swizzled)
+      os << "_swz";
+    else
+      os << "_pad" << c.smemPad;
+    os << "_v" << tr.vecA << tr.vecB << tr.vecC;
+    if (c.splitK != 1)
+      os << "_sk" << c.splitK;
   }
-  os << "_b" << c.blockM << "x" << c.blockN << "x" << c.blockK << "_w"
-     << c.warpsM << "x" << c.warpsN << "_s" << c.stages;
-  if (c.smem == SmemLayout::Swizzled)
-    os << "_swz";
-  else
-    os << "_pad" << c.smemPad;
-  os << "_v" << tr.vecA << tr.vecB << tr.vecC;
-  if (c.splitK != 1)
-    os << "_sk" << c.splitK;
   // The epilogue's features (none: the plain alpha/beta store, unnamed).
   if (p.bias != BiasKind::None)
     os << "_bias" << toString(p.bias);
@@ -279,6 +279,9 @@ KernelSource emitGemm(const GemmProblem &p, const GemmConfig &c, Target t,
        << "  static constexpr int kVecC = " << tr.vecC << ";\n"
        << "  static constexpr bool kCheckM = " << boolStr(tr.checkM)
        << ", kCheckN = " << boolStr(tr.checkN) << ";\n"
+       << "  static constexpr int kBias = " << biasEnum(p.bias)
+       << ", kActivation = " << activationEnum(p.act) << ";\n"
+       << "  static constexpr bool kResidual = " << boolStr(p.residual) << ";\n"
        << "  static constexpr int kThreads = " << tr.threads << ";\n"
        << "};\n"
        << "} // namespace\n\n"
@@ -289,14 +292,9 @@ KernelSource emitGemm(const GemmProblem &p, const GemmConfig &c, Target t,
        << ks.name << "(\n"
        << "    const __grid_constant__ kgen::sm90::TensorMap mapA,\n"
        << "    const __grid_constant__ kgen::sm90::TensorMap mapB,\n"
-       << "    const " << ta << " *__restrict__ a, const " << ta
-       << " *__restrict__ b, " << tc << " *__restrict__ c,\n"
-       << "    int m, int n, int k, long long lda, long long ldb, long long "
-          "ldc,\n"
-       << "    float alpha, float beta) {\n"
-       << "  // A and B are read through mapA and mapB (TMA).\n"
-       << "  kgen::gemm_sm90::run<Config>(mapA, mapB, c, m, n, k, ldc, alpha, "
-          "beta);\n"
+       << "    const kgen::gemm::Params p) {\n"
+       << "  // A and B are read through mapA and mapB (TMA), not p.a, p.b.\n"
+       << "  kgen::gemm_sm90::run<Config>(mapA, mapB, p);\n"
        << "}\n";
     ks.source = os.str();
     if (inlineTemplates)

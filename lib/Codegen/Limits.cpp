@@ -25,12 +25,11 @@ std::optional<std::string> checkWgmmaConfig(const GemmProblem &p,
   if (t != Target::SM90A)
     return "config: loop = wgmma needs sm_90a (wgmma, TMA); " + tgt +
            " uses loop = tiled";
-  // The wgmma kernel keeps its own store; the fused epilogue
-  // (templates/gemm/epilogue.h) and batches are the tiled loop's for now.
-  if (p.hasEpilogue() || p.batch != 1)
-    return std::string("config: loop = wgmma has no fused epilogue (bias, "
-                       "activation, residual) and no batches yet; use "
-                       "loop = tiled");
+  // TMA's tensor maps here are 2-D: batches are the tiled loop's for now.
+  if (p.batch != 1)
+    return "config: loop = wgmma runs one matrix (its tensor maps are 2-D); "
+           "batch = " +
+           str(p.batch) + " needs loop = tiled";
   if (p.transA)
     return std::string("config: loop = wgmma reads A K-major; layout ") +
            p.layoutName() + " stores A as K x M ('T'); use loop = tiled";

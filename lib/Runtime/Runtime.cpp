@@ -526,35 +526,6 @@ void Runtime::launch(const Kernel &k, const GemmArgs &args, void *stream) {
     throw Error("launch: M = " + std::to_string(r.m) + " needs " +
                 std::to_string(d.grid[1]) +
                 " row blocks, over the grid limit 65535; use a larger blockM");
-  if (k.config.loop == GemmLoop::Wgmma) {
-    // The wgmma loop takes its own argument list (no epilogue features or
-    // batches: checkConfig refuses them for it).
-    const void *a = args.a, *b = args.b;
-    void *c = args.c;
-    int m = int(r.m), n = int(r.n), kk = int(r.k);
-    long long lda = args.lda ? args.lda : (kp.transA ? r.m : r.k);
-    long long ldb = args.ldb ? args.ldb : (kp.transB ? r.k : r.n);
-    long long ldc = args.ldc ? args.ldc : r.n;
-    float alpha = args.alpha, beta = args.beta;
-    // TMA reads A and B through tensor maps of this call's pointers and
-    // extents (rows past M, N or K read as zeros); boxes are one 128-byte
-    // swizzle row wide.
-    sm90TensorMap mapA, mapB;
-    const GemmConfig &cf = k.config;
-    backend_->encodeTensorMap(&mapA, a, kp.ab, uint64_t(kk), uint64_t(m),
-                              uint64_t(lda), 64, unsigned(cf.blockM));
-    if (kp.transB) // N x K, K contiguous; a pair loads half the rows each
-      backend_->encodeTensorMap(&mapB, b, kp.ab, uint64_t(kk), uint64_t(n),
-                                uint64_t(ldb), 64,
-                                unsigned(cf.blockN / cf.cluster));
-    else // K x N, N contiguous: 64-column boxes of blockK rows
-      backend_->encodeTensorMap(&mapB, b, kp.ab, uint64_t(n), uint64_t(kk),
-                                uint64_t(ldb), 64, unsigned(cf.blockK));
-    void *params[] = {&mapA, &mapB, &a,   &b,   &c,     &m,   &n,
-                      &kk,   &lda,  &ldb, &ldc, &alpha, &beta};
-    backend_->launch(k.function, d, params, stream);
-    return;
-  }
   std::vector<Operand> ops = operands(kp, r, args);
   gemm::Params prm{};
   prm.a = args.a;
@@ -587,6 +558,27 @@ void Runtime::launch(const Kernel &k, const GemmArgs &args, void *stream) {
     const Workspace &w = workspace(stream, need);
     prm.workspace = w.partials;
     prm.counters = static_cast<unsigned *>(w.counters);
+  }
+  if (k.config.loop == GemmLoop::Wgmma) {
+    // TMA reads A and B through tensor maps of this call's pointers and
+    // extents (rows past M, N or K read as zeros); boxes are one 128-byte
+    // swizzle row wide.
+    sm90TensorMap mapA, mapB;
+    const GemmConfig &cf = k.config;
+    backend_->encodeTensorMap(&mapA, prm.a, kp.ab, uint64_t(prm.k),
+                              uint64_t(prm.m), uint64_t(prm.lda), 64,
+                              unsigned(cf.blockM));
+    if (kp.transB) // N x K, K contiguous; a pair loads half the rows each
+      backend_->encodeTensorMap(&mapB, prm.b, kp.ab, uint64_t(prm.k),
+                                uint64_t(prm.n), uint64_t(prm.ldb), 64,
+                                unsigned(cf.blockN / cf.cluster));
+    else // K x N, N contiguous: 64-column boxes of blockK rows
+      backend_->encodeTensorMap(&mapB, prm.b, kp.ab, uint64_t(prm.n),
+                                uint64_t(prm.k), uint64_t(prm.ldb), 64,
+                                unsigned(cf.blockK));
+    void *params[] = {&mapA, &mapB, &prm};
+    backend_->launch(k.function, d, params, stream);
+    return;
   }
   void *params[] = {&prm};
   backend_->launch(k.function, d, params, stream);

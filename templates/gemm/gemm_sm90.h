@@ -23,7 +23,8 @@
 //
 // setmaxnreg moves registers from the producer (which needs few) to the
 // consumers (which hold up to 2 x 128 accumulators each). TMA zero-fills
-// what lies past M, N or K, so only the stores check bounds.
+// what lies past M, N or K, so only the stores check bounds; the stores are
+// the fused epilogue every GEMM loop shares (templates/gemm/epilogue.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,6 +32,7 @@
 
 #include "kgen/common/prelude.h"
 #include "kgen/common/wgmma_sm90.h"
+#include "kgen/gemm/epilogue.h"
 
 namespace kgen::gemm_sm90 {
 
@@ -91,64 +93,25 @@ KGEN_DEVICE void tileCoords(int tile, int tilesM, int tilesN, int &tm,
   tn = inGroup / rows;
 }
 
+/// Hands a consumer's accumulators to the fused epilogue (alpha/beta, bias,
+/// activation, residual, cast; templates/gemm/epilogue.h), one pair of
+/// adjacent columns at a time: wgmma's m64nN layout gives each thread rows
+/// warp*16 + lane/4 (+8) and column pairs 8j + 2*(lane%4) of every m64 slice.
 template <class Config>
 KGEN_DEVICE void storeTile(const float (&acc)[Shape<Config>::kMmaM]
                                              [Shape<Config>::kAccum],
-                           typename Config::TypeC *c, int m, int n,
-                           long long ldc, int row0, int col0, float alpha,
-                           float beta) {
+                           const gemm::Params &p, int row0, int col0) {
   using S = Shape<Config>;
-  using TC = typename S::TC;
   const int lane = int(threadIdx.x % 32u), warp = int(threadIdx.x / 32u) % 4;
 #pragma unroll
   for (int mi = 0; mi < S::kMmaM; ++mi)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int row = row0 + mi * 64 + warp * 16 + lane / 4 + half * 8;
-      if (Config::kCheckM && row >= m)
-        continue;
-      TC *out = c + (long long)row * ldc;
 #pragma unroll
-      for (int j = 0; j < S::kBlockN / 8; ++j) {
-        const int col = col0 + j * 8 + (lane % 4) * 2;
-        float v0 = alpha * acc[mi][j * 4 + half * 2];
-        float v1 = alpha * acc[mi][j * 4 + half * 2 + 1];
-        const bool in0 = !Config::kCheckN || col < n;
-        const bool in1 = !Config::kCheckN || col + 1 < n;
-        if constexpr (Config::kVecC >= 2 && sizeof(TC) == 2) {
-          if (in1) {
-            if (beta != 0.0f) {
-              const TC *src = out + col;
-              v0 += beta * Convert<TC>::toFloat(src[0]);
-              v1 += beta * Convert<TC>::toFloat(src[1]);
-            }
-            struct alignas(4) Pair {
-              TC x, y;
-            } pair{Convert<TC>::fromFloat(v0), Convert<TC>::fromFloat(v1)};
-            *reinterpret_cast<Pair *>(out + col) = pair;
-            continue;
-          }
-        } else if constexpr (Config::kVecC >= 2) {
-          if (in1) {
-            if (beta != 0.0f) {
-              v0 += beta * out[col];
-              v1 += beta * out[col + 1];
-            }
-            *reinterpret_cast<float2 *>(out + col) = make_float2(v0, v1);
-            continue;
-          }
-        }
-        if (in0) {
-          if (beta != 0.0f)
-            v0 += beta * Convert<TC>::toFloat(out[col]);
-          out[col] = Convert<TC>::fromFloat(v0);
-        }
-        if (in1) {
-          if (beta != 0.0f)
-            v1 += beta * Convert<TC>::toFloat(out[col + 1]);
-          out[col + 1] = Convert<TC>::fromFloat(v1);
-        }
-      }
+      for (int j = 0; j < S::kBlockN / 8; ++j)
+        gemm::epilogue<Config, 2>(p, 0, row, col0 + j * 8 + (lane % 4) * 2,
+                                  &acc[mi][j * 4 + half * 2]);
     }
 }
 
@@ -196,8 +159,7 @@ template <class Config>
 KGEN_DEVICE void consume(unsigned char *smem, uint64_t *full, uint64_t *empty,
                          uint32_t rank, int unit0, int unitStride, int units,
                          int unitsM, int tilesM, int tilesN, int slices,
-                         typename Config::TypeC *c, int m, int n,
-                         long long ldc, float alpha, float beta) {
+                         const gemm::Params &p) {
   using S = Shape<Config>;
   using T = typename S::T;
   sm90::setMaxRegsInc<232>();
@@ -285,25 +247,19 @@ KGEN_DEVICE void consume(unsigned char *smem, uint64_t *full, uint64_t *empty,
       continue; // the pair's second tile lies past M
     const int row0 = tm * S::kBlockM + consumer * S::kRowsPerConsumer;
     if constexpr (S::kPromote)
-      storeTile<Config>(total, c, m, n, ldc, row0, tn * S::kBlockN, alpha,
-                        beta);
+      storeTile<Config>(total, p, row0, tn * S::kBlockN);
     else
-      storeTile<Config>(acc, c, m, n, ldc, row0, tn * S::kBlockN, alpha, beta);
+      storeTile<Config>(acc, p, row0, tn * S::kBlockN);
   }
 }
 
 template <class Config>
 KGEN_DEVICE void run(const TensorMap &mapA, const TensorMap &mapB,
-                     typename Config::TypeC *c, int m, int n, int k,
-                     long long ldc, float alpha, float beta) {
+                     const gemm::Params &p) {
   using S = Shape<Config>;
-  using T = typename S::T;
-  if constexpr (Config::kM)
-    m = Config::kM;
-  if constexpr (Config::kN)
-    n = Config::kN;
-  if constexpr (Config::kK)
-    k = Config::kK;
+  const int m = Config::kM ? Config::kM : p.m;
+  const int n = Config::kN ? Config::kN : p.n;
+  const int k = Config::kK ? Config::kK : p.k;
 
   // Stages start on a 1024-byte boundary, the period of the 128-byte
   // swizzle, so TMA and wgmma agree on the pattern.
@@ -375,7 +331,7 @@ KGEN_DEVICE void run(const TensorMap &mapA, const TensorMap &mapB,
     }
   } else {
     consume<Config>(smem, full, empty, rank, unit0, unitStride, units, unitsM,
-                    tilesM, tilesN, slices, c, m, n, ldc, alpha, beta);
+                    tilesM, tilesN, slices, p);
   }
   // No CTA of a cluster leaves while the other may still arrive on its
   // barriers or multicast into its shared memory.

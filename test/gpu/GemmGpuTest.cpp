@@ -500,6 +500,23 @@ std::vector<Case> explicitCases(Target t) {
     f32.config = pair;
     f32.config->blockN = 128; // the promoted sums need the registers
     out.push_back(f32);
+    // The shared fused epilogue behind the wgmma loop, single CTAs.
+    Case fused = make(532, 2048, 2048, "nn", DType::BF16, DType::F32);
+    fused.bias = BiasKind::AlongM;
+    fused.act = Activation::ReLU;
+    fused.residual = true;
+    fused.beta = 0.5f;
+    fused.config = pair;
+    fused.config->blockN = 128;
+    fused.config->cluster = 1;
+    out.push_back(fused);
+    Case fusedN = make(384, 512, 512, "nt", DType::F16, DType::F16);
+    fusedN.staticM = true;
+    fusedN.bias = BiasKind::AlongN;
+    fusedN.act = Activation::GeluTanh;
+    fusedN.config = pair;
+    fusedN.config->cluster = 1;
+    out.push_back(fusedN);
   }
   return out;
 }
