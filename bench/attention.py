@@ -9,7 +9,10 @@ same process, same tensors.
 Shapes (issue 5): the seed's (B=4, H=8, D=256, causal, fp16, S = 512..4096);
 bf16 with B*S = 16384, H = 16, D in {64, 128}, S in {512, 1024, 4096, 16384},
 causal and not; decode: B in {1, 16}, Sq = 1, Sk in {4096, 32768}, H = 32
-over 8 KV heads, D = 128. Tensors are BHSD for torch; kgen reads the same
+over 8 KV heads, D = 128, and at Sk = 4096 also GQA 8:1 (32 over 4) and MQA
+(32 over 1); `--config` forces one kgen config (JSON, e.g.
+'{"block": [32, 64], "warps": 2, "stages": 3, "splits": 32, "pack_gqa": true}')
+in place of the dispatcher's heuristic. Tensors are BHSD for torch; kgen reads the same
 memory as BSHD views (strides), so both sides see identical bytes.
 
 TFLOP/s counts 4*B*H*Sq*Sk*D (halved for causal); decode also reports GB/s
@@ -55,6 +58,9 @@ def shapes(only):
         for b in (1, 16):
             for sk in (4096, 32768):
                 out.append(dict(group="decode", b=b, hq=32, hkv=8, sq=1, sk=sk, d=128, causal=False, dtype="bf16"))
+            for hkv in (4, 1):
+                out.append(dict(group="decode", b=b, hq=32, hkv=hkv, sq=1, sk=4096, d=128, causal=False,
+                                dtype="bf16"))
     return out
 
 
@@ -77,6 +83,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", choices=["seed", "prefill", "decode"])
     ap.add_argument("--no-graph", action="store_true")
+    ap.add_argument("--config", help="a kgen attention config (JSON) for every shape, in place of the heuristic")
     ap.add_argument("--out", help="append a markdown table to this file ({gpu} becomes the device's name)")
     args = ap.parse_args()
     try:
@@ -114,7 +121,7 @@ def main():
         def ours(q, k, v, o):
             # BHSD tensors seen as BSHD through strides; o written in place.
             kgen.attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=causal,
-                           out=o.transpose(1, 2))
+                           out=o.transpose(1, 2), config=args.config)
 
         # Numeric check where an fp32 reference fits in memory.
         check = "skipped (too large for the fp32 reference)"
@@ -168,7 +175,8 @@ def main():
             now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
             f.write(f"\n## Attention forward — {now}\n\n"
                     f"- device: {device} (torch {torch.__version__}, CUDA {torch.version.cuda})\n"
-                    f"- kgen {kgen.version()}, commit {git_commit()}; the dispatcher's heuristic config (sm_80 "
+                    f"- kgen {kgen.version()}, commit {git_commit()}; "
+                    f"{'config ' + args.config if args.config else 'the dispatcher' + chr(39) + 's heuristic config'} (sm_80 "
                     f"mma.sync FlashAttention-2 kernel, also used on sm_90a)\n"
                     f"- method: {method}, median per call, inputs rotated over > 64 MB; TFLOP/s = 4*B*H*Sq*Sk*D "
                     f"(halved for causal); x cuDNN = cuDNN time / kgen time\n\n"

@@ -70,6 +70,12 @@ struct AttentionConfig {
   /// Split-KV (flash decoding): the keys of a row are cut into this many
   /// ranges, each block writes fp32 partials, a combine kernel merges them.
   int splits = 1;
+  /// GQA packing: one block serves all g = headsQ / headsKv query heads of
+  /// a KV head, the (query row, head) pairs laid out along the tile's M
+  /// dimension (packed row R is query row R / g of head hk * g + R % g), so
+  /// each K/V tile is loaded once per KV head instead of once per query
+  /// head. For decode (Sq * g rows in place of Sq) it also fills the tile.
+  bool packGqa = false;
 
   bool operator==(const AttentionConfig &) const = default;
 };
@@ -112,7 +118,8 @@ std::string attentionCombineName(const AttentionProblem &p,
 KernelSource emitAttention(const AttentionProblem &p, const AttentionConfig &c,
                            Target t, bool inlineTemplates = false);
 
-/// Grid (ceil(Sq / blockM), headsQ * splits, batch) for the main kernel.
+/// Grid (ceil(Sq / blockM), headsQ * splits, batch) for the main kernel;
+/// with packGqa (ceil(Sq * g / blockM), headsKv * splits, batch).
 LaunchDims attentionLaunchDims(const AttentionProblem &p,
                                const AttentionConfig &c, Target t,
                                int64_t batch, int64_t seqlenQ);

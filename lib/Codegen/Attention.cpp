@@ -130,6 +130,10 @@ std::optional<std::string> checkConfig(const AttentionProblem &p,
                 : "; the cp.async pipeline needs 2)");
   if (c.splits < 1 || c.splits > 128)
     return "config: splits = " + str(c.splits) + " must be between 1 and 128";
+  if (c.packGqa && p.seqlenQ * (p.headsQ / p.headsKv) > INT32_MAX)
+    return "config: pack_gqa puts seqlenQ * headsQ / headsKv = " +
+           str(p.seqlenQ * (p.headsQ / p.headsKv)) +
+           " rows in one head's grid, past 2^31-1; leave pack_gqa off";
   const int atom = atomRows(t);
   const char *atomName =
       ti.vendor == Vendor::AMD ? "MFMA 32x32x8" : "mma.sync m16n8k16";

@@ -2,12 +2,15 @@
 //
 // The space: blockM 32..128 (16 or 32 rows per warp, the MMA atom's rows
 // times one or two), blockN 32..128, 1-3 stages (1 on AMD only), V preloaded or
-// not, and the split count the decode model picks (see chooseSplits). Each
-// valid config gets a model cost:
+// not, GQA packing or not (headsQ > headsKv), and per config the split count
+// the decode model picks (see chooseSplits). Each valid config gets a model
+// cost:
 //
 //   cost = waves * tilesPerBlock * tileTime
 //   waves          = ceil(blocks / (computeUnits * blocksPerUnit)),
-//                    blocks = ceil(Sq / blockM) * headsQ * batch * splits,
+//                    blocks = ceil(rows / blockM) * heads * batch * splits,
+//                    rows, heads = Sq, headsQ; packed Sq * g, headsKv
+//                    (g = headsQ / headsKv),
 //                    blocksPerUnit from shared memory (at most 2)
 //   tilesPerBlock  = ceil(keys / blockN) / splits, keys halved for causal
 //   tileTime       = blockM * blockN * (Dqk + Dv) / speed, the speed growing
@@ -17,7 +20,10 @@
 //
 // with small factors for the pipeline (3 stages hide latency better at long
 // sequences, preloading V costs a wait less per tile but serializes V's copy
-// with QK^T). The best kMaxCandidates are kept.
+// with QK^T). Packing needs no term of its own: it divides the blocks (and
+// so the K/V tile loads) by g where Sq * g fits a row block (decode), and
+// ties otherwise, where a 1% factor for its per-row index arithmetic keeps
+// the plain layout. The best kMaxCandidates are kept.
 //
 //===----------------------------------------------------------------------===//
 
@@ -46,18 +52,36 @@ int assumedComputeUnits(Target t) {
   return 100;
 }
 
-/// Split-KV for decode: when the (row block, head, batch) grid leaves most
-/// of the machine idle and each row has many key tiles, cut the keys so the
-/// grid fills about two waves, keeping at least 4 tiles of 64 keys per
-/// split (the flash-decoding seed's rule of thumb).
-int chooseSplits(const AttentionProblem &p, Target t) {
-  const int64_t blocks = (p.seqlenQ + 63) / 64 * p.headsQ * p.batch;
+/// The (row block, head, batch) blocks of a config before splitting.
+int64_t unsplitBlocks(const AttentionProblem &p, const AttentionConfig &c) {
+  const int64_t g = c.packGqa ? p.headsQ / p.headsKv : 1;
+  const int64_t heads = c.packGqa ? p.headsKv : p.headsQ;
+  return (p.seqlenQ * g + c.blockM - 1) / c.blockM * heads * p.batch;
+}
+
+/// Split-KV for decode (flash decoding). Decode reads every K/V byte once
+/// and does little math per byte, so its time is how many bytes the
+/// machine has in flight: a grid of batch * heads blocks (batch * headsKv
+/// packed: 8 for one sequence of a 32/8 GQA model) leaves most of the 132
+/// SMs of an H200 idle. When the unsplit grid is under one block per
+/// unit, cut each row's keys so that blocks * splits covers the units
+/// kCover times over (two resident blocks per unit, and a second round
+/// that evens out the tail), keeping at least kMinTiles key tiles per
+/// split so the K/V pipeline still has a tile in flight behind the one
+/// being used, and at most 128 splits (checkConfig). The combine kernel
+/// re-reads splits * rows * Dv fp32 values, which stays small next to K/V
+/// while rows (batch * headsQ * Sq) are few.
+int chooseSplits(const AttentionProblem &p, const AttentionConfig &c,
+                 Target t) {
+  constexpr int64_t kCover = 4, kMinTiles = 2;
+  const int64_t blocks = unsplitBlocks(p, c);
   const int64_t units = assumedComputeUnits(t);
   if (blocks >= units || p.varlen)
     return 1;
-  const int64_t maxByKeys = std::max<int64_t>(1, p.seqlenK / (4 * 64));
-  const int64_t want = (2 * units + blocks - 1) / blocks;
-  return int(std::clamp<int64_t>(std::min(want, maxByKeys), 1, 64));
+  const int64_t tiles = (p.seqlenK + c.blockN - 1) / c.blockN;
+  const int64_t maxByKeys = std::max<int64_t>(1, tiles / kMinTiles);
+  const int64_t want = (kCover * units + blocks - 1) / blocks;
+  return int(std::clamp<int64_t>(std::min(want, maxByKeys), 1, 128));
 }
 
 double modelCost(const AttentionProblem &p, const AttentionConfig &c,
@@ -67,8 +91,7 @@ double modelCost(const AttentionProblem &p, const AttentionConfig &c,
   const double perUnit = std::clamp(
       double(targetInfo(t).maxSharedBytes / std::max(tr.smemBytes, 1)), 1.0,
       2.0);
-  const double blocks =
-      std::ceil(double(p.seqlenQ) / c.blockM) * p.headsQ * p.batch * c.splits;
+  const double blocks = double(unsplitBlocks(p, c)) * c.splits;
   const double waves = std::ceil(blocks / (units * perUnit));
   double keys = double(p.seqlenK);
   if (p.causal)
@@ -92,6 +115,8 @@ double modelCost(const AttentionProblem &p, const AttentionConfig &c,
     factor *= 1.02; // no gain over 3 in the model, more shared memory
   if (c.preloadV)
     factor *= 1.02;
+  if (c.packGqa)
+    factor *= 1.01;
   // The combine pass reads every split's partial rows once more.
   const double combine = c.splits > 1 ? double(c.splits) * p.headDimV * 8 : 0;
   return waves * tiles * tileTime * factor + combine;
@@ -102,28 +127,33 @@ double modelCost(const AttentionProblem &p, const AttentionConfig &c,
 std::vector<AttentionConfig> enumerateConfigs(const AttentionProblem &p,
                                               Target t) {
   const int atom = targetInfo(t).vendor == Vendor::AMD ? 32 : 16;
-  const int splits = chooseSplits(p, t);
+  std::vector<bool> packs{false};
+  if (p.headsQ > p.headsKv)
+    packs.push_back(true);
   std::vector<std::pair<double, AttentionConfig>> ranked;
-  for (int bm : {32, 64, 128})
-    for (int rowsPerWarp : {atom, 2 * atom})
-      for (int bn : {32, 64, 128})
-        for (int stages : {1, 2, 3})
-          for (bool preloadV : {false, true})
-            for (int sp : {1, splits}) {
+  for (bool pack : packs)
+    for (int bm : {32, 64, 128})
+      for (int rowsPerWarp : {atom, 2 * atom})
+        for (int bn : {32, 64, 128})
+          for (int stages : {1, 2, 3})
+            for (bool preloadV : {false, true}) {
               AttentionConfig c;
               c.blockM = bm;
               c.warps = bm / rowsPerWarp;
               c.blockN = bn;
               c.stages = stages;
               c.preloadV = preloadV;
-              c.splits = sp;
-              if (c.warps < 1 || c.warps > 8 || checkConfig(p, c, t))
-                continue;
-              bool dup = false;
-              for (auto &r : ranked)
-                dup |= r.second == c;
-              if (!dup)
-                ranked.push_back({modelCost(p, c, t), c});
+              c.packGqa = pack;
+              for (int sp : {1, chooseSplits(p, c, t)}) {
+                c.splits = sp;
+                if (c.warps < 1 || c.warps > 8 || checkConfig(p, c, t))
+                  continue;
+                bool dup = false;
+                for (auto &r : ranked)
+                  dup |= r.second == c;
+                if (!dup)
+                  ranked.push_back({modelCost(p, c, t), c});
+              }
             }
   std::stable_sort(ranked.begin(), ranked.end(),
                    [](auto &a, auto &b) { return a.first < b.first; });

@@ -51,6 +51,8 @@ std::string attentionKernelName(const AttentionProblem &p,
     os << "_pv";
   if (c.splits > 1)
     os << "_split" << c.splits;
+  if (c.packGqa)
+    os << "_gqa";
   return os.str();
 }
 
@@ -102,11 +104,14 @@ KernelSource emitAttention(const AttentionProblem &p, const AttentionConfig &c,
   if (c.splits > 1)
     os << ", split-KV in " << c.splits << " (combine: " << ks.name
        << "_combine)";
+  if (c.packGqa)
+    os << ", GQA-packed (row r: query r / g of head hk * g + r % g)";
   os << "\n// instructions: "
      << (nvidia ? "mma.sync m16n8k16, ldmatrix, cp.async "
                   "(kgen/common/mma_sm80.h)"
                 : "MFMA 32x32x8, wave64 (kgen/common/mfma_cdna.h)")
-     << "\n// launch: grid (ceil(Sq/" << c.blockM << "), headsQ"
+     << "\n// launch: grid (ceil(Sq" << (c.packGqa ? " * g" : "") << "/"
+     << c.blockM << "), " << (c.packGqa ? "headsKv" : "headsQ")
      << (c.splits > 1 ? " * " + std::to_string(c.splits) : std::string())
      << ", batch), " << tr.threads << " threads, " << tr.smemBytes
      << " B dynamic shared memory\n";
@@ -133,6 +138,7 @@ KernelSource emitAttention(const AttentionProblem &p, const AttentionConfig &c,
      << ", kStages = " << c.stages << ";\n"
      << "  static constexpr bool kPreloadV = " << boolStr(c.preloadV) << ";\n"
      << "  static constexpr int kSplits = " << c.splits << ";\n"
+     << "  static constexpr bool kPackGqa = " << boolStr(c.packGqa) << ";\n"
      << "  static constexpr int kThreads = " << tr.threads << ";\n"
      << "  static constexpr int kSmemBytes = " << tr.smemBytes << ";\n"
      << "  static constexpr int kCombineThreads = " << p.headDimV << ";\n"
@@ -159,8 +165,9 @@ LaunchDims attentionLaunchDims(const AttentionProblem &p,
                                int64_t batch, int64_t seqlenQ) {
   const AttentionTraits tr = attentionTraits(p, c, t);
   LaunchDims d{};
-  d.grid[0] = unsigned((seqlenQ + c.blockM - 1) / c.blockM);
-  d.grid[1] = unsigned(p.headsQ * c.splits);
+  const int64_t group = c.packGqa ? p.headsQ / p.headsKv : 1;
+  d.grid[0] = unsigned((seqlenQ * group + c.blockM - 1) / c.blockM);
+  d.grid[1] = unsigned((c.packGqa ? p.headsKv : p.headsQ) * c.splits);
   d.grid[2] = unsigned(batch);
   d.block[0] = unsigned(tr.threads);
   d.block[1] = d.block[2] = 1;

@@ -30,7 +30,8 @@ json toJson(const AttentionConfig &c) {
               {"warps", c.warps},
               {"stages", c.stages},
               {"preload_v", c.preloadV},
-              {"splits", c.splits}};
+              {"splits", c.splits},
+              {"pack_gqa", c.packGqa}};
 }
 
 namespace {
@@ -132,7 +133,8 @@ AttentionProblem attentionProblemFromJson(const json &j) {
 }
 
 AttentionConfig attentionConfigFromJson(const json &j) {
-  rejectUnknown(j, {"block", "warps", "stages", "preload_v", "splits"},
+  rejectUnknown(j,
+                {"block", "warps", "stages", "preload_v", "splits", "pack_gqa"},
                 "attention config");
   AttentionConfig c;
   auto b = getPair(j, "block", {c.blockM, c.blockN});
@@ -142,6 +144,7 @@ AttentionConfig attentionConfigFromJson(const json &j) {
   c.stages = int(getInt(j, "stages", c.stages));
   c.preloadV = getBool(j, "preload_v", c.preloadV);
   c.splits = int(getInt(j, "splits", c.splits));
+  c.packGqa = getBool(j, "pack_gqa", c.packGqa);
   return c;
 }
 

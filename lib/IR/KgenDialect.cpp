@@ -82,6 +82,7 @@ kgen::AttentionConfig AttentionConfigAttr::getConfig() const {
   c.stages = getStages();
   c.preloadV = getPreloadV() != 0;
   c.splits = getSplits();
+  c.packGqa = getPackGqa() != 0;
   return c;
 }
 

@@ -34,7 +34,8 @@ std::string featureKey(const AttentionProblem &p) {
 std::string configKey(const AttentionConfig &c) {
   return "cfg," + std::to_string(c.blockM) + "," + std::to_string(c.blockN) +
          "," + std::to_string(c.warps) + "," + std::to_string(c.stages) + "," +
-         std::to_string(c.preloadV) + "," + std::to_string(c.splits);
+         std::to_string(c.preloadV) + "," + std::to_string(c.splits) + "," +
+         std::to_string(c.packGqa);
 }
 
 std::string sizeKey(const AttentionProblem &p, const AttentionConfig *c) {
@@ -266,7 +267,7 @@ void Runtime::launchAttention(const AttentionProblem &p,
   const LaunchDims d =
       attentionLaunchDims(p, ch.config, k.source.target, p.batch, p.seqlenQ);
   if (d.grid[1] > 65535 || d.grid[2] > 65535)
-    argError("headsQ * splits = " + std::to_string(d.grid[1]) + " or batch = " +
+    argError("heads * splits = " + std::to_string(d.grid[1]) + " or batch = " +
              std::to_string(d.grid[2]) + " exceeds the grid limit 65535");
   void *params[] = {&prm};
   backend_->launch(k.function, d, params, stream);

@@ -24,6 +24,12 @@
 // fp32 partials (O normalized by its own sum, and its LSE) and combine()
 // merges the splits; an empty split has LSE -inf and weight 0.
 //
+// With Config::kPackGqa a block serves every query head of one KV head:
+// packed row R of the tile is query row R / g of query head hk * g + R % g
+// (g = headsQ / headsKv), so K and V are read once per KV head, and a decode
+// step (Sq = 1) fills g rows of the tile instead of one. Masks, bias and the
+// output use each row's own query position and head.
+//
 // The generated source fixes everything through Config (see emitAttention).
 //
 //===----------------------------------------------------------------------===//
@@ -112,14 +118,15 @@ template <class Config> struct Shape {
 #endif
 };
 
-/// Copies rows [0, kRows) x [0, kCols) of a global tile (row stride in
-/// elements) into a padded shared tile, 16 bytes per access; rows at or past
-/// rowsValid are zero-filled and read nothing (`g`, the tile's first row, is
-/// then the harmless address the copy names). NVIDIA issues cp.async (the
-/// caller commits); AMD copies synchronously through registers.
-template <class Config, int kRows, int kCols>
-KGEN_DEVICE void loadTile(typename Config::T *smem, const typename Config::T *g,
-                          long long rowStride, int rowsValid) {
+/// Copies rows [0, kRows) x [0, kCols) of a global tile into a padded
+/// shared tile, 16 bytes per access; row r starts at rowAt(r). Rows at or
+/// past rowsValid are zero-filled and read nothing (rowAt(0), the tile's
+/// first row, is then the harmless address the copy names; rowsValid >= 1
+/// whenever rowAt(0) is formed). NVIDIA issues cp.async (the caller
+/// commits); AMD copies synchronously through registers.
+template <class Config, int kRows, int kCols, class RowAt>
+KGEN_DEVICE void loadRows(typename Config::T *smem, const RowAt &rowAt,
+                          int rowsValid) {
   using T = typename Config::T;
   constexpr int kVecsPerRow = kCols / 8, kVecs = kRows * kVecsPerRow;
   constexpr int kIters = (kVecs + Config::kThreads - 1) / Config::kThreads;
@@ -130,7 +137,7 @@ KGEN_DEVICE void loadTile(typename Config::T *smem, const typename Config::T *g,
       break;
     const int r = v / kVecsPerRow, c = v % kVecsPerRow * 8;
     const bool valid = r < rowsValid;
-    const T *src = valid ? g + r * rowStride + c : g;
+    const T *src = valid ? rowAt(r) + c : rowAt(0);
     T *dst = smem + r * (kCols + kPad) + c;
 #if KGEN_NVIDIA
     sm80::cpAsync<16>(sm80::smemAddress(dst), src, valid);
@@ -141,20 +148,58 @@ KGEN_DEVICE void loadTile(typename Config::T *smem, const typename Config::T *g,
   }
 }
 
+/// loadRows for a tile whose rows are rowStride elements apart from g.
+template <class Config, int kRows, int kCols>
+KGEN_DEVICE void loadTile(typename Config::T *smem, const typename Config::T *g,
+                          long long rowStride, int rowsValid) {
+  loadRows<Config, kRows, kCols>(
+      smem, [&](int r) { return g + r * rowStride; }, rowsValid);
+}
+
 /// Where this block's rows and keys are: the (batch, head) origin of each
-/// tensor, the sequence lengths of this batch entry, and the masks.
+/// tensor, the sequence lengths of this batch entry, and the masks. Rows
+/// are the tile's (packed) rows; queryOf / headOf map one to its query
+/// position and query head.
 template <class Config> struct Block {
   using T = typename Config::T;
   const T *q, *k, *v;
   T *o;
   long long strideQ, strideK, strideV, strideO; // between rows
+  long long headQ, headO;                       // between query heads
   int b, h, seqQ, seqK, rowQ0;
+  int group; // query heads per row block: g with kPackGqa, else 1
+  int rows;  // packed rows of this batch entry: seqQ * group
   int offset; // seqK - seqQ: the diagonal's shift (bottom-right alignment)
+
+  KGEN_DEVICE int queryOf(int r) const {
+    return Config::kPackGqa ? r / group : r;
+  }
+  KGEN_DEVICE int headOf(int r) const {
+    return Config::kPackGqa ? h + r % group : h;
+  }
+  /// Element offsets of packed row r in Q and O from q and o.
+  KGEN_DEVICE long long qRow(int r) const {
+    return Config::kPackGqa ? (r / group) * strideQ + (r % group) * headQ
+                            : r * strideQ;
+  }
+  KGEN_DEVICE long long oRow(int r) const {
+    return Config::kPackGqa ? (r / group) * strideO + (r % group) * headO
+                            : r * strideO;
+  }
 
   KGEN_DEVICE bool init(const Params &p) {
     b = int(blockIdx.z);
-    h = int(blockIdx.y) / Config::kSplits;
-    const int hk = h / (p.headsQ / p.headsKv); // GQA / MQA
+    const int g = p.headsQ / p.headsKv; // GQA / MQA
+    int hk;
+    if constexpr (Config::kPackGqa) {
+      hk = int(blockIdx.y) / Config::kSplits;
+      h = hk * g;
+      group = g;
+    } else {
+      h = int(blockIdx.y) / Config::kSplits;
+      hk = h / g;
+      group = 1;
+    }
     long long offQ = 0, offK = 0;
     if constexpr (Config::kVarlen) {
       offQ = p.cuSeqlensQ[b];
@@ -167,9 +212,10 @@ template <class Config> struct Block {
     }
     rowQ0 = int(offQ);
     offset = seqK - seqQ;
+    rows = seqQ * group;
     // Unused blocks of a varlen grid (sized for the longest sequence) leave
     // before any address of theirs is formed.
-    if (int(blockIdx.x) * Config::kBlockM >= seqQ)
+    if (int(blockIdx.x) * Config::kBlockM >= rows)
       return false;
     const long long bq = Config::kVarlen ? 0 : b, bk = Config::kVarlen ? 0 : b;
     q = static_cast<const T *>(p.q) + bq * p.strideQ[0] + offQ * p.strideQ[1] +
@@ -184,6 +230,8 @@ template <class Config> struct Block {
     strideK = p.strideK[1];
     strideV = p.strideV[1];
     strideO = p.strideO[1];
+    headQ = p.strideQ[2];
+    headO = p.strideO[2];
     return true;
   }
 
@@ -204,25 +252,28 @@ template <class Config> struct Block {
     return true;
   }
 
-  /// The additive term of S (log2 domain) for query i, key j, both inside.
-  KGEN_DEVICE float bias(const Params &p, int i, int j) const {
+  /// The additive term of S (log2 domain) for query i of head hq, key j,
+  /// both inside.
+  KGEN_DEVICE float bias(const Params &p, int hq, int i, int j) const {
     float x = 0.f;
     if constexpr (Config::kAlibi) {
       const int d = i + offset - j;
-      x -= p.alibiSlopes[h] * float(d < 0 ? -d : d);
+      x -= p.alibiSlopes[hq] * float(d < 0 ? -d : d);
     }
     if constexpr (Config::kBias) {
       const T *bp = static_cast<const T *>(p.bias) + b * p.strideBias[0] +
-                    h * p.strideBias[1] + i * p.strideBias[2] + j;
+                    hq * p.strideBias[1] + i * p.strideBias[2] + j;
       x += Convert<T>::toFloat(*bp);
     }
     return x * kLog2e;
   }
 
   /// Keys [lo, hi) that some row of [m0, m0 + kBlockM) may see.
-  KGEN_DEVICE void keyRange(const Params &p, int m0, int &lo, int &hi) const {
+  KGEN_DEVICE void keyRange(const Params &p, int r0, int &lo, int &hi) const {
+    const int m0 = queryOf(r0);
     const int mLast =
-        (m0 + Config::kBlockM < seqQ ? m0 + Config::kBlockM : seqQ) - 1;
+        queryOf((r0 + Config::kBlockM < rows ? r0 + Config::kBlockM : rows) -
+                1);
     lo = 0;
     hi = seqK;
     if constexpr (Config::kCausal) {
@@ -238,10 +289,10 @@ template <class Config> struct Block {
   }
 
   /// Does the tile of keys [n0, n0 + kBlockN) need the element mask for the
-  /// rows [m0, m0 + kBlockM)?
-  KGEN_DEVICE bool tileMasked(const Params &p, int m0, int n0) const {
+  /// rows [r0, r0 + kBlockM)?
+  KGEN_DEVICE bool tileMasked(const Params &p, int r0, int n0) const {
     const int nLast = n0 + Config::kBlockN - 1;
-    const int mLast = m0 + Config::kBlockM - 1;
+    const int m0 = queryOf(r0), mLast = queryOf(r0 + Config::kBlockM - 1);
     bool masked = nLast >= seqK;
     if constexpr (Config::kCausal)
       masked = masked || nLast > m0 + offset;
@@ -271,7 +322,7 @@ template <class T> struct alignas(2 * sizeof(T)) Pair {
   T x, y;
 };
 
-/// Writes one output row's values (or, split, its fp32 partials) and LSE.
+/// Writes output rows' values (or, split, their fp32 partials) and LSE.
 template <class Config> struct RowWriter {
   using T = typename Config::T;
   const Params &p;
@@ -289,32 +340,52 @@ template <class Config> struct RowWriter {
     }
   }
 
-  /// Two adjacent values of row i at column d (even), as one access: the
-  /// row strides are multiples of 8 elements, so the pair is aligned.
-  KGEN_DEVICE void pair(int i, int d, float x, float y) const {
-    if constexpr (Config::kSplits > 1) {
-      *reinterpret_cast<Pair<float> *>(
-          partO + (long long)i * Config::kHeadDimV + d) = Pair<float>{x, y};
-    } else {
-      *reinterpret_cast<Pair<T> *>(blk.o + i * blk.strideO + d) =
-          Pair<T>{Convert<T>::fromFloat(x), Convert<T>::fromFloat(y)};
-    }
-  }
+  /// Where one (packed) row goes; found once per row, then written by
+  /// column.
+  struct Row {
+    const RowWriter &w;
+    long long at; // split: the partial row; else the element offset in O
+    int head, query;
 
-  KGEN_DEVICE void one(int i, int d, float x) const {
+    /// Two adjacent values at column d (even), as one access: the row
+    /// strides are multiples of 8 elements, so the pair is aligned.
+    KGEN_DEVICE void pair(int d, float x, float y) const {
+      if constexpr (Config::kSplits > 1) {
+        *reinterpret_cast<Pair<float> *>(w.partO + at * Config::kHeadDimV +
+                                         d) = Pair<float>{x, y};
+      } else {
+        *reinterpret_cast<Pair<T> *>(w.blk.o + at + d) =
+            Pair<T>{Convert<T>::fromFloat(x), Convert<T>::fromFloat(y)};
+      }
+    }
+
+    KGEN_DEVICE void one(int d, float x) const {
+      if constexpr (Config::kSplits > 1)
+        w.partO[at * Config::kHeadDimV + d] = x;
+      else
+        w.blk.o[at + d] = Convert<T>::fromFloat(x);
+    }
+
+    KGEN_DEVICE void lse(float x) const {
+      if constexpr (Config::kSplits > 1) {
+        w.partLse[at] = x;
+      } else if constexpr (Config::kLse) {
+        const long long bOff = Config::kVarlen ? 0 : w.blk.b * w.p.lseStride[0];
+        w.p.lse[bOff + head * w.p.lseStride[1] + w.blk.rowQ0 + query] = x;
+      }
+    }
+  };
+
+  /// Packed row r: partial rows are [head][seqlenQ] from the block's first
+  /// head, O's rows are blk.oRow(r) from blk.o.
+  KGEN_DEVICE Row row(int r) const {
+    const int query = blk.queryOf(r), head = blk.headOf(r);
+    long long at;
     if constexpr (Config::kSplits > 1)
-      partO[(long long)i * Config::kHeadDimV + d] = x;
+      at = (long long)(head - blk.h) * p.seqlenQ + query;
     else
-      blk.o[i * blk.strideO + d] = Convert<T>::fromFloat(x);
-  }
-
-  KGEN_DEVICE void lse(int i, float x) const {
-    if constexpr (Config::kSplits > 1) {
-      partLse[i] = x;
-    } else if constexpr (Config::kLse) {
-      const long long bOff = Config::kVarlen ? 0 : blk.b * p.lseStride[0];
-      p.lse[bOff + blk.h * p.lseStride[1] + blk.rowQ0 + i] = x;
-    }
+      at = blk.oRow(r);
+    return Row{*this, at, head, query};
   }
 };
 
@@ -433,6 +504,7 @@ template <class Config> struct WarpAttention {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int row = m0 + row0 + 16 * i + 8 * r + g;
+        const int query = blk.queryOf(row);
         float mx = negInf();
 #pragma unroll
         for (int j = 0; j < kFragsN; ++j)
@@ -441,10 +513,10 @@ template <class Config> struct WarpAttention {
             const int col = n0 + 8 * j + 2 * t + c;
             float x = s[i][j][2 * r + c] * p.scaleLog2;
             if constexpr (Config::kAlibi || Config::kBias) {
-              if (row < blk.seqQ && col < blk.seqK)
-                x += blk.bias(p, row, col);
+              if (row < blk.rows && col < blk.seqK)
+                x += blk.bias(p, blk.headOf(row), query, col);
             }
-            if (masked && !blk.visible(p, row, col))
+            if (masked && !blk.visible(p, query, col))
               x = negInf();
             s[i][j][2 * r + c] = x;
             mx = maxOf(mx, x);
@@ -517,14 +589,15 @@ template <class Config> struct WarpAttention {
         float inv, lse;
         finishRow(m[i][r], sum, inv, lse);
         const int row = m0 + row0 + 16 * i + 8 * r + g;
-        if (row >= blk.seqQ)
+        if (row >= blk.rows)
           continue;
+        const auto out = w.row(row);
 #pragma unroll
         for (int d = 0; d < kFragsD; ++d)
-          w.pair(row, 8 * d + 2 * t, o[i][d][2 * r] * inv,
-                 o[i][d][2 * r + 1] * inv);
+          out.pair(8 * d + 2 * t, o[i][d][2 * r] * inv,
+                   o[i][d][2 * r + 1] * inv);
         if (t == 0)
-          w.lse(row, lse);
+          out.lse(lse);
       }
   }
 };
@@ -598,6 +671,7 @@ template <class Config> struct WarpAttention {
 #pragma unroll
     for (int i = 0; i < kFragsM; ++i) {
       const int row = m0 + row0 + 32 * i + lane % 32;
+      const int query = blk.queryOf(row);
       float mx = negInf();
 #pragma unroll
       for (int j = 0; j < kFragsN; ++j)
@@ -606,10 +680,10 @@ template <class Config> struct WarpAttention {
           const int col = n0 + 32 * j + 8 * (e / 4) + 4 * (lane / 32) + e % 4;
           float x = s[i][j][e] * p.scaleLog2;
           if constexpr (Config::kAlibi || Config::kBias) {
-            if (row < blk.seqQ && col < blk.seqK)
-              x += blk.bias(p, row, col);
+            if (row < blk.rows && col < blk.seqK)
+              x += blk.bias(p, blk.headOf(row), query, col);
           }
-          if (masked && !blk.visible(p, row, col))
+          if (masked && !blk.visible(p, query, col))
             x = negInf();
           s[i][j][e] = x;
           mx = maxOf(mx, x);
@@ -674,23 +748,25 @@ template <class Config> struct WarpAttention {
       float inv, lse;
       finishRow(m[i], sum, inv, lse);
       const int row = m0 + row0 + 32 * i + lane % 32;
-      if (row >= blk.seqQ)
+      if (row >= blk.rows)
         continue;
+      const auto out = w.row(row);
 #pragma unroll
       for (int d = 0; d < kFragsD; ++d)
 #pragma unroll
         for (int e = 0; e < 16; ++e)
-          w.one(row, 32 * d + 8 * (e / 4) + 4 * (lane / 32) + e % 4,
-                o[i][d][e] * inv);
+          out.one(32 * d + 8 * (e / 4) + 4 * (lane / 32) + e % 4,
+                  o[i][d][e] * inv);
       if (lane < 32)
-        w.lse(row, lse);
+        out.lse(lse);
     }
   }
 };
 #endif
 
 /// The main kernel's body. Launch: grid (ceil(seqlenQ / kBlockM), headsQ *
-/// kSplits, batch), kThreads threads, kSmemBytes of dynamic shared memory.
+/// kSplits, batch), with kPackGqa (ceil(seqlenQ * g / kBlockM), headsKv *
+/// kSplits, batch); kThreads threads, kSmemBytes of dynamic shared memory.
 template <class Config> KGEN_DEVICE void run(const Params &p) {
   using S = Shape<Config>;
   using T = typename S::T;
@@ -726,7 +802,11 @@ template <class Config> KGEN_DEVICE void run(const Params &p) {
   T *const sK = sQ + S::kQElems;
   T *const sV = sK + kStages * S::kKElems;
 
-  const int rowsQ = blk.seqQ - m0;
+  const int rowsQ = blk.rows - m0;
+  auto loadQ = [&] {
+    loadRows<Config, Config::kBlockM, S::kDqk>(
+        sQ, [&](int r) { return blk.q + blk.qRow(m0 + r); }, rowsQ);
+  };
   auto loadKV = [&](int tile, bool withV) {
     const int n0 = (tile0 + tile) * Config::kBlockN;
     const int stage = tile % kStages;
@@ -750,8 +830,7 @@ template <class Config> KGEN_DEVICE void run(const Params &p) {
   wa.init(sm80::smemAddress(sQ), int(warp), lane);
   // Commit groups: Q, then per tile K+V (kPreloadV) or K, V. Every group is
   // committed even when empty, so the waits below count groups exactly.
-  loadTile<Config, Config::kBlockM, S::kDqk>(sQ, blk.q + m0 * blk.strideQ,
-                                             blk.strideQ, rowsQ);
+  loadQ();
   sm80::cpAsyncCommit();
   constexpr int kGroupsPerTile = Config::kPreloadV ? 1 : 2;
 #pragma unroll
@@ -800,8 +879,7 @@ template <class Config> KGEN_DEVICE void run(const Params &p) {
   sm80::cpAsyncWait<0>();
 #else
   wa.init(sQ, int(warp), lane);
-  loadTile<Config, Config::kBlockM, S::kDqk>(sQ, blk.q + m0 * blk.strideQ,
-                                             blk.strideQ, rowsQ);
+  loadQ();
   for (int st = 0; st < kStages - 1 && st < tiles; ++st)
     loadKV(st, true);
   __syncthreads();

@@ -2,7 +2,9 @@
 //
 // Every candidate config kgen::enumerateConfigs yields for three attention
 // problems (causal GQA prefill, split-KV decode, varlen with every other
-// feature), and the default config of every head dim pair, goes through the
+// feature), GQA-packed twins of the first candidates of the prefill and of
+// a GQA varlen problem with every feature, and the default config of every
+// head dim pair, goes through the
 // real compilers: nvrtc for sm_80 and sm_90a, hiprtc (Debian's ROCm 5.2) for
 // gfx90a. The AMD code is compiled, never run (it runs in the emulator).
 //
@@ -50,6 +52,17 @@ std::vector<Job> jobsFor(Target t) {
   for (const AttentionProblem &p : {prefill, decode, varlen})
     for (const AttentionConfig &c : enumerateConfigs(p, t))
       jobs.push_back({p, c});
+  AttentionProblem gqaVarlen = varlen;
+  gqaVarlen.headsKv = 2;
+  for (const AttentionProblem &p : {prefill, gqaVarlen}) {
+    const std::vector<AttentionConfig> cs = enumerateConfigs(p, t);
+    for (size_t i = 0; i < cs.size() && i < 4; ++i) {
+      AttentionConfig c = cs[i];
+      c.packGqa = !c.packGqa;
+      if (!checkConfig(p, c, t))
+        jobs.push_back({p, c});
+    }
+  }
   for (int dqk : {32, 64, 96, 128, 192, 256})
     for (int dv : {dqk, dqk == 192 ? 128 : 64}) {
       AttentionProblem p;

@@ -50,6 +50,7 @@ struct AttnKernel {
   int blockM, blockN, warps, stages;
   bool preloadV;
   int splits;
+  bool packGqa;
   const char *runs;
   bool (*launch)(const kgen::attention::Params &, const emu::Launch &, bool,
                  char *, size_t);
@@ -185,6 +186,9 @@ struct Errors {
 };
 
 std::string runOne(const AttnKernel &k, const Shape &s, unsigned seed) {
+  if (s.hq % s.hkv != 0)
+    return "attn_cases.def: Hq = " + std::to_string(s.hq) +
+           " is not a multiple of Hkv = " + std::to_string(s.hkv);
   const kgen::DType t = k.dtype;
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> uni(-1.f, 1.f);
@@ -243,6 +247,7 @@ std::string runOne(const AttnKernel &k, const Shape &s, unsigned seed) {
   c.stages = k.stages;
   c.preloadV = k.preloadV;
   c.splits = k.splits;
+  c.packGqa = k.packGqa;
   std::vector<float> work(
       kgen::attentionWorkspaceBytes(p, c, s.batch, maxSq) / sizeof(float) + 1,
       std::numeric_limits<float>::quiet_NaN());
@@ -467,7 +472,8 @@ INSTANTIATE_TEST_SUITE_P(Kernels, AttentionEmulated,
 TEST(AttentionEmulatedCoverage, EachVendorTouchesTheFeatures) {
   for (bool amd : {false, true}) {
     bool causal = false, window = false, varlen = false, alibi = false,
-         bias = false, lse = false, split = false, dvDiffers = false;
+         bias = false, lse = false, split = false, dvDiffers = false,
+         packed = false, packedSplit = false, packedVarlen = false;
     for (const AttnKernel &k : kAttnKernels) {
       if ((kgen::targetInfo(k.target).vendor == kgen::Vendor::AMD) != amd)
         continue;
@@ -479,11 +485,15 @@ TEST(AttentionEmulatedCoverage, EachVendorTouchesTheFeatures) {
       lse |= k.lse;
       split |= k.splits > 1;
       dvDiffers |= k.dv != k.dqk;
+      packed |= k.packGqa;
+      packedSplit |= k.packGqa && k.splits > 1;
+      packedVarlen |= k.packGqa && k.varlen;
     }
     const char *vendor = amd ? "AMD" : "NVIDIA";
     EXPECT_TRUE(causal && window && varlen && alibi && bias && lse && split &&
                 dvDiffers)
         << vendor;
+    EXPECT_TRUE(packed && packedSplit && packedVarlen) << vendor;
   }
 }
 

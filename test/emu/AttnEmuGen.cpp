@@ -35,13 +35,14 @@ struct Case {
   int blockM, blockN, warps, stages;
   bool preloadV;
   int splits;
+  bool packGqa;
   const char *runs;
 };
 
 // clang-format off
 const Case kCases[] = {
-#define ATTN(T, DT, DQK, DV, CA, WL, WR, VL, AL, BI, LSE, BM, BN, W, S, PV, SP, R) \
-  {Target::T, DType::DT, DQK, DV, CA, WL, WR, VL, AL, BI, LSE, BM, BN, W, S, PV, SP, R},
+#define ATTN(T, DT, DQK, DV, CA, WL, WR, VL, AL, BI, LSE, BM, BN, W, S, PV, SP, PK, R) \
+  {Target::T, DType::DT, DQK, DV, CA, WL, WR, VL, AL, BI, LSE, BM, BN, W, S, PV, SP, PK, R},
 #include "attn_cases.def"
 #undef ATTN
 };
@@ -105,6 +106,7 @@ int main(int argc, char **argv) {
     c.stages = cs.stages;
     c.preloadV = cs.preloadV;
     c.splits = cs.splits;
+    c.packGqa = cs.packGqa;
     if (auto err = checkConfig(p, c, cs.target))
       die(index, *err);
     const KernelSource ks = emitAttention(p, c, cs.target);
@@ -142,7 +144,8 @@ int main(int argc, char **argv) {
           << cs.windowRight << ", " << b(cs.varlen) << ", " << b(cs.alibi)
           << ", " << b(cs.bias) << ", " << b(cs.lse) << ", " << cs.blockM
           << ", " << cs.blockN << ", " << cs.warps << ", " << cs.stages << ", "
-          << b(cs.preloadV) << ", " << cs.splits << ", \"" << cs.runs << "\", &"
+          << b(cs.preloadV) << ", " << cs.splits << ", " << b(cs.packGqa)
+          << ", \"" << cs.runs << "\", &"
           << ks.name << "_emu},\n";
     ++index;
   }

@@ -4,8 +4,10 @@
 // head dim, Dv != Dqk; GQA 8:1 and MQA; varlen with empty and length-1
 // sequences; no mask, causal, sliding window, ALiBi, bias; LSE; split-KV
 // decode; BSHD and BHSD) through Runtime::attention (the dispatcher's
-// config), and every candidate config for two problems through
-// Runtime::launchAttention.
+// config), and every candidate config for a few problems through
+// Runtime::launchAttention: causal GQA prefill and decode with GQA 4:1,
+// 8:1 and MQA (GQA-packed, split-KV), and for the prefill and a varlen
+// case also each candidate's twin with GQA packing flipped.
 //
 // The reference is a plain kernel (kRefSource below, compiled through
 // Runtime::compileSource like any kernel; NVIDIA only, as the project's GPUs
@@ -39,6 +41,7 @@
 #include <limits>
 #include <memory>
 #include <random>
+#include <tuple>
 #include <vector>
 
 using namespace kgen;
@@ -205,6 +208,7 @@ struct Case {
   AttentionProblem p;
   std::vector<int> sq, sk; // varlen: per batch entry
   bool allCandidates = false;
+  bool packTwins = false; ///< with allCandidates: also packGqa flipped
 };
 
 struct Gpu {
@@ -485,6 +489,18 @@ std::vector<Case> sweep() {
     cs.push_back(c);
   }
   cs.push_back(fixed("MQA", 2, 16, 1, 513, 513, 128, 128, DType::BF16, true));
+  // GQA-packed decode (the dispatcher's and every candidate): 4:1, 8:1 and
+  // MQA at Sk 4096, and 4 causal query rows (Sq != Sk) of a packed block.
+  for (auto [name, b, hq, hkv, sq] :
+       {std::tuple{"decode Sk4096 GQA 4:1", 1, 32, 8, 1},
+        {"decode Sk4096 GQA 8:1", 2, 32, 4, 1},
+        {"decode Sk4096 MQA", 2, 16, 1, 1},
+        {"decode Sq4 Sk4096 GQA 4:1 causal", 3, 32, 8, 4}}) {
+    Case c = fixed(name, b, hq, hkv, sq, 4096, 128, 128, DType::BF16, false);
+    c.p.causal = sq > 1;
+    c.allCandidates = true;
+    cs.push_back(c);
+  }
   // Every head dim, and V's differing from QK's.
   for (int d : {32, 64, 96, 128, 192, 256})
     for (DType t : {DType::BF16, DType::F16}) {
@@ -521,6 +537,7 @@ std::vector<Case> sweep() {
                    DType::BF16, false);
     c.p.causal = true;
     c.allCandidates = true;
+    c.packTwins = true;
     cs.push_back(c);
   }
   // Varlen with an empty and a length-1 sequence (and one without keys).
@@ -532,6 +549,10 @@ std::vector<Case> sweep() {
     c.sk = {5, 1, 513, 513, 2048, 0};
     c.p.batch = int64_t(c.sq.size());
     cs.push_back(c);
+    c.name = "varlen causal all configs";
+    c.allCandidates = c.packTwins = true;
+    cs.push_back(c);
+    c.allCandidates = c.packTwins = false;
     c.name = "varlen window alibi bias";
     c.p.causal = false;
     c.p.windowLeft = 32;
@@ -582,13 +603,19 @@ TEST_F(AttentionGpu, SweepMatchesReference) {
     EXPECT_TRUE(bad.empty()) << c.name << " (dispatch):\n" << bad;
     if (!c.allCandidates)
       continue;
-    for (const AttentionConfig &cfg :
-         enumerateConfigs(c.p, Gpu::get().rt->target())) {
-      const std::string b = runCase(c, &cfg, seed++);
-      EXPECT_TRUE(b.empty())
-          << c.name << " "
-          << attentionKernelName(c.p, cfg, Gpu::get().rt->target()) << ":\n"
-          << b;
+    const Target t = Gpu::get().rt->target();
+    for (const AttentionConfig &candidate : enumerateConfigs(c.p, t)) {
+      std::vector<AttentionConfig> cfgs{candidate};
+      AttentionConfig twin = candidate;
+      twin.packGqa = !twin.packGqa;
+      if (c.packTwins && !checkConfig(c.p, twin, t))
+        cfgs.push_back(twin);
+      for (const AttentionConfig &cfg : cfgs) {
+        const std::string b = runCase(c, &cfg, seed++);
+        EXPECT_TRUE(b.empty()) << c.name << " "
+                               << attentionKernelName(c.p, cfg, t) << ":\n"
+                               << b;
+      }
     }
   }
 }

@@ -44,6 +44,7 @@ TEST(AttentionJson, ProblemAndConfigRoundTrip) {
   c.stages = 3;
   c.preloadV = true;
   c.splits = 4;
+  c.packGqa = true;
   EXPECT_EQ(attentionConfigFromJson(toJson(c)), c);
   // A scalar stands for a pair.
   AttentionProblem q = attentionProblemFromJson(
@@ -203,4 +204,87 @@ TEST(AttentionEmitter, NameSourceAndLaunch) {
   KernelSource inl = emitAttention(p, c, Target::GFX90A, true);
   EXPECT_TRUE(inl.headers.empty());
   EXPECT_TRUE(contains(inl.source, "begin kgen/attention/params.h"));
+}
+
+TEST(AttentionEmitter, PackedGqaNameSourceAndLaunch) {
+  AttentionProblem p = causalGqa(); // 32 query heads over 8 KV heads: g = 4
+  AttentionConfig c;
+  c.blockM = 32;
+  c.warps = 2;
+  c.splits = 3;
+  c.packGqa = true;
+  ASSERT_FALSE(checkConfig(p, c, Target::SM90A));
+  EXPECT_EQ(attentionKernelName(p, c, Target::SM90A),
+            "kgen_attn_bf16_d128_causal_lse_b32x64_w2_s2_split3_gqa");
+  KernelSource ks = emitAttention(p, c, Target::SM90A);
+  EXPECT_TRUE(contains(ks.source, "kPackGqa = true"));
+  EXPECT_TRUE(contains(ks.source, "grid (ceil(Sq * g/32), headsKv * 3"));
+  // Decode, 5 sequences: 4 packed rows per KV head fit one row block.
+  LaunchDims d = attentionLaunchDims(p, c, Target::SM90A, 5, 1);
+  EXPECT_EQ(d.grid[0], 1u);
+  EXPECT_EQ(d.grid[1], 24u); // headsKv * splits
+  EXPECT_EQ(d.grid[2], 5u);
+  // Prefill of 17 rows: 68 packed rows, 3 blocks of 32.
+  d = attentionLaunchDims(p, c, Target::SM90A, 1, 17);
+  EXPECT_EQ(d.grid[0], 3u);
+  // Partials and the combine stay per query head.
+  EXPECT_EQ(attentionWorkspaceBytes(p, c, 5, 1),
+            size_t(3 * 5 * 32 * (128 + 1) * 4));
+  d = attentionCombineLaunchDims(p, c, Target::SM90A, 5, 1);
+  EXPECT_EQ(d.grid[1], 32u);
+  c.packGqa = false;
+  EXPECT_TRUE(contains(emitAttention(p, c, Target::SM90A).source,
+                       "kPackGqa = false"));
+  // The rows of a packed grid are indexed with 32-bit values.
+  p.headsKv = 1;
+  p.seqlenQ = int64_t(1) << 27;
+  c.packGqa = true;
+  EXPECT_TRUE(contains(*checkConfig(p, c, Target::SM90A),
+                       "past 2^31-1; leave pack_gqa off"));
+}
+
+TEST(AttentionCandidates, DecodePacksGqaAndSplitsToCoverTheMachine) {
+  // The H200 decode shapes of bench/attention.py: 32 query heads over 8 KV
+  // heads, D = 128, Sq = 1.
+  for (int64_t batch : {1, 16})
+    for (int64_t sk : {4096, 32768}) {
+      AttentionProblem d;
+      d.batch = batch;
+      d.headsQ = 32;
+      d.headsKv = 8;
+      d.seqlenQ = 1;
+      d.seqlenK = sk;
+      const AttentionConfig c = defaultConfig(d, Target::SM90A);
+      const std::string name = attentionKernelName(d, c, Target::SM90A);
+      EXPECT_TRUE(c.packGqa) << name;
+      // batch * headsKv * splits covers the 132 SMs, without splitting a
+      // row's keys below two tiles.
+      const int64_t blocks = batch * d.headsKv * c.splits;
+      EXPECT_GE(blocks, 132) << name;
+      EXPECT_GE(sk / c.splits, 2 * c.blockN) << name;
+      EXPECT_LE(c.splits, 128) << name;
+    }
+  // MQA: one KV head for 8 query heads.
+  AttentionProblem m;
+  m.headsQ = 8;
+  m.headsKv = 1;
+  m.seqlenQ = 1;
+  m.seqlenK = 4096;
+  EXPECT_TRUE(defaultConfig(m, Target::SM80).packGqa);
+  // MHA has nothing to pack; long prefill keeps the plain layout on ties.
+  AttentionProblem h = m;
+  h.headsKv = 8;
+  for (const AttentionConfig &c : enumerateConfigs(h, Target::SM90A))
+    EXPECT_FALSE(c.packGqa);
+  EXPECT_FALSE(defaultConfig(causalGqa(), Target::SM90A).packGqa);
+  // Every target still gets valid packed candidates.
+  for (Target t : kAllTargets) {
+    m.seqlenQ = 3;
+    bool anyPacked = false;
+    for (const AttentionConfig &c : enumerateConfigs(m, t)) {
+      EXPECT_FALSE(checkConfig(m, c, t)) << attentionKernelName(m, c, t);
+      anyPacked |= c.packGqa;
+    }
+    EXPECT_TRUE(anyPacked) << toString(t);
+  }
 }

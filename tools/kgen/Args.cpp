@@ -64,7 +64,7 @@ Args::Args(int argc, char **argv, int first) {
                                    // attention's feature flags
                                    "causal", "varlen", "alibi", "bias", "lse",
                                    "preload-v", "initial", "final",
-                                   "residual"};
+                                   "residual", "pack-gqa"};
       bool isBare = false;
       for (const char *b : bare)
         isBare |= name == b;

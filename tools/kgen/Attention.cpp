@@ -37,6 +37,7 @@ const char *kAttentionHelp =
 Attention config (optional; default: the dispatcher's heuristic):
   --block MxN        query rows x keys per tile, e.g. 64x64
   --warps W  --stages S  --preload-v  --splits N
+  --pack-gqa         one block serves all query heads of a KV head
 Other: --target T, --inline (emit), --candidates --json (compile)
 )";
 
@@ -149,6 +150,10 @@ std::optional<AttentionConfig> attnConfigFromArgs(Args &args) {
     c.preloadV = true;
     any = true;
   }
+  if (args.flag("pack-gqa")) {
+    c.packGqa = true;
+    any = true;
+  }
   if (!any)
     return std::nullopt;
   return c;
@@ -158,7 +163,8 @@ std::string attnConfigText(const AttentionConfig &c) {
   return std::to_string(c.blockM) + "x" + std::to_string(c.blockN) + " w" +
          std::to_string(c.warps) + " s" + std::to_string(c.stages) +
          (c.preloadV ? " pv" : "") +
-         (c.splits > 1 ? " split" + std::to_string(c.splits) : "");
+         (c.splits > 1 ? " split" + std::to_string(c.splits) : "") +
+         (c.packGqa ? " gqa" : "");
 }
 
 } // namespace

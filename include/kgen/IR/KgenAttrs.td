@@ -86,8 +86,9 @@ def Kgen_AttentionConfigAttr : AttrDef<Kgen_Dialect, "AttentionConfig"> {
     The block tile (`block = [blockM, blockN]`: query rows and keys per
     step), the warps (wavefronts on AMD) that share the rows, the K/V
     shared-memory `stages`, whether V lands with K (`preload_v = 1`) or is
-    waited for after the softmax (`0`), and the split-KV count (`splits`, 1
-    without flash decoding). `kgen.attention` checks it against the problem
+    waited for after the softmax (`0`), the split-KV count (`splits`, 1
+    without flash decoding), and, optionally, `pack_gqa = 1`: one block
+    serves every query head of a KV head. `kgen.attention` checks it against the problem
     and the target with `kgen::checkConfig`.
 
     Example:
@@ -97,10 +98,12 @@ def Kgen_AttentionConfigAttr : AttrDef<Kgen_Dialect, "AttentionConfig"> {
     ```
   }];
   let parameters = (ins "int":$blockM, "int":$blockN, "int":$warps,
-                        "int":$stages, "int":$preloadV, "int":$splits);
+                        "int":$stages, "int":$preloadV, "int":$splits,
+                        DefaultValuedParameter<"int", "0">:$packGqa);
   let assemblyFormat = [{
     `<` `block` `=` `[` $blockM `,` $blockN `]` `,` `warps` `=` $warps `,`
-    `stages` `=` $stages `,` `preload_v` `=` $preloadV `,` `splits` `=` $splits `>`
+    `stages` `=` $stages `,` `preload_v` `=` $preloadV `,` `splits` `=` $splits
+    (`,` `pack_gqa` `=` $packGqa^)? `>`
   }];
   let extraClassDeclaration = [{
     /// The plain C++ configuration this attribute spells.

@@ -1,0 +1,12 @@
+// REQUIRES: mlir
+// RUN: kgen-opt %s | kgen-opt | FileCheck %s
+
+// #kgen.attention_config round-trips; pack_gqa is printed only when set.
+
+// CHECK-LABEL: kgen.attention @packed
+// CHECK-SAME:  #kgen.attention_config<block = [32, 64], warps = 2, stages = 3, preload_v = 0, splits = 32, pack_gqa = 1>
+kgen.attention @packed {batch = 1, heads_q = 32, heads_kv = 8, seqlen_q = 1, seqlen_k = 4096, head_dim_qk = 128, head_dim_v = 128, dtype = bf16, target = "sm_80", config = #kgen.attention_config<block = [32, 64], warps = 2, stages = 3, preload_v = 0, splits = 32, pack_gqa = 1>}
+
+// CHECK-LABEL: kgen.attention @plain
+// CHECK-SAME:  #kgen.attention_config<block = [64, 64], warps = 4, stages = 2, preload_v = 0, splits = 1>,
+kgen.attention @plain {batch = 1, heads_q = 8, heads_kv = 8, seqlen_q = 128, seqlen_k = 128, head_dim_qk = 64, head_dim_v = 64, dtype = bf16, target = "sm_80", config = #kgen.attention_config<block = [64, 64], warps = 4, stages = 2, preload_v = 0, splits = 1, pack_gqa = 0>}
