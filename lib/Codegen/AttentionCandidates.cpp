@@ -17,6 +17,7 @@
 //                    with the tile's arithmetic intensity blockM*blockN /
 //                    (blockM + blockN) up to saturation, plus one tile load
 //                    ((Dqk + Dv) * blockN) weighted as memory time
+//   + with splits, the fp32 partials written and read by the combine pass
 //
 // with small factors for the pipeline (3 stages hide latency better at long
 // sequences, preloading V costs a wait less per tile but serializes V's copy
@@ -117,8 +118,12 @@ double modelCost(const AttentionProblem &p, const AttentionConfig &c,
     factor *= 1.02;
   if (c.packGqa)
     factor *= 1.01;
-  // The combine pass reads every split's partial rows once more.
-  const double combine = c.splits > 1 ? double(c.splits) * p.headDimV * 8 : 0;
+  // The split partials (fp32, splits * rows * Dv) are written and read back
+  // by the combine pass, spread over the units; 16 per element is the tile
+  // load's 4 per 16-bit element scaled to 4 bytes, twice.
+  const double rowsTotal = double(p.seqlenQ) * p.headsQ * p.batch;
+  const double combine =
+      c.splits > 1 ? 16.0 * c.splits * rowsTotal * p.headDimV / units : 0;
   return waves * tiles * tileTime * factor + combine;
 }
 
