@@ -71,7 +71,9 @@ int64_t unsplitBlocks(const AttentionProblem &p, const AttentionConfig &c) {
 /// split so the K/V pipeline still has a tile in flight behind the one
 /// being used, and at most 128 splits (checkConfig). The combine kernel
 /// re-reads splits * rows * Dv fp32 values, which stays small next to K/V
-/// while rows (batch * headsQ * Sq) are few.
+/// while rows (batch * headsQ * Sq) are few. bestSplits then rounds the
+/// count down (to no less than half) where whole waves come out: 640
+/// equal blocks on 264 resident slots take 3 rounds, 512 take 2.
 int chooseSplits(const AttentionProblem &p, const AttentionConfig &c,
                  Target t) {
   constexpr int64_t kCover = 4, kMinTiles = 2;
@@ -127,6 +129,24 @@ double modelCost(const AttentionProblem &p, const AttentionConfig &c,
   return waves * tiles * tileTime * factor + combine;
 }
 
+/// chooseSplits' count, or a smaller one down to half of it where the model
+/// (waves of equal blocks) says it is faster; ties keep the larger.
+int bestSplits(const AttentionProblem &p, AttentionConfig c, Target t) {
+  const int most = chooseSplits(p, c, t);
+  int best = most;
+  c.splits = most;
+  double bestCost = modelCost(p, c, t);
+  for (int sp = most - 1; sp > 1 && 2 * sp >= most; --sp) {
+    c.splits = sp;
+    const double cost = modelCost(p, c, t);
+    if (cost < bestCost) {
+      bestCost = cost;
+      best = sp;
+    }
+  }
+  return best;
+}
+
 } // namespace
 
 std::vector<AttentionConfig> enumerateConfigs(const AttentionProblem &p,
@@ -149,7 +169,7 @@ std::vector<AttentionConfig> enumerateConfigs(const AttentionProblem &p,
               c.stages = stages;
               c.preloadV = preloadV;
               c.packGqa = pack;
-              for (int sp : {1, chooseSplits(p, c, t)}) {
+              for (int sp : {1, bestSplits(p, c, t)}) {
                 c.splits = sp;
                 if (c.warps < 1 || c.warps > 8 || checkConfig(p, c, t))
                   continue;
