@@ -56,6 +56,9 @@ struct TargetInfo {
   int maxRegsPerThread;   ///< architectural register limit per thread
   int maxAccumRegs;       ///< fp32 accumulators per thread we allow
   int globalAlignBytes;   ///< widest global access (bytes)
+  /// Multiprocessors (compute units) of the target's flagship part (H100/
+  /// H200, A100, MI250X GCD, MI300X): what cost models assume without a GPU.
+  int computeUnits;
 };
 
 const TargetInfo &targetInfo(Target t);

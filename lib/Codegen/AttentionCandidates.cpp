@@ -39,20 +39,6 @@ namespace {
 
 constexpr size_t kMaxCandidates = 12;
 
-int assumedComputeUnits(Target t) {
-  switch (t) {
-  case Target::SM90A:
-    return 132;
-  case Target::SM80:
-    return 108;
-  case Target::GFX90A:
-    return 110;
-  case Target::GFX942:
-    return 304;
-  }
-  return 100;
-}
-
 /// The (row block, head, batch) blocks of a config before splitting.
 int64_t unsplitBlocks(const AttentionProblem &p, const AttentionConfig &c) {
   const int64_t g = c.packGqa ? p.headsQ / p.headsKv : 1;
@@ -78,7 +64,7 @@ int chooseSplits(const AttentionProblem &p, const AttentionConfig &c,
                  Target t) {
   constexpr int64_t kCover = 4, kMinTiles = 2;
   const int64_t blocks = unsplitBlocks(p, c);
-  const int64_t units = assumedComputeUnits(t);
+  const int64_t units = targetInfo(t).computeUnits;
   if (blocks >= units || p.varlen)
     return 1;
   const int64_t tiles = (p.seqlenK + c.blockN - 1) / c.blockN;
@@ -90,7 +76,7 @@ int chooseSplits(const AttentionProblem &p, const AttentionConfig &c,
 double modelCost(const AttentionProblem &p, const AttentionConfig &c,
                  Target t) {
   const AttentionTraits tr = attentionTraits(p, c, t);
-  const double units = assumedComputeUnits(t);
+  const double units = targetInfo(t).computeUnits;
   const double perUnit = std::clamp(
       double(targetInfo(t).maxSharedBytes / std::max(tr.smemBytes, 1)), 1.0,
       2.0);

@@ -32,21 +32,6 @@ namespace {
 constexpr size_t kMaxCandidates = 12;
 constexpr size_t kMaxSplitCandidates = 4;
 
-/// Compute units the model assumes when it does not know the device.
-int assumedComputeUnits(Target t) {
-  switch (t) {
-  case Target::SM90A:
-    return 132;
-  case Target::SM80:
-    return 108;
-  case Target::GFX90A:
-    return 110;
-  case Target::GFX942:
-    return 304;
-  }
-  return 100;
-}
-
 /// Relative run time of `c` for `p`: waves of tiles times the time of one
 /// tile, where a tile's speed grows with its arithmetic intensity
 /// (BM*BN/(BM+BN)) until the tensor cores are saturated. Lower is better.
@@ -54,7 +39,7 @@ double modelCost(const GemmProblem &p, const GemmConfig &c, Target t) {
   double tilesM = std::ceil(double(p.m) / c.blockM);
   double tilesN = std::ceil(double(p.n) / c.blockN);
   double tiles = tilesM * tilesN;
-  double waves = std::ceil(tiles / assumedComputeUnits(t));
+  double waves = std::ceil(tiles / targetInfo(t).computeUnits);
   double kSteps = std::ceil(double(p.k) / c.blockK);
   double intensity = double(c.blockM) * c.blockN / (c.blockM + c.blockN);
   double speed = std::min(intensity, 64.0); // saturates at 128x128
@@ -81,7 +66,7 @@ double modelCost(const GemmProblem &p, const GemmConfig &c, Target t) {
     // fix-up moves splitK fp32 tiles through L2 per tile (about a MAC unit
     // a byte at this model's scale).
     double blocks = tiles * c.splitK;
-    waves = std::ceil(blocks / assumedComputeUnits(t));
+    waves = std::ceil(blocks / targetInfo(t).computeUnits);
     double kPer = std::ceil(kSteps / c.splitK);
     tileTime = double(c.blockM) * c.blockN * kPer * c.blockK / speed +
                double(c.splitK) * c.blockM * c.blockN * 4.0;
@@ -149,9 +134,8 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
   // to 256), as deep as shared memory allows from 3 stages.
   if (t == Target::SM90A) {
     static const Shape wgmmaShapes[] = {
-        {64, 128, 1, 1},  {64, 256, 1, 1},  {128, 64, 2, 1},
-        {128, 128, 2, 1}, {128, 192, 2, 1}, {128, 256, 2, 1},
-        {256, 128, 2, 1},
+        {64, 128, 1, 1},  {64, 256, 1, 1},  {128, 64, 2, 1},  {128, 128, 2, 1},
+        {128, 192, 2, 1}, {128, 256, 2, 1}, {256, 128, 2, 1},
     };
     for (const Shape &s : wgmmaShapes) {
       if (s.bm > std::max<int64_t>(capM, 64) || s.bn > capN)
@@ -179,7 +163,7 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
   // Split-K for the tiled configs whose tiles leave multiprocessors idle,
   // with at least two k-slices per split.
   std::vector<std::pair<double, GemmConfig>> split;
-  const double cus = assumedComputeUnits(t);
+  const double cus = targetInfo(t).computeUnits;
   for (const auto &[cost, base] : ranked) {
     if (base.loop != GemmLoop::Tiled)
       continue;

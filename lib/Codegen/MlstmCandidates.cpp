@@ -26,20 +26,6 @@ namespace {
 
 constexpr size_t kPerVariant = 4;
 
-int computeUnits(Target t) {
-  switch (t) {
-  case Target::SM90A:
-    return 132;
-  case Target::SM80:
-    return 108;
-  case Target::GFX90A:
-    return 110;
-  case Target::GFX942:
-    return 304;
-  }
-  return 100;
-}
-
 /// Global bytes per cycle of the whole GPU (HBM at ~1.7 GHz).
 double bytesPerCycle(Target t) {
   return t == Target::SM80 ? 1200 : t == Target::GFX90A ? 950 : 2800;
@@ -86,7 +72,8 @@ double kernelCycles(const MlstmProblem &p, const MlstmConfig &c, MlstmKernel k,
     bytes = bh * S * (2 * dqk + 2 * dv) * sizeOf(p.dtype) + wsBytes;
     break;
   }
-  const double waves = std::ceil(blocks / (computeUnits(t) * resident));
+  const double waves =
+      std::ceil(blocks / (targetInfo(t).computeUnits * resident));
   return waves * (fmas / lanes + steps * kStepLatency) +
          bytes / bytesPerCycle(t);
 }
@@ -135,7 +122,7 @@ MlstmConfig defaultConfig(const MlstmProblem &p, Target t) {
   MlstmVariant want;
   if (p.s <= 16)
     want = MlstmVariant::Recurrent;
-  else if (p.b * p.nh * (p.dv / 64) >= computeUnits(t))
+  else if (p.b * p.nh * (p.dv / 64) >= targetInfo(t).computeUnits)
     want = MlstmVariant::Fused;
   else
     want = MlstmVariant::TwoPhase;

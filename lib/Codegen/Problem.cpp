@@ -57,10 +57,10 @@ const TargetInfo &targetInfo(Target t) {
   // thread, so more than 128 fp32 accumulators leaves too few for addresses
   // and fragments; CDNA keeps accumulators in 256 AGPRs.
   static const TargetInfo infos[] = {
-      {Target::GFX90A, Vendor::AMD, 64, 1024, 65536, 512, 256, 16},
-      {Target::GFX942, Vendor::AMD, 64, 1024, 65536, 512, 256, 16},
-      {Target::SM80, Vendor::NVIDIA, 32, 1024, 166912, 255, 128, 16},
-      {Target::SM90A, Vendor::NVIDIA, 32, 1024, 232448, 255, 128, 16},
+      {Target::GFX90A, Vendor::AMD, 64, 1024, 65536, 512, 256, 16, 110},
+      {Target::GFX942, Vendor::AMD, 64, 1024, 65536, 512, 256, 16, 304},
+      {Target::SM80, Vendor::NVIDIA, 32, 1024, 166912, 255, 128, 16, 108},
+      {Target::SM90A, Vendor::NVIDIA, 32, 1024, 232448, 255, 128, 16, 132},
   };
   return infos[static_cast<int>(t)];
 }
@@ -161,9 +161,9 @@ GemmTraits gemmTraits(const GemmProblem &p, const GemmConfig &c, Target t) {
     // a full and an empty barrier per stage, and 1 KiB to align the ring
     // to the swizzle period.
     tr.threads = 128 * (c.warpsM + 1);
-    int64_t smem = int64_t(c.stages) * (c.blockM + c.blockN) * c.blockK *
-                       sizeOf(p.ab) +
-                   16 * c.stages + 1024;
+    int64_t smem =
+        int64_t(c.stages) * (c.blockM + c.blockN) * c.blockK * sizeOf(p.ab) +
+        16 * c.stages + 1024;
     tr.smemBytes = int(std::min<int64_t>(smem, INT32_MAX));
     tr.accumPerThread = c.blockM / std::max(c.warpsM, 1) / 64 * c.blockN / 2;
     return tr;
