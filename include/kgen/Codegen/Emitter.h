@@ -39,6 +39,9 @@ std::string gemmKernelName(const GemmProblem &p, const GemmConfig &c, Target t);
 KernelSource emitGemm(const GemmProblem &p, const GemmConfig &c, Target t,
                       bool inlineTemplates = false);
 
+/// The kernel-language type of a dtype: kgen::bf16, kgen::f16 or float.
+std::string deviceTypeName(DType t);
+
 /// The template headers `header` includes, transitively, in the order a
 /// preprocessor first sees them, `header` last (what KernelSource lists).
 std::vector<std::string> templateIncludes(std::string_view header);
