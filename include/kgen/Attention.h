@@ -59,13 +59,27 @@ struct AttentionProblem {
   bool operator==(const AttentionProblem &) const = default;
 };
 
+/// The main loop: `tiled` is FlashAttention-2 style on every target
+/// (mma.sync / MFMA, cp.async or LDS copies); `wgmma` is sm_90a's
+/// warp-specialized kernel (FlashAttention-3 style: TMA loads by a producer
+/// warp, wgmma in consumer warpgroups, P fed to P V from registers).
+enum class AttentionLoop { Tiled, Wgmma };
+
+std::string_view toString(AttentionLoop l);
+std::optional<AttentionLoop> parseAttentionLoop(std::string_view s);
+
 struct AttentionConfig {
+  AttentionLoop loop = AttentionLoop::Tiled;
   int blockM = 64; ///< query rows per block
   int blockN = 64; ///< keys per step
-  int warps = 4;   ///< each warp owns blockM / warps query rows
-  int stages = 2;  ///< K/V shared-memory buffers (2 = double buffering)
+  /// Each warp owns blockM / warps query rows. With the wgmma loop these
+  /// are the consumer warps (blockM / 16: one warpgroup per 64 rows); the
+  /// producer warpgroup comes on top.
+  int warps = 4;
+  int stages = 2; ///< K/V shared-memory buffers (2 = double buffering)
   /// V's tile lands with K's, before QK^T (true: one wait per step), or is
-  /// waited for after the softmax, so its copy overlaps QK^T (false).
+  /// waited for after the softmax, so its copy overlaps QK^T (false). The
+  /// wgmma loop always waits for V separately (false).
   bool preloadV = false;
   /// Split-KV (flash decoding): the keys of a row are cut into this many
   /// ranges, each block writes fp32 partials, a combine kernel merges them.

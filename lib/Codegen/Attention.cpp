@@ -27,6 +27,55 @@ int atomRows(Target t) { return targetInfo(t).vendor == Vendor::AMD ? 32 : 16; }
 int maxAttentionAccum(Target t) {
   return targetInfo(t).vendor == Vendor::AMD ? 256 : 192;
 }
+/// The rules of templates/attention/attention_sm90.h.
+std::optional<std::string> checkWgmmaConfig(const AttentionProblem &p,
+                                            const AttentionConfig &c,
+                                            Target t) {
+  const std::string tgt(toString(t));
+  if (t != Target::SM90A)
+    return "config: loop = wgmma needs sm_90a (TMA and wgmma), not " + tgt +
+           "; use loop = tiled";
+  if (p.varlen)
+    return std::string("config: loop = wgmma does not take varlen problems "
+                       "(its tensor maps address whole sequences); use "
+                       "loop = tiled");
+  if (c.packGqa)
+    return std::string("config: loop = wgmma does not pack GQA heads; use "
+                       "pack_gqa = 0 or loop = tiled");
+  if (c.preloadV)
+    return std::string("config: loop = wgmma waits for V on its own barrier; "
+                       "use preload_v = 0");
+  for (auto [name, d] :
+       {std::pair{"headDimQk", p.headDimQk}, {"headDimV", p.headDimV}})
+    if (d % 64 != 0)
+      return std::string("config: loop = wgmma needs head dims that are "
+                         "multiples of 64 (128-byte swizzle rows); ") +
+             name + " = " + str(d) + "; use loop = tiled";
+  if (c.blockM != 64 && c.blockM != 128 && c.blockM != 192)
+    return "config: loop = wgmma takes blockM = 64, 128 or 192 (one to three "
+           "consumer warpgroups of 64 rows), not " +
+           str(c.blockM);
+  if (c.warps != c.blockM / 16)
+    return "config: loop = wgmma has warps = blockM / 16 = " +
+           str(c.blockM / 16) + " consumer warps, not " + str(c.warps);
+  if (c.blockN != 64 && c.blockN != 128)
+    return "config: loop = wgmma takes blockN = 64 or 128 (wgmma N), not " +
+           str(c.blockN);
+  // O, S and P (16-bit pairs: blockN / 4 registers) within the consumers'
+  // registers (240 each with one or two consumer warpgroups, 160 with
+  // three; see attention_sm90.h), with room for addresses and the row
+  // statistics.
+  const int regs = p.headDimV / 2 + c.blockN / 2 + c.blockN / 4;
+  const int fit = c.blockM == 192 ? 128 : 176;
+  if (regs > fit)
+    return "config: loop = wgmma keeps O, S and P in " + str(regs) +
+           " registers per thread (headDimV / 2 + blockN * 3 / 4), past the " +
+           str(fit) + " that fit the consumers' " +
+           (c.blockM == 192 ? "160" : "240") + "; lower blockN" +
+           (c.blockM == 192 ? " or blockM" : "");
+  return std::nullopt;
+}
+
 } // namespace
 
 std::string_view toString(AttentionLayout l) {
@@ -41,10 +90,38 @@ std::optional<AttentionLayout> parseAttentionLayout(std::string_view s) {
   return std::nullopt;
 }
 
+std::string_view toString(AttentionLoop l) {
+  return l == AttentionLoop::Wgmma ? "wgmma" : "tiled";
+}
+
+std::optional<AttentionLoop> parseAttentionLoop(std::string_view s) {
+  if (s == "tiled")
+    return AttentionLoop::Tiled;
+  if (s == "wgmma")
+    return AttentionLoop::Wgmma;
+  return std::nullopt;
+}
+
 AttentionTraits attentionTraits(const AttentionProblem &p,
                                 const AttentionConfig &c, Target t) {
   const TargetInfo &ti = targetInfo(t);
   AttentionTraits tr;
+  if (c.loop == AttentionLoop::Wgmma) {
+    // templates/attention/attention_sm90.h Shape: the consumer warps plus a
+    // producer warpgroup; Q, then kStages of K and V, unpadded (swizzled),
+    // after 1024 B of alignment slack, then 1 + 4 * stages mbarriers.
+    tr.threads = (c.warps + 4) * 32;
+    int64_t smem =
+        1024 + int64_t(c.blockM) * p.headDimQk * sizeOf(p.dtype) +
+        int64_t(c.stages) * c.blockN * (p.headDimQk + p.headDimV) *
+            sizeOf(p.dtype) +
+        8 * (1 + 4 * int64_t(c.stages));
+    tr.smemBytes = int(std::min<int64_t>(smem, INT32_MAX));
+    // O and S per consumer thread (a warpgroup's 64 rows over 128 threads).
+    tr.accumPerThread = (p.headDimV + c.blockN) / 2;
+    tr.masked = true;
+    return tr;
+  }
   tr.threads = c.warps * ti.waveSize;
   constexpr int kPad = 8; // templates/attention/attention.h kPad
   int64_t q = int64_t(c.blockM) * (p.headDimQk + kPad);
@@ -115,10 +192,15 @@ std::optional<std::string> checkConfig(const AttentionProblem &p,
     return e;
   const TargetInfo &ti = targetInfo(t);
   const std::string tgt(toString(t));
+  const bool wgmma = c.loop == AttentionLoop::Wgmma;
+  if (wgmma) {
+    if (auto e = checkWgmmaConfig(p, c, t))
+      return e;
+  }
   for (auto [name, v] : {std::pair{"blockM", c.blockM},
                          {"blockN", c.blockN},
                          {"warps", c.warps}})
-    if (!isPow2(v))
+    if (!wgmma && !isPow2(v))
       return std::string("config: ") + name + " = " + str(v) +
              " must be a power of two >= 1";
   const bool amd = ti.vendor == Vendor::AMD;

@@ -3,7 +3,8 @@
 // The space: blockM 32..128 (16 or 32 rows per warp, the MMA atom's rows
 // times one or two), blockN 32..128, 1-3 stages (1 on AMD only), V preloaded or
 // not, GQA packing or not (headsQ > headsKv), and per config the split count
-// the decode model picks (see chooseSplits). Each valid config gets a model
+// the decode model picks (see chooseSplits); on sm_90a also the wgmma loop
+// (blockM 64/128/192, blockN 64/128, 2-3 stages). Each valid config gets a model
 // cost:
 //
 //   cost = waves * tilesPerBlock * tileTime
@@ -11,12 +12,15 @@
 //                    blocks = ceil(rows / blockM) * heads * batch * splits,
 //                    rows, heads = Sq, headsQ; packed Sq * g, headsKv
 //                    (g = headsQ / headsKv),
-//                    blocksPerUnit from shared memory (at most 2)
+//                    blocksPerUnit from shared memory and registers (at
+//                    most 2; 1 for the wgmma loop, whose warpgroups fill
+//                    the registers)
 //   tilesPerBlock  = ceil(keys / blockN) / splits, keys halved for causal
 //   tileTime       = blockM * blockN * (Dqk + Dv) / speed, the speed growing
 //                    with the tile's arithmetic intensity blockM*blockN /
 //                    (blockM + blockN) up to saturation, plus one tile load
-//                    ((Dqk + Dv) * blockN) weighted as memory time
+//                    ((Dqk + Dv) * blockN) weighted as memory time; the
+//                    wgmma loop's math at twice the speed
 //   + with splits, the fp32 partials written and read by the combine pass
 //
 // with small factors for the pipeline (3 stages hide latency better at long
@@ -77,9 +81,17 @@ double modelCost(const AttentionProblem &p, const AttentionConfig &c,
                  Target t) {
   const AttentionTraits tr = attentionTraits(p, c, t);
   const double units = targetInfo(t).computeUnits;
-  const double perUnit = std::clamp(
-      double(targetInfo(t).maxSharedBytes / std::max(tr.smemBytes, 1)), 1.0,
-      2.0);
+  // Resident blocks per unit, by shared memory and by registers: the
+  // accumulators plus ~64 for addresses, Q's fragments and P, of a 64K
+  // register file. The wgmma loop's warpgroups take the whole register
+  // file (setmaxnreg): one block.
+  const double bySmem =
+      double(targetInfo(t).maxSharedBytes / std::max(tr.smemBytes, 1));
+  const double byRegs =
+      std::floor(65536.0 / (double(tr.threads) * (tr.accumPerThread + 64)));
+  const double perUnit = c.loop == AttentionLoop::Wgmma
+                             ? 1.0
+                             : std::clamp(std::min(bySmem, byRegs), 1.0, 2.0);
   const double blocks = double(unsplitBlocks(p, c)) * c.splits;
   const double waves = std::ceil(blocks / (units * perUnit));
   double keys = double(p.seqlenK);
@@ -91,7 +103,13 @@ double modelCost(const AttentionProblem &p, const AttentionConfig &c,
   }
   const double tiles = std::ceil(std::ceil(keys / c.blockN) / c.splits);
   const double intensity = double(c.blockM) * c.blockN / (c.blockM + c.blockN);
-  const double speed = std::min(intensity, 42.0);
+  // wgmma issues a warpgroup's m64nNk16 from shared memory at about twice
+  // mma.sync's rate on an H100/H200 (the GEMM loops measured 1.9x), and it
+  // keeps gaining up to 128 x 128 tiles (128 x 64 measured 3-8% slower at
+  // D = 128 on an H200) where mma.sync saturates earlier.
+  const bool wgmma = c.loop == AttentionLoop::Wgmma;
+  const double speed = std::min(intensity, wgmma ? 64.0 : 42.0) *
+                       (wgmma ? 2.0 : 1.0);
   const double dims = p.headDimQk + p.headDimV;
   const double tileTime = double(c.blockM) * c.blockN * dims / speed +
                           4.0 * c.blockN * dims; // the tile's load
@@ -166,8 +184,44 @@ std::vector<AttentionConfig> enumerateConfigs(const AttentionProblem &p,
                   ranked.push_back({modelCost(p, c, t), c});
               }
             }
-  std::stable_sort(ranked.begin(), ranked.end(),
-                   [](auto &a, auto &b) { return a.first < b.first; });
+  // sm_90a: the warp-specialized wgmma loop (its own rules: blockM 64, 128
+  // or 192 with one consumer warp per 16 rows, blockN 64 or 128).
+  if (t == Target::SM90A)
+    for (int bm : {64, 128, 192})
+      for (int bn : {64, 128})
+        for (int stages : {2, 3}) {
+          AttentionConfig c;
+          c.loop = AttentionLoop::Wgmma;
+          c.blockM = bm;
+          c.warps = bm / 16;
+          c.blockN = bn;
+          c.stages = stages;
+          for (int sp : {1, bestSplits(p, c, t)}) {
+            c.splits = sp;
+            if (checkConfig(p, c, t))
+              continue;
+            bool dup = false;
+            for (auto &r : ranked)
+              dup |= r.second == c;
+            if (!dup)
+              ranked.push_back({modelCost(p, c, t), c});
+          }
+        }
+  // Prefill on sm_90a (a full m64 slice of query rows): the wgmma loop
+  // first. Measured on an H200 (bench/attention.py, 2026-11-21) it ran every
+  // prefill shape of bench/attention.py 1.3-1.6x faster than the best tiled
+  // config, which this model (tuned on decode, where loads dominate) does
+  // not see; the tiled configs stay as candidates behind it.
+  const bool wgmmaFirst = t == Target::SM90A && p.seqlenQ >= 64;
+  std::stable_sort(ranked.begin(), ranked.end(), [&](auto &a, auto &b) {
+    if (wgmmaFirst) {
+      const bool wa = a.second.loop == AttentionLoop::Wgmma,
+                 wb = b.second.loop == AttentionLoop::Wgmma;
+      if (wa != wb)
+        return wa;
+    }
+    return a.first < b.first;
+  });
   std::vector<AttentionConfig> out;
   for (auto &[cost, c] : ranked) {
     if (out.size() == kMaxCandidates)

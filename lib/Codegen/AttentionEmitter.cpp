@@ -43,6 +43,8 @@ std::string attentionKernelName(const AttentionProblem &p,
     os << "_bias";
   if (p.lse)
     os << "_lse";
+  if (c.loop == AttentionLoop::Wgmma)
+    os << "_wgmma";
   os << "_b" << c.blockM << "x" << c.blockN << "_w" << c.warps << "_s"
      << c.stages;
   if (c.preloadV)
@@ -70,7 +72,10 @@ KernelSource emitAttention(const AttentionProblem &p, const AttentionConfig &c,
   ks.smemBytes = tr.smemBytes;
   if (nvidia)
     ks.headers.push_back(std::string(kHipRuntimeNvidia));
-  for (std::string &h : templateIncludes("kgen/attention/attention.h"))
+  const bool wgmma = c.loop == AttentionLoop::Wgmma;
+  const char *templ = wgmma ? "kgen/attention/attention_sm90.h"
+                            : "kgen/attention/attention.h";
+  for (std::string &h : templateIncludes(templ))
     ks.headers.push_back(std::move(h));
 
   std::string features;
@@ -96,8 +101,9 @@ KernelSource emitAttention(const AttentionProblem &p, const AttentionConfig &c,
      << p.headDimV
      << "; batch, heads (GQA ratio) and sequence lengths at run time\n"
      << "// features: " << features << "\n"
-     << "// config: block " << c.blockM << " queries x " << c.blockN
-     << " keys, " << c.warps << " warps, " << c.stages << " K/V stages, V "
+     << "// config: " << (wgmma ? "wgmma loop, " : "") << "block "
+     << c.blockM << " queries x " << c.blockN << " keys, " << c.warps
+     << (wgmma ? " consumer warps, " : " warps, ") << c.stages << " K/V stages, V "
      << (c.preloadV ? "preloaded with K" : "waited for after the softmax");
   if (c.splits > 1)
     os << ", split-KV in " << c.splits << " (combine: " << ks.name
@@ -105,9 +111,18 @@ KernelSource emitAttention(const AttentionProblem &p, const AttentionConfig &c,
   if (c.packGqa)
     os << ", GQA-packed (row r: query r / g of head hk * g + r % g)";
   os << "\n// instructions: "
-     << (nvidia ? "mma.sync m16n8k16, ldmatrix, cp.async "
-                  "(kgen/common/mma_sm80.h)"
-                : "MFMA 32x32x8, wave64 (kgen/common/mfma_cdna.h)")
+     << (wgmma ? "TMA (4-d tensor maps) into " + std::to_string(c.stages) +
+                     " mbarrier stages by a producer warpgroup, wgmma "
+                     "m64n" +
+                     std::to_string(c.blockN) + "k16 (S = Q K^T) and m64n" +
+                     std::to_string(p.headDimV) +
+                     "k16 with P from registers (O += P V) in " +
+                     std::to_string(c.blockM / 64) +
+                     " consumer warpgroup(s), setmaxnreg "
+                     "(kgen/common/wgmma_sm90.h)"
+         : nvidia ? "mma.sync m16n8k16, ldmatrix, cp.async "
+                    "(kgen/common/mma_sm80.h)"
+                  : "MFMA 32x32x8, wave64 (kgen/common/mfma_cdna.h)")
      << "\n// launch: grid (ceil(Sq" << (c.packGqa ? " * g" : "") << "/"
      << c.blockM << "), " << (c.packGqa ? "headsKv" : "headsQ")
      << (c.splits > 1 ? " * " + std::to_string(c.splits) : std::string())
@@ -119,7 +134,7 @@ KernelSource emitAttention(const AttentionProblem &p, const AttentionConfig &c,
     os << inlineTemplateHeaders(ks.headers);
   } else {
     os << "#include <hip/hip_runtime.h>\n"
-       << "#include \"kgen/attention/attention.h\"\n";
+       << "#include \"" << templ << "\"\n";
   }
   os << "\nnamespace {\n"
      << "struct Config {\n"
@@ -137,15 +152,28 @@ KernelSource emitAttention(const AttentionProblem &p, const AttentionConfig &c,
      << "  static constexpr bool kPreloadV = " << boolStr(c.preloadV) << ";\n"
      << "  static constexpr int kSplits = " << c.splits << ";\n"
      << "  static constexpr bool kPackGqa = " << boolStr(c.packGqa) << ";\n"
+     << "  static constexpr bool kWgmma = " << boolStr(wgmma) << ";\n"
      << "  static constexpr int kThreads = " << tr.threads << ";\n"
      << "  static constexpr int kSmemBytes = " << tr.smemBytes << ";\n"
      << "  static constexpr int kCombineThreads = " << p.headDimV << ";\n"
      << "};\n"
-     << "} // namespace\n\n"
-     << "extern \"C\" __global__ void __launch_bounds__(" << tr.threads << ")\n"
-     << ks.name << "(kgen::attention::Params p) {\n"
-     << "  kgen::attention::run<Config>(p);\n"
-     << "}\n";
+     << "} // namespace\n\n";
+  if (wgmma)
+    os << "extern \"C\" __global__ void __launch_bounds__(" << tr.threads
+       << ", 1)\n"
+       << ks.name << "(\n"
+       << "    const __grid_constant__ kgen::sm90::TensorMap mapQ,\n"
+       << "    const __grid_constant__ kgen::sm90::TensorMap mapK,\n"
+       << "    const __grid_constant__ kgen::sm90::TensorMap mapV,\n"
+       << "    kgen::attention::Params p) {\n"
+       << "  kgen::attention_sm90::run<Config>(mapQ, mapK, mapV, p);\n"
+       << "}\n";
+  else
+    os << "extern \"C\" __global__ void __launch_bounds__(" << tr.threads
+       << ")\n"
+       << ks.name << "(kgen::attention::Params p) {\n"
+       << "  kgen::attention::run<Config>(p);\n"
+       << "}\n";
   if (c.splits > 1)
     os << "\nextern \"C\" __global__ void __launch_bounds__(" << p.headDimV
        << ")\n"

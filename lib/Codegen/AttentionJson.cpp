@@ -25,12 +25,15 @@ json toJson(const AttentionProblem &p) {
 }
 
 json toJson(const AttentionConfig &c) {
-  return json{{"block", json::array({c.blockM, c.blockN})},
-              {"warps", c.warps},
-              {"stages", c.stages},
-              {"preload_v", c.preloadV},
-              {"splits", c.splits},
-              {"pack_gqa", c.packGqa}};
+  json j{{"block", json::array({c.blockM, c.blockN})},
+         {"warps", c.warps},
+         {"stages", c.stages},
+         {"preload_v", c.preloadV},
+         {"splits", c.splits},
+         {"pack_gqa", c.packGqa}};
+  if (c.loop != AttentionLoop::Tiled) // as GEMM's: only when not the default
+    j["loop"] = std::string(toString(c.loop));
+  return j;
 }
 
 namespace {
@@ -82,9 +85,17 @@ AttentionProblem attentionProblemFromJson(const json &j) {
 
 AttentionConfig attentionConfigFromJson(const json &j) {
   fields.rejectUnknown(
-      j, {"block", "warps", "stages", "preload_v", "splits", "pack_gqa"},
+      j,
+      {"loop", "block", "warps", "stages", "preload_v", "splits", "pack_gqa"},
       "attention config");
   AttentionConfig c;
+  if (j.contains("loop")) {
+    std::string s = fields.getString(j, "loop");
+    auto l = parseAttentionLoop(s);
+    if (!l)
+      fields.fail("'loop' = \"" + s + "\" must be \"tiled\" or \"wgmma\"");
+    c.loop = *l;
+  }
   auto b = fields.getPair(j, "block", {c.blockM, c.blockN});
   c.blockM = int(b.first);
   c.blockN = int(b.second);

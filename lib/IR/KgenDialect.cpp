@@ -58,6 +58,23 @@ void kgen::ir::printGemmLoop(AsmPrinter &printer, GemmLoop loop) {
   printer << kgen::toString(loop);
 }
 
+FailureOr<kgen::AttentionLoop>
+kgen::ir::parseAttentionLoop(AsmParser &parser) {
+  SMLoc loc = parser.getCurrentLocation();
+  StringRef keyword;
+  if (parser.parseKeyword(&keyword))
+    return failure();
+  if (std::optional<AttentionLoop> l = kgen::parseAttentionLoop(keyword))
+    return *l;
+  parser.emitError(loc) << "unknown attention loop '" << keyword
+                        << "'; expected tiled or wgmma";
+  return failure();
+}
+
+void kgen::ir::printAttentionLoop(AsmPrinter &printer, AttentionLoop loop) {
+  printer << kgen::toString(loop);
+}
+
 kgen::GemmConfig GemmConfigAttr::getConfig() const {
   GemmConfig c;
   c.loop = getLoop();
@@ -76,6 +93,7 @@ kgen::GemmConfig GemmConfigAttr::getConfig() const {
 
 kgen::AttentionConfig AttentionConfigAttr::getConfig() const {
   AttentionConfig c;
+  c.loop = getLoop();
   c.blockM = getBlockM();
   c.blockN = getBlockN();
   c.warps = getWarps();

@@ -32,7 +32,8 @@ std::string featureKey(const AttentionProblem &p) {
 }
 
 std::string configKey(const AttentionConfig &c) {
-  return "cfg," + std::to_string(c.blockM) + "," + std::to_string(c.blockN) +
+  return "cfg," + std::to_string(int(c.loop)) + "," +
+         std::to_string(c.blockM) + "," + std::to_string(c.blockN) +
          "," + std::to_string(c.warps) + "," + std::to_string(c.stages) + "," +
          std::to_string(c.preloadV) + "," + std::to_string(c.splits) + "," +
          std::to_string(c.packGqa);
@@ -270,7 +271,34 @@ void Runtime::launchAttention(const AttentionProblem &p,
     argError("heads * splits = " + std::to_string(d.grid[1]) + " or batch = " +
              std::to_string(d.grid[2]) + " exceeds the grid limit 65535");
   void *params[] = {&prm};
-  backend_->launch(k.function, d, params, stream);
+  if (ch.config.loop == AttentionLoop::Wgmma) {
+    // TMA reads Q, K and V as (dim, head, sequence, batch) through the
+    // call's strides, in boxes of 64 dims (one 128-byte swizzle row) by
+    // one tile of rows; rows past a sequence read as zeros.
+    struct alignas(64) TensorMap {
+      unsigned long long words[16];
+    } maps[3];
+    auto encode = [&](TensorMap &m, const void *base, int64_t dim,
+                      int64_t heads, int64_t seqlen, const long long (&st)[3],
+                      int rows) {
+      const uint64_t dims[4] = {uint64_t(dim), uint64_t(heads),
+                                uint64_t(seqlen), uint64_t(p.batch)};
+      const uint64_t str[4] = {1, uint64_t(st[2]), uint64_t(st[1]),
+                               uint64_t(st[0])};
+      const uint32_t box[4] = {64, 1, uint32_t(rows), 1};
+      backend_->encodeTensorMap(&m, base, p.dtype, 4, dims, str, box);
+    };
+    encode(maps[0], prm.q, p.headDimQk, p.headsQ, p.seqlenQ, prm.strideQ,
+           ch.config.blockM);
+    encode(maps[1], prm.k, p.headDimQk, p.headsKv, p.seqlenK, prm.strideK,
+           ch.config.blockN);
+    encode(maps[2], prm.v, p.headDimV, p.headsKv, p.seqlenK, prm.strideV,
+           ch.config.blockN);
+    void *wgmmaParams[] = {&maps[0], &maps[1], &maps[2], &prm};
+    backend_->launch(k.function, d, wgmmaParams, stream);
+  } else {
+    backend_->launch(k.function, d, params, stream);
+  }
   if (ch.config.splits > 1) {
     const LaunchDims dc = attentionCombineLaunchDims(
         p, ch.config, k.source.target, p.batch, p.seqlenQ);

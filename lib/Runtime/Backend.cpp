@@ -351,31 +351,42 @@ public:
     return n;
   }
 
-  void encodeTensorMap(void *out, const void *base, DType t, uint64_t cols,
-                       uint64_t rows, uint64_t ld, uint32_t boxCols,
-                       uint32_t boxRows) override {
+  void encodeTensorMap(void *out, const void *base, DType t, int rank,
+                       const uint64_t *dims, const uint64_t *strides,
+                       const uint32_t *box) override {
     if (!api_.tensorMapEncodeTiled)
       throw Error("the CUDA driver has no cuTensorMapEncodeTiled, which the "
-                  "wgmma GEMM (TMA) needs; update the driver or use a "
-                  "tiled-loop config");
+                  "sm_90a wgmma kernels (TMA) need; update the driver or use "
+                  "a config of the sm_80 loop");
+    if (rank < 1 || rank > 5)
+      throw Error("a TMA tensor map has 1 to 5 dimensions, not " +
+                  std::to_string(rank));
     // CUtensorMapDataType, CUtensorMapSwizzle, CUtensorMapL2promotion values
     // from cuda.h.
     constexpr int kFloat16 = 6, kBfloat16 = 9, kSwizzle128B = 3,
                   kL2Promote256B = 3;
-    unsigned long long dims[2] = {cols, rows};
-    unsigned long long strides[1] = {ld * 2}; // bytes, rows after the first
-    unsigned box[2] = {boxCols, boxRows};
-    unsigned elementStrides[2] = {1, 1};
+    unsigned long long d[5], byteStrides[4];
+    unsigned bx[5], elementStrides[5];
+    std::string shape, boxText;
+    for (int i = 0; i < rank; ++i) {
+      d[i] = dims[i];
+      bx[i] = box[i];
+      elementStrides[i] = 1;
+      if (i > 0)
+        byteStrides[i - 1] = strides[i] * 2; // bytes, dims after the first
+      shape += (i ? " x " : "") + std::to_string(dims[i]);
+      boxText += (i ? " x " : "") + std::to_string(box[i]);
+      if (i > 0)
+        shape += " (stride " + std::to_string(strides[i]) + ")";
+    }
     check(api_.tensorMapEncodeTiled(
-              out, t == DType::BF16 ? kBfloat16 : kFloat16, 2,
-              const_cast<void *>(base), dims, strides, box, elementStrides,
+              out, t == DType::BF16 ? kBfloat16 : kFloat16, unsigned(rank),
+              const_cast<void *>(base), d, byteStrides, bx, elementStrides,
               /*interleave none*/ 0, kSwizzle128B, kL2Promote256B,
               /*out-of-bounds fill: zeros*/ 0),
           "cuTensorMapEncodeTiled",
-          "building a TMA tensor map of " + std::to_string(rows) + " x " +
-              std::to_string(cols) + " elements (ld " + std::to_string(ld) +
-              ", box " + std::to_string(boxRows) + " x " +
-              std::to_string(boxCols) + ") at " + hex(base));
+          "building a TMA tensor map of " + shape + " elements (innermost "
+          "first, box " + boxText + ") at " + hex(base));
   }
 
   bool isCapturing(void *stream) override {
@@ -794,10 +805,10 @@ public:
 
   int residentClusters(Function, const LaunchDims &) override { return 0; }
 
-  void encodeTensorMap(void *, const void *, DType, uint64_t, uint64_t,
-                       uint64_t, uint32_t, uint32_t) override {
+  void encodeTensorMap(void *, const void *, DType, int, const uint64_t *,
+                       const uint64_t *, const uint32_t *) override {
     throw Error("tensor maps (TMA) exist on NVIDIA sm_90 only; AMD GPUs run "
-                "the tiled GEMM loop");
+                "the kernels without TMA");
   }
 
   bool isCapturing(void *stream) override {

@@ -565,15 +565,15 @@ void Runtime::launch(const Kernel &k, const GemmArgs &args, void *stream) {
     // swizzle row wide.
     sm90TensorMap mapA, mapB;
     const GemmConfig &cf = k.config;
-    backend_->encodeTensorMap(&mapA, prm.a, kp.ab, uint64_t(prm.k),
+    backend_->encodeTensorMap2d(&mapA, prm.a, kp.ab, uint64_t(prm.k),
                               uint64_t(prm.m), uint64_t(prm.lda), 64,
                               unsigned(cf.blockM));
     if (kp.transB) // N x K, K contiguous; a pair loads half the rows each
-      backend_->encodeTensorMap(&mapB, prm.b, kp.ab, uint64_t(prm.k),
+      backend_->encodeTensorMap2d(&mapB, prm.b, kp.ab, uint64_t(prm.k),
                                 uint64_t(prm.n), uint64_t(prm.ldb), 64,
                                 unsigned(cf.blockN / cf.cluster));
     else // K x N, N contiguous: 64-column boxes of blockK rows
-      backend_->encodeTensorMap(&mapB, prm.b, kp.ab, uint64_t(prm.n),
+      backend_->encodeTensorMap2d(&mapB, prm.b, kp.ab, uint64_t(prm.n),
                                 uint64_t(prm.k), uint64_t(prm.ldb), 64,
                                 unsigned(cf.blockK));
     void *params[] = {&mapA, &mapB, &prm};

@@ -97,9 +97,12 @@ template <class Config> struct Shape {
 
   static_assert(IsSame<T, bf16>::value || IsSame<T, f16>::value,
                 "attention inputs are bf16 or f16");
-  static_assert(Config::kThreads == Config::kWarps * kWaveSize,
-                "kThreads = kWarps * wave size");
-  static_assert(kSmemBytes == Config::kSmemBytes,
+  // The wgmma loop (attention_sm90.h) adds a producer warpgroup and lays
+  // shared memory out its own way; it checks its own layout.
+  static_assert(Config::kThreads ==
+                    (Config::kWarps + (Config::kWgmma ? 4 : 0)) * kWaveSize,
+                "kThreads = kWarps * wave size (+ the producer warpgroup)");
+  static_assert(Config::kWgmma || kSmemBytes == Config::kSmemBytes,
                 "kSmemBytes disagrees with the template's smem layout");
 #if KGEN_NVIDIA
   static_assert(Config::kStages >= 2, "the cp.async pipeline needs 2 buffers");
@@ -285,6 +288,30 @@ template <class Config> struct Block {
         hi = mLast + offset + p.windowRight + 1;
       if (p.windowLeft >= 0 && m0 + offset - p.windowLeft > lo)
         lo = m0 + offset - p.windowLeft;
+    }
+  }
+
+  /// The key tiles [tile0, tile0 + tiles) of kBlockN keys that the block of
+  /// rows [r0, r0 + kBlockM) walks: those some row may see, and with
+  /// split-KV this block's (blockIdx.y % kSplits) share of them.
+  KGEN_DEVICE void keyTiles(const Params &p, int r0, int &tile0,
+                            int &tiles) const {
+    int lo, hi;
+    keyRange(p, r0, lo, hi);
+    tile0 = 0;
+    tiles = 0;
+    if (hi > lo) {
+      tile0 = lo / Config::kBlockN;
+      tiles = (hi + Config::kBlockN - 1) / Config::kBlockN - tile0;
+    }
+    if constexpr (Config::kSplits > 1) {
+      const int split = int(blockIdx.y) % Config::kSplits;
+      const int per = (tiles + Config::kSplits - 1) / Config::kSplits;
+      const int first = split * per;
+      tile0 += first;
+      tiles = tiles - first < per ? tiles - first : per;
+      if (tiles < 0)
+        tiles = 0;
     }
   }
 
@@ -494,10 +521,33 @@ template <class Config> struct WarpAttention {
   }
 
   /// Scales S into the log2 domain, adds bias, masks, updates the running
-  /// max and sum, rescales O, and accumulates P V from the tile at sV.
+  /// max and sum, and rescales O.
   KGEN_DEVICE void softmax(const Params &p, const Block<Config> &blk, int m0,
                            int n0, bool masked,
                            float (&s)[kFragsM][kFragsN][4]) {
+    float alpha[kFragsM][2];
+    probabilities(p, blk, m0, n0, masked, s, alpha);
+    rescale(alpha);
+  }
+
+  /// O *= alpha, row by row.
+  KGEN_DEVICE void rescale(const float (&alpha)[kFragsM][2]) {
+#pragma unroll
+    for (int i = 0; i < kFragsM; ++i)
+#pragma unroll
+      for (int d = 0; d < kFragsD; ++d)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          o[i][d][e] *= alpha[i][e / 2];
+  }
+
+  /// softmax without touching O: S becomes P, and alpha receives the factor
+  /// O must be scaled by (the wgmma loop applies it once the previous tile's
+  /// P V, still running, has completed).
+  KGEN_DEVICE void probabilities(const Params &p, const Block<Config> &blk,
+                                 int m0, int n0, bool masked,
+                                 float (&s)[kFragsM][kFragsN][4],
+                                 float (&alpha)[kFragsM][2]) {
     const int g = lane / 4, t = lane % 4;
 #pragma unroll
     for (int i = 0; i < kFragsM; ++i)
@@ -525,7 +575,7 @@ template <class Config> struct WarpAttention {
         mx = maxOf(mx, shuffleXor(mx, 2));
         const float mNew = maxOf(m[i][r], mx);
         const float ref = mNew == negInf() ? 0.f : mNew;
-        const float alpha = exp2Of(m[i][r] - ref);
+        alpha[i][r] = exp2Of(m[i][r] - ref);
         m[i][r] = mNew;
         float sum = 0.f;
 #pragma unroll
@@ -536,12 +586,7 @@ template <class Config> struct WarpAttention {
             s[i][j][2 * r + c] = e;
             sum += e;
           }
-        l[i][r] = l[i][r] * alpha + sum; // this lane's part of the row
-#pragma unroll
-        for (int d = 0; d < kFragsD; ++d) {
-          o[i][d][2 * r] *= alpha;
-          o[i][d][2 * r + 1] *= alpha;
-        }
+        l[i][r] = l[i][r] * alpha[i][r] + sum; // this lane's part of the row
       }
   }
 
@@ -779,23 +824,8 @@ template <class Config> KGEN_DEVICE void run(const Params &p) {
   const unsigned warp = threadIdx.x / unsigned(kWaveSize);
   const int lane = int(threadIdx.x % unsigned(kWaveSize));
 
-  // The tiles of keys this block (this split) walks.
-  int lo, hi;
-  blk.keyRange(p, m0, lo, hi);
-  int tile0 = 0, tiles = 0;
-  if (hi > lo) {
-    tile0 = lo / Config::kBlockN;
-    tiles = (hi + Config::kBlockN - 1) / Config::kBlockN - tile0;
-  }
-  if constexpr (Config::kSplits > 1) {
-    const int split = int(blockIdx.y) % Config::kSplits;
-    const int per = (tiles + Config::kSplits - 1) / Config::kSplits;
-    const int first = split * per;
-    tile0 += first;
-    tiles = tiles - first < per ? tiles - first : per;
-    if (tiles < 0)
-      tiles = 0;
-  }
+  int tile0, tiles;
+  blk.keyTiles(p, m0, tile0, tiles);
 
   extern __shared__ __attribute__((aligned(16))) unsigned char kgen_smem[];
   T *const sQ = reinterpret_cast<T *>(kgen_smem);

@@ -621,3 +621,69 @@ TEST_F(AttentionGpu, SweepMatchesReference) {
 }
 
 } // namespace
+
+namespace {
+
+/// Every config of the sm_90a wgmma loop (blockM 64/128/192, blockN 64/128,
+/// 2-3 stages, with and without split-KV) on ragged sequence lengths, both
+/// layouts, GQA, causal, a window with ALiBi and a bias, head dims 64 to
+/// 256 and Dv != Dqk: the kernel's TMA boxes, swizzled descriptors and the
+/// P-from-registers wgmma all meet partial tiles here.
+TEST_F(AttentionGpu, WgmmaLoopEveryConfig) {
+  const Target t = Gpu::get().rt->target();
+  if (t != Target::SM90A)
+    GTEST_SKIP() << "the wgmma loop needs sm_90a, the GPU is "
+                 << toString(t);
+  std::vector<Case> cases;
+  {
+    Case c = fixed("wgmma causal GQA", 2, 8, 2, 513, 1000, 128, 128,
+                   DType::BF16, false);
+    c.p.causal = true;
+    cases.push_back(c);
+    c = fixed("wgmma bhsd f16 D64", 1, 4, 4, 200, 77, 64, 64, DType::F16,
+              true);
+    cases.push_back(c);
+    c = fixed("wgmma D256", 1, 2, 1, 300, 300, 256, 256, DType::BF16, false);
+    c.p.causal = true;
+    cases.push_back(c);
+    c = fixed("wgmma D192 Dv128", 1, 4, 4, 129, 513, 192, 128, DType::BF16,
+              false);
+    cases.push_back(c);
+    c = fixed("wgmma window alibi bias", 2, 4, 2, 257, 513, 64, 64,
+              DType::F16, false);
+    c.p.windowLeft = 100;
+    c.p.windowRight = 20;
+    c.p.alibi = c.p.bias = true;
+    cases.push_back(c);
+    c = fixed("wgmma decode", 2, 32, 8, 1, 4096, 128, 128, DType::BF16,
+              false);
+    cases.push_back(c);
+  }
+  unsigned seed = 1000;
+  int ran = 0;
+  for (const Case &c : cases)
+    for (int bm : {64, 128, 192})
+      for (int bn : {64, 128})
+        for (int stages : {2, 3})
+          for (int splits : {1, 3}) {
+            AttentionConfig cfg;
+            cfg.loop = AttentionLoop::Wgmma;
+            cfg.blockM = bm;
+            cfg.warps = bm / 16;
+            cfg.blockN = bn;
+            cfg.stages = stages;
+            cfg.splits = splits;
+            if (checkConfig(c.p, cfg, t))
+              continue;
+            const std::string b = runCase(c, &cfg, seed++);
+            EXPECT_TRUE(b.empty()) << c.name << " "
+                                   << attentionKernelName(c.p, cfg, t)
+                                   << ":\n"
+                                   << b;
+            ++ran;
+          }
+  std::printf("[ gpu      ] wgmma loop: %d (case, config) runs\n", ran);
+  EXPECT_GT(ran, 40);
+}
+
+} // namespace

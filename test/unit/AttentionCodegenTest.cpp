@@ -288,3 +288,105 @@ TEST(AttentionCandidates, DecodePacksGqaAndSplitsToCoverTheMachine) {
     EXPECT_TRUE(anyPacked) << toString(t);
   }
 }
+
+TEST(AttentionWgmma, LimitsNameTheRule) {
+  AttentionProblem p = causalGqa(); // D 128, bf16
+  AttentionConfig c;
+  c.loop = AttentionLoop::Wgmma;
+  c.blockM = 128;
+  c.blockN = 128;
+  c.warps = 8;
+  EXPECT_FALSE(checkConfig(p, c, Target::SM90A));
+  EXPECT_TRUE(contains(*checkConfig(p, c, Target::SM80),
+                       "loop = wgmma needs sm_90a"));
+  EXPECT_TRUE(contains(*checkConfig(p, c, Target::GFX942),
+                       "loop = wgmma needs sm_90a"));
+  AttentionConfig w = c;
+  w.warps = 4;
+  EXPECT_TRUE(contains(*checkConfig(p, w, Target::SM90A),
+                       "warps = blockM / 16 = 8 consumer warps, not 4"));
+  w = c;
+  w.blockM = 256;
+  w.warps = 16;
+  // (192 is three consumer warpgroups: fine for D = 64 with 128-key tiles.)
+  EXPECT_TRUE(contains(*checkConfig(p, w, Target::SM90A), "blockM = 64, 128 or 192"));
+  w = c;
+  w.packGqa = true;
+  EXPECT_TRUE(contains(*checkConfig(p, w, Target::SM90A), "pack_gqa"));
+  w = c;
+  w.preloadV = true;
+  EXPECT_TRUE(contains(*checkConfig(p, w, Target::SM90A), "preload_v = 0"));
+  AttentionProblem v = p;
+  v.varlen = true;
+  EXPECT_TRUE(contains(*checkConfig(v, c, Target::SM90A), "varlen"));
+  AttentionProblem d96 = p;
+  d96.headDimQk = d96.headDimV = 96;
+  EXPECT_TRUE(contains(*checkConfig(d96, c, Target::SM90A),
+                       "headDimQk = 96; use loop = tiled"));
+  // D = 256: O's 128 registers leave room for 64-key tiles only.
+  AttentionProblem d256 = p;
+  d256.headDimQk = d256.headDimV = 256;
+  EXPECT_TRUE(contains(*checkConfig(d256, c, Target::SM90A),
+                       "keeps O, S and P in 224 registers"));
+  w = c;
+  w.blockN = 64;
+  EXPECT_FALSE(checkConfig(d256, w, Target::SM90A));
+  // Three consumer warpgroups get 160 registers each.
+  AttentionProblem d64 = p;
+  d64.headDimQk = d64.headDimV = 64;
+  w = c;
+  w.blockM = 192;
+  w.warps = 12;
+  EXPECT_FALSE(checkConfig(d64, w, Target::SM90A));
+  EXPECT_TRUE(contains(*checkConfig(p, w, Target::SM90A),
+                       "past the 128 that fit the consumers' 160"));
+  // Traits: a producer warpgroup on top of the consumers; Q + 2 stages of
+  // K and V, unpadded, 1 KiB of alignment slack and 9 barriers.
+  const AttentionTraits tr = attentionTraits(p, c, Target::SM90A);
+  EXPECT_EQ(tr.threads, 384);
+  EXPECT_EQ(tr.smemBytes, 1024 + 128 * 128 * 2 + 2 * 128 * 256 * 2 + 8 * 9);
+}
+
+TEST(AttentionWgmma, CandidatesJsonAndName) {
+  AttentionProblem p = causalGqa();
+  bool any = false;
+  for (const AttentionConfig &c : enumerateConfigs(p, Target::SM90A))
+    any |= c.loop == AttentionLoop::Wgmma;
+  EXPECT_TRUE(any) << "sm_90a offers the wgmma loop for prefill";
+  EXPECT_EQ(defaultConfig(p, Target::SM90A).loop, AttentionLoop::Wgmma);
+  for (Target t : {Target::SM80, Target::GFX90A, Target::GFX942})
+    for (const AttentionConfig &c : enumerateConfigs(p, t))
+      EXPECT_EQ(c.loop, AttentionLoop::Tiled) << toString(t);
+  // Varlen problems stay on the tiled loop.
+  AttentionProblem v = p;
+  v.varlen = true;
+  for (const AttentionConfig &c : enumerateConfigs(v, Target::SM90A))
+    EXPECT_EQ(c.loop, AttentionLoop::Tiled);
+
+  AttentionConfig c;
+  c.loop = AttentionLoop::Wgmma;
+  c.blockM = 128;
+  c.blockN = 64;
+  c.warps = 8;
+  c.stages = 3;
+  const nlohmann::json j = toJson(c);
+  EXPECT_EQ(j.at("loop"), "wgmma");
+  EXPECT_EQ(attentionConfigFromJson(j), c);
+  EXPECT_FALSE(toJson(AttentionConfig()).contains("loop"));
+  nlohmann::json bad = j;
+  bad["loop"] = "fa3";
+  try {
+    attentionConfigFromJson(bad);
+    ADD_FAILURE() << "a bad loop was accepted";
+  } catch (const Error &e) {
+    EXPECT_TRUE(contains(e.what(), "'loop' = \"fa3\" must be \"tiled\" or "
+                                   "\"wgmma\""))
+        << e.what();
+  }
+  EXPECT_EQ(attentionKernelName(p, c, Target::SM90A),
+            "kgen_attn_bf16_d128_causal_lse_wgmma_b128x64_w8_s3");
+  const KernelSource ks = emitAttention(p, c, Target::SM90A);
+  EXPECT_EQ(ks.threads, 384);
+  EXPECT_TRUE(contains(ks.source, "kgen::attention_sm90::run<Config>(mapQ, "
+                                  "mapK, mapV, p);"));
+}

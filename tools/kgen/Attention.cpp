@@ -35,8 +35,11 @@ const char *kAttentionHelp =
   --varlen --alibi --bias --lse   features (cu_seqlens, ALiBi slopes,
                      additive bias matrix, log-sum-exp output)
 Attention config (optional; default: the dispatcher's heuristic):
+  --loop L           tiled (FlashAttention-2 style, every target) | wgmma
+                     (sm_90a: TMA producer + wgmma consumer warpgroups)
   --block MxN        query rows x keys per tile, e.g. 64x64
   --warps W  --stages S  --preload-v  --splits N
+                     (wgmma: warps = blockM / 16 consumer warps, the default)
   --pack-gqa         one block serves all query heads of a KV head
 Other: --target T, --inline (emit), --candidates --json (compile)
 )";
@@ -154,13 +157,23 @@ std::optional<AttentionConfig> attnConfigFromArgs(Args &args) {
     c.packGqa = true;
     any = true;
   }
+  if (auto v = args.value("loop")) {
+    auto l = parseAttentionLoop(*v);
+    if (!l)
+      throw Error("option --loop: '" + *v + "' is not tiled or wgmma");
+    c.loop = *l;
+    if (c.loop == AttentionLoop::Wgmma && !args.value("warps"))
+      c.warps = c.blockM / 16; // the consumer warps
+    any = true;
+  }
   if (!any)
     return std::nullopt;
   return c;
 }
 
 std::string attnConfigText(const AttentionConfig &c) {
-  return std::to_string(c.blockM) + "x" + std::to_string(c.blockN) + " w" +
+  return std::string(c.loop == AttentionLoop::Wgmma ? "wgmma " : "") +
+         std::to_string(c.blockM) + "x" + std::to_string(c.blockN) + " w" +
          std::to_string(c.warps) + " s" + std::to_string(c.stages) +
          (c.preloadV ? " pv" : "") +
          (c.splits > 1 ? " split" + std::to_string(c.splits) : "") +

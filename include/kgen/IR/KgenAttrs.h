@@ -20,6 +20,10 @@ void printSmemLayout(mlir::AsmPrinter &printer, SmemLayout layout);
 mlir::FailureOr<GemmLoop> parseGemmLoop(mlir::AsmParser &parser);
 void printGemmLoop(mlir::AsmPrinter &printer, GemmLoop loop);
 
+/// `tiled` or `wgmma`, the spelling of kgen::AttentionLoop in attributes.
+mlir::FailureOr<AttentionLoop> parseAttentionLoop(mlir::AsmParser &parser);
+void printAttentionLoop(mlir::AsmPrinter &printer, AttentionLoop loop);
+
 /// `recurrent`, `fused` or `twophase`, the spelling of kgen::MlstmVariant.
 mlir::FailureOr<MlstmVariant> parseMlstmVariant(mlir::AsmParser &parser);
 void printMlstmVariant(mlir::AsmPrinter &printer, MlstmVariant variant);

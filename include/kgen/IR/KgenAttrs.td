@@ -21,6 +21,14 @@ def Kgen_GemmLoopParameter
   let defaultValue = "::kgen::GemmLoop::Tiled";
 }
 
+/// kgen::AttentionLoop, spelled `tiled` or `wgmma`; `tiled` when omitted.
+def Kgen_AttentionLoopParameter
+    : AttrParameter<"::kgen::AttentionLoop", "attention main loop"> {
+  let parser = "::kgen::ir::parseAttentionLoop($_parser)";
+  let printer = "::kgen::ir::printAttentionLoop($_printer, $_self)";
+  let defaultValue = "::kgen::AttentionLoop::Tiled";
+}
+
 def Kgen_GemmConfigAttr : AttrDef<Kgen_Dialect, "GemmConfig"> {
   let mnemonic = "gemm_config";
   let summary = "A GEMM tile configuration (kgen::GemmConfig)";
@@ -88,20 +96,25 @@ def Kgen_AttentionConfigAttr : AttrDef<Kgen_Dialect, "AttentionConfig"> {
     shared-memory `stages`, whether V lands with K (`preload_v = 1`) or is
     waited for after the softmax (`0`), the split-KV count (`splits`, 1
     without flash decoding), and, optionally, `pack_gqa = 1`: one block
-    serves every query head of a KV head. `kgen.attention` checks it against the problem
-    and the target with `kgen::checkConfig`.
+    serves every query head of a KV head. A leading `loop = wgmma` picks
+    sm_90a's warp-specialized TMA + wgmma kernel (FlashAttention-3 style;
+    `warps` then counts the consumer warps, blockM / 16); `loop = tiled`, the
+    default, the FlashAttention-2 style kernel of every target.
+    `kgen.attention` checks it against the problem and the target with
+    `kgen::checkConfig`.
 
     Example:
 
     ```mlir
     #kgen.attention_config<block = [128, 64], warps = 8, stages = 2, preload_v = 0, splits = 1>
+    #kgen.attention_config<loop = wgmma, block = [128, 128], warps = 8, stages = 2, preload_v = 0, splits = 1>
     ```
   }];
-  let parameters = (ins "int":$blockM, "int":$blockN, "int":$warps,
+  let parameters = (ins Kgen_AttentionLoopParameter:$loop, "int":$blockM, "int":$blockN, "int":$warps,
                         "int":$stages, "int":$preloadV, "int":$splits,
                         DefaultValuedParameter<"int", "0">:$packGqa);
   let assemblyFormat = [{
-    `<` `block` `=` `[` $blockM `,` $blockN `]` `,` `warps` `=` $warps `,`
+    `<` (`loop` `=` $loop^ `,` ` `)? `block` `=` `[` $blockM `,` $blockN `]` `,` `warps` `=` $warps `,`
     `stages` `=` $stages `,` `preload_v` `=` $preloadV `,` `splits` `=` $splits
     (`,` `pack_gqa` `=` $packGqa^)? `>`
   }];

@@ -42,15 +42,24 @@ public:
   /// driver cannot say.
   virtual int residentClusters(Function f, const LaunchDims &d) = 0;
 
-  /// TMA (sm_90): writes the 128-byte tensor map (CUtensorMap) of a
-  /// row-major matrix of `rows` rows of `cols` 2-byte elements (`t`), rows
-  /// `ld` elements apart, read in boxes of boxCols x boxRows with the
-  /// 128-byte swizzle; reads past the matrix return zeros. Throws
-  /// kgen::Error on a backend or driver without tensor maps, or when the
-  /// driver refuses the arguments (alignment, box size).
-  virtual void encodeTensorMap(void *out, const void *base, DType t,
-                               uint64_t cols, uint64_t rows, uint64_t ld,
-                               uint32_t boxCols, uint32_t boxRows) = 0;
+  /// TMA (sm_90): writes the 128-byte tensor map (CUtensorMap) of a tensor
+  /// of `rank` (1..5) dimensions of 2-byte elements (`t`): dims[0] is the
+  /// contiguous one, strides[i] (elements, i >= 1; strides[0] is ignored)
+  /// the distance between consecutive indices of dim i; read in boxes of
+  /// box[0] x box[1] x ... with the 128-byte swizzle; reads past the tensor
+  /// return zeros. Throws kgen::Error on a backend or driver without tensor
+  /// maps, or when the driver refuses the arguments (alignment, box size).
+  virtual void encodeTensorMap(void *out, const void *base, DType t, int rank,
+                               const uint64_t *dims, const uint64_t *strides,
+                               const uint32_t *box) = 0;
+  /// The 2-D case: `rows` rows of `cols` elements, rows `ld` elements apart.
+  void encodeTensorMap2d(void *out, const void *base, DType t, uint64_t cols,
+                         uint64_t rows, uint64_t ld, uint32_t boxCols,
+                         uint32_t boxRows) {
+    const uint64_t dims[2] = {cols, rows}, strides[2] = {1, ld};
+    const uint32_t box[2] = {boxCols, boxRows};
+    encodeTensorMap(out, base, t, 2, dims, strides, box);
+  }
 
   // Memory, for tests, examples and benchmarks.
   virtual void *alloc(size_t bytes) = 0;

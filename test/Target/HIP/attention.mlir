@@ -31,3 +31,11 @@ kgen.attention @decode {batch = 1, heads_q = 32, heads_kv = 8, seqlen_q = 1, seq
 // CHECK:      static constexpr int kSplits = 32;
 // CHECK-NEXT: static constexpr bool kPackGqa = true;
 // CHECK:      kgen_attn_bf16_d128_b32x64_w2_s3_split32_gqa(kgen::attention::Params p) {
+
+// The sm_90a wgmma loop through the dialect: `loop = wgmma` leads the config.
+kgen.attention @fa3 {batch = 2, heads_q = 16, heads_kv = 16, seqlen_q = 8192, seqlen_k = 8192, head_dim_qk = 128, head_dim_v = 128, dtype = bf16, causal, target = "sm_90a", config = #kgen.attention_config<loop = wgmma, block = [128, 128], warps = 8, stages = 2, preload_v = 0, splits = 1>}
+
+// CHECK:      // config: wgmma loop, block 128 queries x 128 keys, 8 consumer warps, 2 K/V stages
+// CHECK:      #include "kgen/attention/attention_sm90.h"
+// CHECK:      kgen_attn_bf16_d128_causal_wgmma_b128x128_w8_s2(
+// CHECK:      kgen::attention_sm90::run<Config>(mapQ, mapK, mapV, p);

@@ -1,0 +1,333 @@
+//===- attention_sm90.h - Flash attention forward on sm_90a (wgmma) -*- C++ -*-===//
+//
+// The FlashAttention-3 structure on Hopper: one block computes kBlockM query
+// rows of one (batch, query head), warp-specialized:
+//
+//   warpgroup 0         the producer: one thread loads the Q tile once and
+//                       then K and V tiles of kBlockN keys through TMA into
+//                       a ring of kStages stages; K and V have their own
+//                       barriers, so QK^T starts before V has landed;
+//   warpgroups 1..kC    the consumers (1 to 3), 64 rows each: S = Q K^T with wgmma
+//                       (Q and K from shared memory, K-major), the online
+//                       softmax on S's accumulators in registers, then
+//                       O += P V with wgmma taking P from registers (its
+//                       accumulator layout is wgmma's A-register layout once
+//                       rounded to 16 bits) and V from shared memory
+//                       (N-major), K and V stages released as soon as their
+//                       wgmmas have completed.
+//
+// Q, K and V are read through 4-d tensor maps (dim, head, sequence, batch)
+// built on the host from the call's strides, so BSHD and BHSD are again
+// stride choices; boxes are 64 dims (one 128-byte swizzle row) wide, and a
+// head dim of 128 is two boxes side by side. Rows past the sequence arrive as
+// zeros. Masks, bias, ALiBi, the softmax, split-KV partials, the stores and
+// LSE are attention.h's: wgmma's m64nN accumulators give each warp 16 rows
+// in exactly the fragment layout of mma.sync m16n8, so WarpAttention's
+// softmax and store run unchanged on them.
+//
+// Not here (the dispatcher uses the tiled kernel for them): varlen, GQA
+// packing.
+//
+//===----------------------------------------------------------------------===//
+
+#pragma once
+
+#include "kgen/attention/attention.h"
+#include "kgen/common/wgmma_sm90.h"
+
+namespace kgen::attention_sm90 {
+
+using attention::Block;
+using attention::Params;
+using attention::RowWriter;
+using attention::WarpAttention;
+using sm90::TensorMap;
+
+template <class Config> struct Shape {
+  using T = typename Config::T;
+  static constexpr int kBlockM = Config::kBlockM, kBlockN = Config::kBlockN;
+  static constexpr int kDqk = Config::kHeadDimQk, kDv = Config::kHeadDimV;
+  static constexpr int kStages = Config::kStages;
+  static constexpr int kConsumers = kBlockM / 64;
+  static constexpr int kRowBytes = 128; ///< one swizzled row: 64 elements
+  /// A tile of R rows and D dims is D / 64 column blocks of R swizzled rows.
+  static constexpr int kQBytes = kBlockM * kDqk * 2;
+  static constexpr int kKBytes = kBlockN * kDqk * 2;
+  static constexpr int kVBytes = kBlockN * kDv * 2;
+  static constexpr int kStageBytes = kKBytes + kVBytes;
+  static constexpr int kBarriers = 1 + 4 * kStages;
+  /// 1024 bytes of slack to align the tiles to the swizzle's period.
+  static constexpr int kSmemBytes =
+      1024 + kQBytes + kStages * kStageBytes + 8 * kBarriers;
+  static constexpr int kAccumS = kBlockN / 2, kAccumO = kDv / 2;
+
+  static_assert(Config::kWgmma, "the wgmma loop's Config");
+  static_assert(kBlockM % 64 == 0 && kConsumers >= 1 && kConsumers <= 3,
+                "one to three consumer warpgroups of 64 rows");
+  /// setmaxnreg: the producer keeps 24 registers, the consumers share the
+  /// rest of the 64K (multiples of 8): 240 each for one or two, 160 for
+  /// three.
+  static constexpr int kConsumerRegs = kConsumers == 3 ? 160 : 240;
+  static_assert(128 * (24 + kConsumers * kConsumerRegs) <= 65536,
+                "the register file holds the warpgroups' registers");
+  static_assert(Config::kWarps == kConsumers * 4, "kWarps: consumer warps");
+  static_assert(Config::kThreads == 128 * (kConsumers + 1),
+                "consumers plus the producer warpgroup");
+  static_assert(kSmemBytes == Config::kSmemBytes,
+                "kSmemBytes disagrees with the template's smem layout");
+  static_assert(kDqk % 64 == 0 && kDv % 64 == 0,
+                "head dims are whole 128-byte swizzle rows");
+  static_assert(kBlockN % 64 == 0 && kBlockN <= 256 && kDv <= 256,
+                "wgmma N (kBlockN for S, kDv for O) is 64..256");
+  static_assert(!Config::kVarlen && !Config::kPackGqa && !Config::kPreloadV,
+                "varlen, GQA packing and preloaded V are the tiled loop's");
+};
+
+/// The producer's single thread: Q once, then K and V of every tile.
+template <class Config>
+KGEN_DEVICE void produce(unsigned char *smem, uint64_t *bars,
+                         const TensorMap &mapQ, const TensorMap &mapK,
+                         const TensorMap &mapV, int m0, int h, int hk, int b,
+                         int tile0, int tiles) {
+  using S = Shape<Config>;
+  uint64_t *qFull = bars, *kFull = bars + 1, *vFull = kFull + S::kStages,
+           *kEmpty = vFull + S::kStages, *vEmpty = kEmpty + S::kStages;
+  unsigned char *sQ = smem, *sKV = smem + S::kQBytes;
+  sm90::barrierArriveExpectTx(qFull, S::kQBytes);
+#pragma unroll
+  for (int c = 0; c < S::kDqk / 64; ++c)
+    sm90::tmaLoad4d(sQ + c * S::kBlockM * S::kRowBytes, &mapQ, qFull, c * 64,
+                    h, m0, b);
+  int stage = 0;
+  uint32_t phase = 0;
+  for (int it = 0; it < tiles; ++it) {
+    const int n0 = (tile0 + it) * S::kBlockN;
+    unsigned char *sK = sKV + stage * S::kStageBytes, *sV = sK + S::kKBytes;
+    sm90::barrierWait(&kEmpty[stage], phase ^ 1);
+    sm90::barrierArriveExpectTx(&kFull[stage], S::kKBytes);
+#pragma unroll
+    for (int c = 0; c < S::kDqk / 64; ++c)
+      sm90::tmaLoad4d(sK + c * S::kBlockN * S::kRowBytes, &mapK,
+                      &kFull[stage], c * 64, hk, n0, b);
+    sm90::barrierWait(&vEmpty[stage], phase ^ 1);
+    sm90::barrierArriveExpectTx(&vFull[stage], S::kVBytes);
+#pragma unroll
+    for (int c = 0; c < S::kDv / 64; ++c)
+      sm90::tmaLoad4d(sV + c * S::kBlockN * S::kRowBytes, &mapV,
+                      &vFull[stage], c * 64, hk, n0, b);
+    if (++stage == S::kStages) {
+      stage = 0;
+      phase ^= 1;
+    }
+  }
+}
+
+/// One consumer warpgroup: its 64 rows against every key tile, with the
+/// softmax of tile j overlapping the tensor cores' P V of tile j - 1
+/// (FlashAttention-3's intra-warpgroup pipelining): per step, S_j = Q K_j^T
+/// and O += P_{j-1} V_{j-1} are issued together, S_j is waited for and
+/// turned into P_j while P V still runs, and once P V is done O is rescaled
+/// and P_j packed into the A registers P V read. Between warpgroups, the
+/// issues take turns (ping-pong, below).
+template <class Config>
+KGEN_DEVICE void consume(unsigned char *smem, uint64_t *bars, const Params &p,
+                         const Block<Config> &blk, int m0, int tile0,
+                         int tiles) {
+  using S = Shape<Config>;
+  using T = typename S::T;
+  using W = WarpAttention<Config>;
+  uint64_t *qFull = bars, *kFull = bars + 1, *vFull = kFull + S::kStages,
+           *kEmpty = vFull + S::kStages, *vEmpty = kEmpty + S::kStages;
+  const int consumer = int(threadIdx.x / 128u) - 1;
+  const int warp = int(threadIdx.x / 32u) - 4, lane = int(threadIdx.x % 32u);
+  const bool warpLeader = lane == 0;
+  const unsigned char *sQ = smem + consumer * 64 * S::kRowBytes;
+  const unsigned char *sKV = smem + S::kQBytes;
+
+  // WarpAttention's row statistics, O (16 rows per warp: kFragsM = 1) and
+  // its softmax/store; S and O are the wgmma accumulators themselves.
+  static_assert(W::kFragsM == 1 && W::kFragsN * 4 == S::kAccumS &&
+                    W::kFragsD * 4 == S::kAccumO,
+                "wgmma's m64nN accumulators are WarpAttention's fragments");
+  W wa;
+  wa.init(0, warp, lane);
+  float(&o)[S::kAccumO] = reinterpret_cast<float(&)[S::kAccumO]>(wa.o);
+  using MmaS = sm90::Wgmma<T, S::kBlockN, false>;
+  using MmaO = sm90::WgmmaRs<T, S::kDv, true>;
+
+  float s[S::kAccumS];
+  // P of the previous tile, as P V's A registers: 16-key slices packed in
+  // pairs exactly as W::pv packs them for mma.sync.
+  uint32_t a[S::kBlockN / 16][4];
+  // S = Q K^T: Dqk / 16 k-steps, 4 per 64-dim column block.
+  auto issueScores = [&](const unsigned char *sK) {
+#pragma unroll
+    for (int kk = 0; kk < S::kDqk / 16; ++kk) {
+      const int c = kk / 4, step = kk % 4;
+      MmaS::run(s,
+                sm90::matrixDescriptor(
+                    sQ + c * S::kBlockM * S::kRowBytes + step * 32, 16, 1024),
+                sm90::matrixDescriptor(
+                    sK + c * S::kBlockN * S::kRowBytes + step * 32, 16, 1024),
+                kk > 0);
+    }
+    sm90::wgmmaCommit();
+  };
+  // O += P V: V's k16 steps are 16 swizzled rows (2048 bytes) apart, its
+  // 64-dim column blocks kBlockN rows apart (the descriptor's leading
+  // offset).
+  auto issuePv = [&](const unsigned char *sV) {
+#pragma unroll
+    for (int kc = 0; kc < S::kBlockN / 16; ++kc)
+      MmaO::run(o, a[kc],
+                sm90::matrixDescriptor(sV + kc * 2048,
+                                       S::kBlockN * S::kRowBytes, 1024),
+                1);
+    sm90::wgmmaCommit();
+  };
+  // S -> P (log2 domain, masks, running max and sum); O's rescale factors
+  // go to alpha.
+  auto toProbabilities = [&](int it, float (&alpha)[1][2]) {
+    const int n0 = (tile0 + it) * S::kBlockN;
+    wa.probabilities(p, blk, m0, n0, blk.tileMasked(p, m0, n0),
+                     reinterpret_cast<float(&)[1][W::kFragsN][4]>(s), alpha);
+  };
+  // P into P V's A registers. wgmma reads them asynchronously: never while
+  // a P V that uses them is still running.
+  auto packP = [&] {
+#pragma unroll
+    for (int kc = 0; kc < S::kBlockN / 16; ++kc)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        a[kc][e] = W::pack(s[8 * kc + 2 * e], s[8 * kc + 2 * e + 1]);
+  };
+  // Ping-pong between the consumer warpgroups (FlashAttention-3): each
+  // issues its wgmmas only after the previous one (cyclically) has issued
+  // its own, so one warpgroup's softmax runs while the other's matrix work
+  // has the tensor cores. Barrier 1 + c is consumer c's turn; the last
+  // consumer opens the first turn, and skips its final hand-over so every
+  // barrier sees as many arrivals as syncs.
+  const int steps = tiles > 0 ? tiles + 1 : 0; // S_0, then one per tile
+  int step = 0;
+  auto turnBegin = [&] {
+    if constexpr (S::kConsumers > 1)
+      sm90::namedBarrierSync<256>(1 + consumer);
+  };
+  auto turnEnd = [&] {
+    if constexpr (S::kConsumers > 1) {
+      ++step;
+      if (!(consumer == S::kConsumers - 1 && step == steps))
+        sm90::namedBarrierArrive<256>(1 + (consumer + 1) % S::kConsumers);
+    }
+  };
+  if constexpr (S::kConsumers > 1) {
+    if (consumer == S::kConsumers - 1 && steps > 0)
+      sm90::namedBarrierArrive<256>(1);
+  }
+  auto stageOf = [](int it) { return it % S::kStages; };
+  auto phaseOf = [](int it) { return uint32_t(it / S::kStages) & 1u; };
+  auto kTile = [&](int it) { return sKV + stageOf(it) * S::kStageBytes; };
+
+  sm90::barrierWait(qFull, 0);
+  if (tiles > 0) {
+    // Tile 0: S alone.
+    sm90::barrierWait(&kFull[0], 0);
+    turnBegin();
+    sm90::wgmmaFence();
+    issueScores(kTile(0));
+    turnEnd();
+    sm90::wgmmaWait<0>();
+    sm90::fenceAccumulators(s);
+    if (warpLeader)
+      sm90::barrierArrive(&kEmpty[0]);
+    float alpha[1][2];
+    toProbabilities(0, alpha); // O is still zero: no rescale
+    packP();
+  }
+  for (int it = 1; it < tiles; ++it) {
+    const int prev = it - 1;
+    sm90::barrierWait(&kFull[stageOf(it)], phaseOf(it));
+    sm90::barrierWait(&vFull[stageOf(prev)], phaseOf(prev));
+    sm90::fenceAccumulators(o);
+    turnBegin();
+    sm90::wgmmaFence();
+    issueScores(kTile(it));
+    issuePv(kTile(prev) + S::kKBytes);
+    turnEnd();
+    sm90::wgmmaWait<1>(); // S_it has landed; P V of prev still runs
+    sm90::fenceAccumulators(s);
+    if (warpLeader)
+      sm90::barrierArrive(&kEmpty[stageOf(it)]);
+    float alpha[1][2];
+    toProbabilities(it, alpha);
+    sm90::wgmmaWait<0>();
+    sm90::fenceAccumulators(o);
+    if (warpLeader)
+      sm90::barrierArrive(&vEmpty[stageOf(prev)]);
+    wa.rescale(alpha);
+    packP();
+  }
+  if (tiles > 0) {
+    const int last = tiles - 1;
+    sm90::barrierWait(&vFull[stageOf(last)], phaseOf(last));
+    sm90::fenceAccumulators(o);
+    turnBegin();
+    sm90::wgmmaFence();
+    issuePv(kTile(last) + S::kKBytes);
+    turnEnd();
+    sm90::wgmmaWait<0>();
+    sm90::fenceAccumulators(o);
+    if (warpLeader)
+      sm90::barrierArrive(&vEmpty[stageOf(last)]);
+  }
+  wa.store(RowWriter<Config>(p, blk), blk, m0);
+}
+
+/// The main kernel's body. Launch: grid (ceil(seqlenQ / kBlockM), headsQ *
+/// kSplits, batch), kThreads threads, kSmemBytes of dynamic shared memory.
+template <class Config>
+KGEN_DEVICE void run(const TensorMap &mapQ, const TensorMap &mapK,
+                     const TensorMap &mapV, const Params &p) {
+  using S = Shape<Config>;
+  Block<Config> blk;
+  if (!blk.init(p))
+    return;
+  const int m0 = int(blockIdx.x) * Config::kBlockM;
+  int tile0, tiles;
+  blk.keyTiles(p, m0, tile0, tiles);
+
+  // Tiles start on a 1024-byte boundary, the period of the 128-byte
+  // swizzle, so TMA and wgmma agree on the pattern.
+  extern __shared__ __align__(1024) unsigned char smemRaw[];
+  unsigned char *smem =
+      smemRaw + ((1024 - (sm90::smemAddress(smemRaw) & 1023)) & 1023);
+  uint64_t *bars = reinterpret_cast<uint64_t *>(smem + S::kQBytes +
+                                                S::kStages * S::kStageBytes);
+  if (threadIdx.x == 0) {
+    sm90::barrierInit(&bars[0], 1); // Q
+    for (int s = 0; s < S::kStages; ++s) {
+      sm90::barrierInit(&bars[1 + s], 1);                 // K full
+      sm90::barrierInit(&bars[1 + S::kStages + s], 1);    // V full
+      sm90::barrierInit(&bars[1 + 2 * S::kStages + s],    // K empty
+                        S::kConsumers * 4);               // one per warp
+      sm90::barrierInit(&bars[1 + 3 * S::kStages + s],    // V empty
+                        S::kConsumers * 4);
+    }
+    sm90::fenceBarrierInit();
+  }
+  __syncthreads();
+
+  if (threadIdx.x < 128) {
+    sm90::setMaxRegsDec<24>();
+    if (threadIdx.x == 0) {
+      const int g = p.headsQ / p.headsKv;
+      produce<Config>(smem, bars, mapQ, mapK, mapV, m0, blk.h, blk.h / g,
+                      blk.b, tile0, tiles);
+    }
+  } else {
+    sm90::setMaxRegsInc<S::kConsumerRegs>();
+    consume<Config>(smem, bars, p, blk, m0, tile0, tiles);
+  }
+}
+
+} // namespace kgen::attention_sm90
