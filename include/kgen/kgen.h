@@ -75,7 +75,7 @@ struct AttentionArgs {
           strideV[3] = {0, 0, 0}, strideO[3] = {0, 0, 0};
   int64_t strideBias[3] = {0, 0, 0}; ///< {batch, head, row}; 0: packed
                                      ///< [batch, headsQ, seqlenQ, seqlenK]
-  float scale = 0.f; ///< 0: 1 / sqrt(headDimQk)
+  float scale = 0.f; ///< 0: 1 / sqrt(headDimQk); else positive and finite
   /// Split-KV partials (attentionWorkspaceBytes); null: the runtime's own
   /// buffer, allocated on first need (never during graph capture).
   void *workspace = nullptr;

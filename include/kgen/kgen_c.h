@@ -166,7 +166,7 @@ typedef struct kgen_attention_args {
   int64_t total_q;            /**< varlen with lse: cu_seqlens_q[batch] */
   int64_t stride_q[3], stride_k[3], stride_v[3], stride_o[3];
   int64_t stride_bias[3];     /**< {batch, head, row}; 0: packed */
-  float scale;                /**< 0: 1 / sqrt(head_dim_qk) */
+  float scale;                /**< 0: 1 / sqrt(head_dim_qk); else > 0 */
 } kgen_attention_args_t;
 
 /** O = softmax(scale * Q K^T + bias) V for an attention problem

@@ -231,6 +231,11 @@ void Runtime::launchAttention(const AttentionProblem &p,
   prm.lseStride[1] = p.varlen ? args.totalQ : p.seqlenQ;
   const float scale =
       args.scale != 0.f ? args.scale : 1.f / std::sqrt(float(p.headDimQk));
+  // The kernels fold the scale into exp2's FMA after the row maximum, which
+  // holds for a positive scale only.
+  if (!(scale > 0.f) || !std::isfinite(scale))
+    argError("scale = " + std::to_string(scale) +
+             " must be positive and finite (0 means 1/sqrt(headDimQk))");
   prm.scaleLog2 = scale * 1.4426950408889634f;
   prm.windowLeft = p.windowLeft;
   prm.windowRight = p.windowRight;

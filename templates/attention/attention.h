@@ -75,7 +75,25 @@ KGEN_DEVICE float log2Of(float x) {
 #endif
 }
 
-KGEN_DEVICE float maxOf(float a, float b) { return a > b ? a : b; }
+KGEN_DEVICE float fmaOf(float a, float b, float c) { // a * b + c, rounded once
+#if KGEN_PTX
+  float y;
+  asm("fma.rn.f32 %0, %1, %2, %3;" : "=f"(y) : "f"(a), "f"(b), "f"(c));
+  return y;
+#else
+  return __builtin_fmaf(a, b, c);
+#endif
+}
+
+KGEN_DEVICE float maxOf(float a, float b) {
+#if KGEN_PTX
+  float y; // one instruction, where a compare and a select are two
+  asm("max.f32 %0, %1, %2;" : "=f"(y) : "f"(a), "f"(b));
+  return y;
+#else
+  return a > b ? a : b;
+#endif
+}
 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
@@ -515,9 +533,19 @@ template <class Config> struct WarpAttention {
     }
   }
 
+  /// x in the low half, y in the high half, each rounded to nearest even.
   static KGEN_DEVICE uint32_t pack(float x, float y) {
+#if KGEN_PTX
+    uint32_t d; // one conversion of the pair
+    if constexpr (IsSame<T, bf16>::value)
+      asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(y), "f"(x));
+    else
+      asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(y), "f"(x));
+    return d;
+#else
     return uint32_t(Convert<T>::fromFloat(x).bits) |
            uint32_t(Convert<T>::fromFloat(y).bits) << 16;
+#endif
   }
 
   /// Scales S into the log2 domain, adds bias, masks, updates the running
@@ -549,6 +577,11 @@ template <class Config> struct WarpAttention {
                                  float (&s)[kFragsM][kFragsN][4],
                                  float (&alpha)[kFragsM][2]) {
     const int g = lane / 4, t = lane % 4;
+    // Without bias terms the scale is folded into the exponent's FMA:
+    // max(scale * s) = scale * max(s) for the positive scale the runtime
+    // requires, so S stays raw until exp2(s * scale - m).
+    constexpr bool kFold = !Config::kAlibi && !Config::kBias;
+    const float expScale = kFold ? p.scaleLog2 : 1.f;
 #pragma unroll
     for (int i = 0; i < kFragsM; ++i)
 #pragma unroll
@@ -561,8 +594,9 @@ template <class Config> struct WarpAttention {
 #pragma unroll
           for (int c = 0; c < 2; ++c) {
             const int col = n0 + 8 * j + 2 * t + c;
-            float x = s[i][j][2 * r + c] * p.scaleLog2;
-            if constexpr (Config::kAlibi || Config::kBias) {
+            float x = s[i][j][2 * r + c];
+            if constexpr (!kFold) {
+              x *= p.scaleLog2;
               if (row < blk.rows && col < blk.seqK)
                 x += blk.bias(p, blk.headOf(row), query, col);
             }
@@ -573,6 +607,8 @@ template <class Config> struct WarpAttention {
           }
         mx = maxOf(mx, shuffleXor(mx, 1));
         mx = maxOf(mx, shuffleXor(mx, 2));
+        if constexpr (kFold)
+          mx *= p.scaleLog2; // -inf stays -inf
         const float mNew = maxOf(m[i][r], mx);
         const float ref = mNew == negInf() ? 0.f : mNew;
         alpha[i][r] = exp2Of(m[i][r] - ref);
@@ -582,7 +618,9 @@ template <class Config> struct WarpAttention {
         for (int j = 0; j < kFragsN; ++j)
 #pragma unroll
           for (int c = 0; c < 2; ++c) {
-            const float e = exp2Of(s[i][j][2 * r + c] - ref);
+            // -inf (masked) gives -inf, exp2 0.
+            const float e =
+                exp2Of(fmaOf(s[i][j][2 * r + c], expScale, -ref));
             s[i][j][2 * r + c] = e;
             sum += e;
           }
