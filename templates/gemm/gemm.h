@@ -29,6 +29,7 @@
 #include "kgen/common/mfma_cdna.h"
 #endif
 #include "kgen/gemm/epilogue.h"
+#include "kgen/gemm/fixup.h"
 #include "kgen/gemm/params.h"
 
 namespace kgen::gemm {
@@ -439,47 +440,27 @@ template <class Config, class TileA, class TileB> struct WarpMma {
 };
 #endif
 
-/// Split-K's fix-up: the kSplitK blocks of one output tile each publish
-/// their fp32 partial sums to the workspace; the last to arrive (an atomic
-/// counter per tile) adds them all, in split order so the result does not
-/// depend on which block came last, resets the counter for the next launch
-/// and returns true: it alone runs the epilogue. Each thread keeps its own
-/// accumulators' slots (element e of thread t at e * kThreads + t), so the
-/// layout follows whatever the MMA atom's fragments are.
+/// Split-K's fix-up (fixup.h): the kSplitK blocks of one output tile each
+/// publish their fp32 partial sums to the tile's kSplitK workspace slots;
+/// the last to arrive adds them in split order and returns true: it alone
+/// runs the epilogue.
 template <class Config, class Mma>
 KGEN_DEVICE bool splitKFixup(const Params &p, Mma &mma, int tile, int split,
                              int *flag) {
   constexpr int kSplitK = Config::kSplitK, kThreads = Config::kThreads;
-  constexpr int kAccum = Mma::kAccum;
-  float *const ws = static_cast<float *>(p.workspace) +
-                    (long long)tile * kSplitK * kAccum * kThreads;
-  const int t = int(threadIdx.x);
-#pragma unroll
-  for (int e = 0; e < kAccum; ++e)
-    ws[(split * kAccum + e) * kThreads + t] = mma.get(e);
-  __threadfence(); // the partials are visible before the arrival counts
-  __syncthreads();
-  if (t == 0) {
-    const unsigned arrived = atomicAdd(p.counters + tile, 1u);
-    *flag = arrived == unsigned(kSplitK - 1);
-    if (*flag)
-      p.counters[tile] = 0u; // every other block of the tile is done with it
-  }
-  __syncthreads();
-  if (!*flag)
-    return false;
-  __threadfence();
-  // volatile: the other blocks' partials must come from memory, not from a
-  // cache line this block might hold.
-  const volatile float *part = ws;
-#pragma unroll
-  for (int e = 0; e < kAccum; ++e) {
-    float sum = 0.f;
-    for (int s = 0; s < kSplitK; ++s)
-      sum += s == split ? mma.get(e) : part[(s * kAccum + e) * kThreads + t];
-    mma.set(e, sum);
-  }
-  return true;
+  struct Slots {
+    float *tileSlots;
+    KGEN_DEVICE float *operator()(int s) const {
+      return tileSlots + (long long)s * Mma::kAccum * kThreads;
+    }
+  };
+  struct BlockSync {
+    KGEN_DEVICE void operator()() const { __syncthreads(); }
+  };
+  const Slots slots{static_cast<float *>(p.workspace) +
+                    (long long)tile * kSplitK * Mma::kAccum * kThreads};
+  return fixupPartials<kThreads>(p, mma, tile, split, kSplitK, slots,
+                                 int(threadIdx.x), flag, BlockSync{});
 }
 
 /// The kernel body; the generated kernel forwards its Params. Launch:

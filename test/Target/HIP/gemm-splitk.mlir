@@ -13,8 +13,11 @@ kgen.gemm @decode {m = 16, n = 4096, k = 4096, ab = bf16, c = bf16, layout = "nt
 
 // The fix-up in the template: publish, count arrivals, the last adds the
 // partials in split order and resets its counter.
-// INLINE:     KGEN_DEVICE bool splitKFixup(
+// The fix-up is the one stream-K uses too (kgen/gemm/fixup.h).
+// INLINE:     KGEN_DEVICE bool fixupPartials(
 // INLINE:     atomicAdd(p.counters + tile, 1u)
 // INLINE:     p.counters[tile] = 0u;
-// INLINE:     sum += s == split ? mma.get(e) : part[(s * kAccum + e) * kThreads + t];
+// INLINE:     acc.set(e, (j == 0 ? 0.f : acc.get(e)) + partial[e * kThreads + t]);
+// INLINE:     KGEN_DEVICE bool splitKFixup(
+// INLINE:     return fixupPartials<kThreads>(p, mma, tile, split, kSplitK, slots,
 // INLINE:     if (!splitKFixup<Config>(p, mma, tile, split,
