@@ -162,6 +162,11 @@ struct GemmConfig {
   /// shapes whose tiles leave multiprocessors idle: small M (decode), or
   /// few tiles with a long K.
   int splitK = 1;
+  /// Stream-K (wgmma loop): the persistent CTAs share out the k-iterations
+  /// of all tiles in equal runs instead of taking whole tiles; a tile split
+  /// between CTAs is added up through the same workspace and fix-up as
+  /// split-K. For shapes with fewer tiles than multiprocessors.
+  bool streamK = false;
 
   bool operator==(const GemmConfig &) const = default;
 };

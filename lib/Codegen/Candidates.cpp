@@ -17,6 +17,14 @@
 // measure; the heuristic default (no measurement) stays a config without
 // split-K.
 //
+// Stream-K (wgmma loop) joins on sm_90a under the same condition: the
+// persistent CTAs share out all tiles' k-iterations in equal runs, so the
+// time is that of total / multiprocessors iterations plus the fix-up of
+// the tiles split between CTAs (two partial tiles per CTA at most). Up to
+// kMaxSplitCandidates of them join the list as split-K's do, and the
+// heuristic default is the best-ranked of all but split-K, so it picks
+// stream-K where the model says so (mid-size shapes such as 532x2048x2048).
+//
 //===----------------------------------------------------------------------===//
 
 #include "kgen/Codegen/Candidates.h"
@@ -59,6 +67,17 @@ double modelCost(const GemmProblem &p, const GemmConfig &c, Target t) {
     double wgSpeed = std::min(intensity, 96.0);
     tileTime = double(c.blockM) * c.blockN * kSteps * c.blockK / wgSpeed;
     stageFactor = c.stages >= 4 ? 1.0 : 1.1;
+    if (c.streamK) {
+      // Equal runs of k-iterations; each CTA writes up to two fp32 partial
+      // tiles and the last contributor reads them back (as split-K's
+      // fix-up, a MAC unit a byte), at most two per CTA.
+      double cus = targetInfo(t).computeUnits;
+      double run = std::ceil(tiles * kSteps / cus);
+      double fixup = 2.0 * c.blockM * c.blockN * 4.0;
+      return 0.5 * (run * double(c.blockM) * c.blockN * c.blockK / wgSpeed *
+                        stageFactor +
+                    fixup);
+    }
     return 0.5 * waves * tileTime * stageFactor;
   }
   if (c.splitK > 1) {
@@ -109,7 +128,7 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
   int64_t capM = std::max<int64_t>(pow2Ceil(p.m), amd ? 32 : 16);
   int64_t capN = std::max<int64_t>(pow2Ceil(p.n), 64);
 
-  std::vector<std::pair<double, GemmConfig>> ranked;
+  std::vector<std::pair<double, GemmConfig>> ranked, streamK;
   for (const Shape &s : shapes) {
     if (s.bm > capM || s.bn > capN)
       continue;
@@ -157,6 +176,12 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
         if (checkConfig(p, c, t))
           continue;
         ranked.push_back({modelCost(p, c, t), c});
+        // Stream-K where the tiles leave multiprocessors idle.
+        const double tiles = std::ceil(double(p.m) / c.blockM) *
+                             std::ceil(double(p.n) / c.blockN);
+        c.streamK = true;
+        if (tiles < targetInfo(t).computeUnits && !checkConfig(p, c, t))
+          streamK.push_back({modelCost(p, c, t), c});
       }
     }
   }
@@ -184,11 +209,15 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
   auto byCost = [](auto &a, auto &b) { return a.first < b.first; };
   std::stable_sort(ranked.begin(), ranked.end(), byCost);
   std::stable_sort(split.begin(), split.end(), byCost);
+  std::stable_sort(streamK.begin(), streamK.end(), byCost);
   if (ranked.size() > kMaxCandidates)
     ranked.resize(kMaxCandidates);
   if (split.size() > kMaxSplitCandidates)
     split.resize(kMaxSplitCandidates);
+  if (streamK.size() > kMaxSplitCandidates)
+    streamK.resize(kMaxSplitCandidates);
   ranked.insert(ranked.end(), split.begin(), split.end());
+  ranked.insert(ranked.end(), streamK.begin(), streamK.end());
   std::stable_sort(ranked.begin(), ranked.end(), byCost);
   std::vector<GemmConfig> out;
   for (auto &[cost, c] : ranked)
@@ -198,7 +227,7 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
 
 GemmConfig defaultConfig(const GemmProblem &p, Target t) {
   // Split-K candidates wait for a measurement (the tuner's numeric check
-  // and timing) before the dispatcher uses them.
+  // and timing) before the dispatcher uses them; stream-K ones compete.
   for (const GemmConfig &c : enumerateConfigs(p, t))
     if (c.splitK == 1)
       return c;

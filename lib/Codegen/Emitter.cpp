@@ -107,6 +107,8 @@ std::string configComment(const GemmConfig &c) {
        << " stages, 128-byte swizzled shared memory";
     if (c.cluster > 1)
       os << ", clusters of " << c.cluster << " (B multicast)";
+    if (c.streamK)
+      os << ", stream-K";
     return os.str();
   }
   os << "block " << c.blockM << "x" << c.blockN << "x" << c.blockK << ", warps "
@@ -167,6 +169,8 @@ std::string gemmKernelName(const GemmProblem &p, const GemmConfig &c,
     if (c.cluster > 1)
       os << "_c" << c.cluster;
     os << "_v" << tr.vecA << tr.vecB << tr.vecC;
+    if (c.streamK)
+      os << "_streamk";
   } else {
     os << "_b" << c.blockM << "x" << c.blockN << "x" << c.blockK << "_w"
        << c.warpsM << "x" << c.warpsN << "_s" << c.stages;
@@ -235,11 +239,16 @@ KernelSource emitGemm(const GemmProblem &p, const GemmConfig &c, Target t,
              : "MFMA 32x32x8, wave64 (kgen/common/mfma_cdna.h)")
      << "\n";
   if (wgmma)
-    os << "// launch: persistent grid (min(tiles, multiprocessors)"
+    os << "// launch: persistent grid (min("
+       << (c.streamK ? "tiles x k-slices" : "tiles") << ", multiprocessors)"
        << (c.cluster > 1 ? ", in clusters of " + std::to_string(c.cluster)
                          : std::string())
        << "), " << tr.threads << " threads, " << tr.smemBytes
        << " B dynamic shared memory; A and B through tensor maps\n";
+  if (wgmma && c.streamK)
+    os << "// stream-K: each CTA takes an equal run of the tiles x "
+          "k-slices iterations; tiles split between CTAs are added up "
+          "through the workspace (kgen/gemm/fixup.h)\n";
   else
     os << "// launch: grid (ceil(N/" << c.blockN << "), ceil(M/" << c.blockM
        << "), batch), " << tr.threads << " threads, " << tr.smemBytes
@@ -273,6 +282,8 @@ KernelSource emitGemm(const GemmProblem &p, const GemmConfig &c, Target t,
        << "  static constexpr int kStages = " << c.stages << ";\n"
        << "  static constexpr int kCluster = " << c.cluster
        << "; // CTAs sharing B by multicast\n"
+       << "  static constexpr bool kStreamK = " << boolStr(c.streamK)
+       << "; // CTAs share out the k-iterations\n"
        << "  static constexpr int kVecC = " << tr.vecC << ";\n"
        << "  static constexpr bool kCheckM = " << boolStr(tr.checkM)
        << ", kCheckN = " << boolStr(tr.checkN) << ";\n"
@@ -343,8 +354,19 @@ KernelSource emitGemm(const GemmProblem &p, const GemmConfig &c, Target t,
 }
 
 GemmWorkspace gemmWorkspace(const GemmProblem &p, const GemmConfig &c,
-                            int64_t m, int64_t batch) {
+                            int64_t m, int64_t batch, int64_t ctas) {
   GemmWorkspace w;
+  if (c.loop == GemmLoop::Wgmma && c.streamK) {
+    // Two partial tiles per CTA (its first and last segments), a counter
+    // per tile (templates/gemm/schedule.h).
+    const int64_t tiles =
+        ((m + c.blockM - 1) / c.blockM) * ((p.n + c.blockN - 1) / c.blockN);
+    if (ctas <= 0)
+      ctas = gemmLaunchDims(p, c, Target::SM90A, m).grid[0];
+    w.counters = tiles;
+    w.partialBytes = 2 * ctas * int64_t(c.blockM) * c.blockN * 4;
+    return w;
+  }
   if (c.splitK <= 1 || c.loop != GemmLoop::Tiled)
     return w;
   const int64_t tiles = batch * ((m + c.blockM - 1) / c.blockM) *
@@ -364,6 +386,8 @@ LaunchDims gemmLaunchDims(const GemmProblem &p, const GemmConfig &c, Target t,
     // Persistent: one block per multiprocessor walks the tiles.
     // Clusters take kCluster vertically adjacent tiles at a time.
     int64_t units = (tilesM + c.cluster - 1) / c.cluster * tilesN;
+    if (c.streamK) // as many CTAs as k-iterations at most
+      units *= std::max<int64_t>(1, (p.k + c.blockK - 1) / c.blockK);
     int64_t slots = computeUnits > 0 ? computeUnits / c.cluster : units;
     d.grid[0] =
         unsigned(std::max<int64_t>(1, std::min(units, slots)) * c.cluster);

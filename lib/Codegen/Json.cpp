@@ -52,6 +52,8 @@ json toJson(const GemmConfig &c) {
     j["cluster"] = c.cluster;
   if (c.splitK != 1)
     j["split_k"] = c.splitK;
+  if (c.streamK)
+    j["stream_k"] = true;
   return j;
 }
 
@@ -170,6 +172,7 @@ GemmConfig gemmConfigFromJson(const json &j) {
       int(fields.getInt(j, "pad", c.smem == SmemLayout::Padded ? 8 : 0));
   c.cluster = int(fields.getInt(j, "cluster", 1));
   c.splitK = int(fields.getInt(j, "split_k", 1));
+  c.streamK = fields.getBool(j, "stream_k", false);
   return c;
 }
 

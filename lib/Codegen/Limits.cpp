@@ -102,9 +102,16 @@ std::optional<std::string> checkConfig(const GemmProblem &p,
   if (c.loop == GemmLoop::Wgmma) {
     if (c.splitK != 1)
       return "config: splitK = " + str(c.splitK) +
-             " with loop = wgmma; split-K is the tiled loop's (use 1)";
+             " with loop = wgmma; split-K is the tiled loop's (use 1, or "
+             "stream-K)";
+    if (c.streamK && c.cluster != 1)
+      return "config: streamK with cluster = " + str(c.cluster) +
+             "; stream-K runs single CTAs (use cluster = 1)";
     return checkWgmmaConfig(p, c, t);
   }
+  if (c.streamK)
+    return std::string("config: streamK needs loop = wgmma (the persistent "
+                       "grid); the tiled loop has split-K");
   if (c.cluster != 1)
     return "config: cluster = " + str(c.cluster) +
            " needs loop = wgmma (clusters share B through TMA multicast)";

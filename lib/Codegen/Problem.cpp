@@ -163,7 +163,7 @@ GemmTraits gemmTraits(const GemmProblem &p, const GemmConfig &c, Target t) {
     tr.threads = 128 * (c.warpsM + 1);
     int64_t smem =
         int64_t(c.stages) * (c.blockM + c.blockN) * c.blockK * sizeOf(p.ab) +
-        16 * c.stages + 1024;
+        16 * c.stages + 1024 + (c.streamK ? 16 : 0); // stream-K's flag
     tr.smemBytes = int(std::min<int64_t>(smem, INT32_MAX));
     tr.accumPerThread = c.blockM / std::max(c.warpsM, 1) / 64 * c.blockN / 2;
     return tr;

@@ -80,6 +80,7 @@ kgen::GemmConfig GemmConfigAttr::getConfig() const {
   c.loop = getLoop();
   c.cluster = getCluster();
   c.splitK = getSplitK();
+  c.streamK = getStreamK() != 0;
   c.blockM = getBlockM();
   c.blockN = getBlockN();
   c.blockK = getBlockK();

@@ -553,7 +553,8 @@ void Runtime::launch(const Kernel &k, const GemmArgs &args, void *stream) {
   prm.batch = int(r.batch);
   prm.alpha = args.alpha;
   prm.beta = args.beta;
-  const GemmWorkspace need = gemmWorkspace(kp, k.config, r.m, r.batch);
+  const GemmWorkspace need =
+      gemmWorkspace(kp, k.config, r.m, r.batch, d.grid[0]);
   if (need.bytes()) {
     const Workspace &w = workspace(stream, need);
     prm.workspace = w.partials;

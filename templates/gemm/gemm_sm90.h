@@ -21,6 +21,13 @@
 // to both, halving B's traffic from L2, and a stage is refilled only when
 // the consumers of both CTAs have released it.
 //
+// With kStreamK, the CTAs do not take whole tiles: the k-iterations of all
+// tiles are dealt out in equal runs, one per CTA (templates/gemm/
+// schedule.h), so a grid of 132 CTAs stays busy when there are only 33 or
+// 80 tiles. The producer walks the same segments as the consumers; a tile
+// split between CTAs is added up by the last of them through the workspace
+// (templates/gemm/fixup.h) before its epilogue.
+//
 // setmaxnreg moves registers from the producer (which needs few) to the
 // consumers (which hold up to 2 x 128 accumulators each). TMA zero-fills
 // what lies past M, N or K, so only the stores check bounds; the stores are
@@ -33,9 +40,13 @@
 #include "kgen/common/prelude.h"
 #include "kgen/common/wgmma_sm90.h"
 #include "kgen/gemm/epilogue.h"
+#include "kgen/gemm/fixup.h"
+#include "kgen/gemm/schedule.h"
 
 namespace kgen::gemm_sm90 {
 
+using gemm::Segment;
+using gemm::StreamK;
 using sm90::TensorMap;
 
 template <class Config> struct Shape {
@@ -45,6 +56,8 @@ template <class Config> struct Shape {
                        kBlockK = Config::kBlockK, kStages = Config::kStages;
   static constexpr int kConsumers = Config::kConsumers;
   static constexpr int kCluster = Config::kCluster; ///< CTAs sharing B
+  static constexpr bool kStreamK = Config::kStreamK;
+  static constexpr int kConsumerThreads = 128 * kConsumers;
   static constexpr int kThreads = 128 * (kConsumers + 1);
   static constexpr int kRowsPerConsumer = kBlockM / kConsumers;
   static constexpr int kMmaM = kRowsPerConsumer / 64; ///< m64 slices
@@ -74,6 +87,8 @@ template <class Config> struct Shape {
                 "kBlockN is 64, 128, 192 or 256");
   static_assert(kBlockM <= 256, "a TMA box has at most 256 rows");
   static_assert(kCluster == 1 || kCluster == 2, "clusters of 1 or 2 CTAs");
+  static_assert(!kStreamK || kCluster == 1,
+                "stream-K runs single CTAs (a pair shares its k-slices)");
   static_assert(kCluster == 1 || (kBNMajor ? kBlockN % 128 == 0
                                            : kBlockN % 16 == 0),
                 "each CTA of a pair loads half of the B slice");
@@ -91,6 +106,68 @@ KGEN_DEVICE void tileCoords(int tile, int tilesM, int tilesN, int &tm,
   const int inGroup = tile % perGroup;
   tm = firstM + inGroup % rows;
   tn = inGroup / rows;
+}
+
+/// What one CTA computes, segment by segment: units unit0, unit0 + stride,
+/// ... with all their k-slices, or with kStreamK its run of k-iterations.
+/// The producer and the consumers each walk their own copy.
+template <class S> struct Work {
+  StreamK sk;
+  long long pos, stop;
+  int stride, cta;
+
+  KGEN_DEVICE Work(int units, int slices, int unit0, int stride)
+      : sk(units, slices, int(gridDim.x)), stride(stride),
+        cta(int(blockIdx.x)) {
+    pos = S::kStreamK ? sk.begin(cta) : unit0;
+    stop = S::kStreamK ? sk.begin(cta + 1) : units;
+  }
+
+  KGEN_DEVICE bool next(Segment &seg) {
+    if (pos >= stop)
+      return false;
+    if constexpr (S::kStreamK) {
+      seg = sk.segment(cta, pos);
+      pos += seg.kCount;
+    } else {
+      seg = Segment{int(pos), 0, sk.slices, 0, 1, 0};
+      pos += stride;
+    }
+    return true;
+  }
+};
+
+/// A consumer thread's accumulators as the flat list fixupPartials moves.
+template <class S> struct AccView {
+  static constexpr int kAccum = S::kMmaM * S::kAccum;
+  float (&acc)[S::kMmaM][S::kAccum];
+  KGEN_DEVICE float get(int e) const {
+    return acc[e / S::kAccum][e % S::kAccum];
+  }
+  KGEN_DEVICE void set(int e, float x) const {
+    acc[e / S::kAccum][e % S::kAccum] = x;
+  }
+};
+
+/// Stream-K's fix-up of a tile split between CTAs: contributor j is CTA
+/// first + j, its partial in the slot schedule.h assigns it (one tile of
+/// fp32 each). True in the last contributor, which then holds the sum.
+template <class S>
+KGEN_DEVICE bool
+streamKFixup(const gemm::Params &p, float (&acc)[S::kMmaM][S::kAccum],
+             const Work<S> &work, const Segment &seg, int *flag) {
+  struct ConsumerSync {
+    KGEN_DEVICE void operator()() const {
+      sm90::namedBarrierSync<S::kConsumerThreads>(1);
+    }
+  };
+  AccView<S> view{acc};
+  const gemm::StreamKSlots slots{static_cast<float *>(p.workspace), work.sk,
+                                 work.cta - seg.part, seg.tile,
+                                 S::kBlockM * S::kBlockN};
+  return gemm::fixupPartials<S::kConsumerThreads>(
+      p, view, seg.tile, seg.part, seg.parts, slots, int(threadIdx.x) - 128,
+      flag, ConsumerSync{});
 }
 
 /// Hands a consumer's accumulators to the fused epilogue (alpha/beta, bias,
@@ -157,9 +234,9 @@ KGEN_DEVICE void loadB(unsigned char *b, const TensorMap &mapB, uint64_t *bar,
 /// The consumer warpgroups' part: wgmma over each stage, then the stores.
 template <class Config>
 KGEN_DEVICE void consume(unsigned char *smem, uint64_t *full, uint64_t *empty,
-                         uint32_t rank, int unit0, int unitStride, int units,
-                         int unitsM, int tilesM, int tilesN, int slices,
-                         const gemm::Params &p) {
+                         int *flag, uint32_t rank, int unit0, int unitStride,
+                         int units, int unitsM, int tilesM, int tilesN,
+                         int slices, const gemm::Params &p) {
   using S = Shape<Config>;
   using T = typename S::T;
   sm90::setMaxRegsInc<232>();
@@ -172,9 +249,11 @@ KGEN_DEVICE void consume(unsigned char *smem, uint64_t *full, uint64_t *empty,
   float total[S::kPromote ? S::kMmaM : 1][S::kPromote ? S::kAccum : 1];
   int stage = 0;
   uint32_t phase = 0;
-  for (int unit = unit0; unit < units; unit += unitStride) {
+  Work<S> work(units, slices, unit0, unitStride);
+  Segment seg;
+  while (work.next(seg)) {
     int um, tn;
-    tileCoords<S>(unit, unitsM, tilesN, um, tn);
+    tileCoords<S>(seg.tile, unitsM, tilesN, um, tn);
     const int tm = um * S::kCluster + int(rank);
     if constexpr (S::kPromote) {
 #pragma unroll
@@ -184,7 +263,7 @@ KGEN_DEVICE void consume(unsigned char *smem, uint64_t *full, uint64_t *empty,
           total[mi][i] = 0.0f;
     }
     int prevStage = -1;
-    for (int kt = 0; kt < slices; ++kt) {
+    for (int kt = 0; kt < seg.kCount; ++kt) {
       sm90::barrierWait(&full[stage], phase);
       const unsigned char *a = smem + stage * S::kStageBytes +
                                consumer * S::kRowsPerConsumer * S::kRowBytes;
@@ -245,6 +324,18 @@ KGEN_DEVICE void consume(unsigned char *smem, uint64_t *full, uint64_t *empty,
     }
     if (S::kCluster > 1 && tm >= tilesM)
       continue; // the pair's second tile lies past M
+    if constexpr (S::kStreamK) {
+      // A tile split between CTAs: the last contributor stores the sum.
+      if (seg.parts > 1) {
+        bool last;
+        if constexpr (S::kPromote)
+          last = streamKFixup<S>(p, total, work, seg, flag);
+        else
+          last = streamKFixup<S>(p, acc, work, seg, flag);
+        if (!last)
+          continue;
+      }
+    }
     const int row0 = tm * S::kBlockM + consumer * S::kRowsPerConsumer;
     if constexpr (S::kPromote)
       storeTile<Config>(total, p, row0, tn * S::kBlockN);
@@ -269,6 +360,7 @@ KGEN_DEVICE void run(const TensorMap &mapA, const TensorMap &mapB,
   uint64_t *full =
       reinterpret_cast<uint64_t *>(smem + S::kStages * S::kStageBytes);
   uint64_t *empty = full + S::kStages;
+  int *flag = reinterpret_cast<int *>(empty + S::kStages); // stream-K's
 
   if (threadIdx.x == 0) {
 #pragma unroll
@@ -307,17 +399,19 @@ KGEN_DEVICE void run(const TensorMap &mapA, const TensorMap &mapB,
       const bool issuer = threadIdx.x == 0;
       int stage = 0;
       uint32_t phase = 0;
-      for (int unit = unit0; unit < units; unit += unitStride) {
+      Work<S> work(units, slices, unit0, unitStride);
+      Segment seg;
+      while (work.next(seg)) {
         int um, tn;
-        tileCoords<S>(unit, unitsM, tilesN, um, tn);
+        tileCoords<S>(seg.tile, unitsM, tilesN, um, tn);
         const int tm = um * S::kCluster + int(rank);
-        for (int kt = 0; kt < slices; ++kt) {
+        for (int kt = 0; kt < seg.kCount; ++kt) {
           if (issuer) {
             sm90::barrierWait(&empty[stage], phase ^ 1);
             unsigned char *a = smem + stage * S::kStageBytes;
             unsigned char *b = a + S::kStageBytesA;
             sm90::barrierArriveExpectTx(&full[stage], S::kStageBytes);
-            const int k0 = kt * S::kBlockK;
+            const int k0 = (seg.kBegin + kt) * S::kBlockK;
             sm90::tmaLoad2d(a, &mapA, &full[stage], k0, tm * S::kBlockM);
             loadB<S>(b, mapB, &full[stage], tn * S::kBlockN, k0, rank);
           }
@@ -330,8 +424,8 @@ KGEN_DEVICE void run(const TensorMap &mapA, const TensorMap &mapB,
       }
     }
   } else {
-    consume<Config>(smem, full, empty, rank, unit0, unitStride, units, unitsM,
-                    tilesM, tilesN, slices, p);
+    consume<Config>(smem, full, empty, flag, rank, unit0, unitStride, units,
+                    unitsM, tilesM, tilesN, slices, p);
   }
   // No CTA of a cluster leaves while the other may still arrive on its
   // barriers or multicast into its shared memory.

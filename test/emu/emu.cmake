@@ -58,6 +58,7 @@ add_custom_command(
 # by vendor (kWaveSize, Bytes<>) never becomes a symbol.
 add_executable(EmulatorTest
   ${KGEN_EMU_SRC}/EmulatorTest.cpp
+  ${KGEN_EMU_SRC}/StreamKFixupTest.cpp
   ${KGEN_EMU_SRC}/EmuRuntime.cpp
   ${kgen_emu_kernels})
 # g++ does not know the templates' `#pragma unroll` (nvrtc's and clang's).

@@ -425,6 +425,65 @@ std::vector<Case> splitKCases(Target t) {
   return out;
 }
 
+/// Stream-K on the wgmma loop (sm_90a only): every stream-K candidate the
+/// enumerator yields for the mid shapes it is for, run as explicit variants
+/// (the workspace comes from the runtime), then the fused epilogue with beta
+/// and a bias, a ragged K (TMA zero-fills the last k-slice), an f32 C
+/// (promoted sums), a dynamic M called with other Ms (other tile counts on
+/// the same grid), and small shapes where many CTAs share each tile (the
+/// compute-sanitizer cases: KGEN_GPU_TEST_MAX_MNK keeps only these).
+std::vector<Case> streamKCases(Target t) {
+  std::vector<Case> out;
+  if (t != Target::SM90A)
+    return out;
+  auto add = [&](Case c) {
+    for (const GemmConfig &cfg : enumerateConfigs(variantProblem(c), t))
+      if (cfg.streamK) {
+        c.config = cfg;
+        out.push_back(c);
+      }
+  };
+  add(make(532, 2048, 2048, "nt", DType::BF16, DType::BF16));
+  add(make(532, 2048, 2048, "nn", DType::BF16, DType::BF16));
+  add(make(788, 2048, 2048, "nt", DType::BF16, DType::BF16));
+  add(make(532, 2048, 16384, "nt", DType::BF16, DType::BF16));
+  add(make(1024, 1024, 1024, "nn", DType::F16, DType::F16));
+  // 127x4099x1023 with rows padded to 16 bytes (TMA's rule) and K taken at
+  // run time: a ragged M, N and last k-slice.
+  Case ragged = make(127, 4099, 1023, "nt", DType::BF16, DType::BF16);
+  ragged.pad[0] = 1;
+  ragged.pad[1] = 1;
+  ragged.staticK = false;
+  add(ragged);
+  Case f32 = make(532, 2048, 2048, "nn", DType::BF16, DType::F32);
+  add(f32);
+  Case fused = make(532, 2048, 2048, "nt", DType::BF16, DType::BF16);
+  fused.bias = BiasKind::AlongN;
+  fused.act = Activation::GeluTanh;
+  fused.residual = true;
+  fused.beta = 0.5f;
+  fused.alpha = 0.75f;
+  add(fused);
+  Case fusedM = make(788, 2048, 2048, "nn", DType::F16, DType::F32);
+  fusedM.bias = BiasKind::AlongM;
+  fusedM.beta = -1.0f;
+  add(fusedM);
+  Case otherM = make(532, 2048, 2048, "nt", DType::BF16, DType::BF16);
+  for (int64_t m : {1, 77, 1000, 3000}) {
+    otherM.callM = m;
+    add(otherM);
+  }
+  // Small: 4 tiles of 16 k-slices on 64 CTAs (one iteration each, 16
+  // contributors a tile), 1 tile on 4, and 3 tiles of 3 slices on 9.
+  add(make(200, 256, 1024, "nt", DType::BF16, DType::BF16));
+  Case smallBeta = make(64, 128, 256, "nn", DType::F16, DType::F16);
+  smallBeta.beta = 0.5f;
+  smallBeta.bias = BiasKind::AlongN;
+  add(smallBeta);
+  add(make(130, 192, 192, "nt", DType::BF16, DType::F32));
+  return out;
+}
+
 /// Which dimensions are compile-time constants, and a dynamic M called with
 /// an M other than the problem's hint.
 std::vector<Case> staticDimCases() {
@@ -987,6 +1046,17 @@ TEST_F(GemmGpu, SplitKAndSmallM) {
   std::vector<Case> cases = splitKCases(Gpu::get().rt->target());
   ASSERT_GE(cases.size(), 6u) << "the enumerator yields too few split-K "
                                  "variants for the small-M shapes";
+  runAll(cases);
+}
+
+TEST_F(GemmGpu, StreamK) {
+  const Target t = Gpu::get().rt->target();
+  if (t != Target::SM90A)
+    GTEST_SKIP() << "stream-K is the wgmma loop's (sm_90a); this GPU is "
+                 << toString(t);
+  std::vector<Case> cases = streamKCases(t);
+  ASSERT_GE(cases.size(), 12u) << "the enumerator yields too few stream-K "
+                                  "variants for the mid shapes";
   runAll(cases);
 }
 

@@ -244,14 +244,17 @@ TEST(Candidates, EveryCandidateIsValidAndThereIsOne) {
           GemmProblem p = problem(d[0], d[1], d[2], layout, DType::BF16, c);
           std::vector<GemmConfig> cs = enumerateConfigs(p, t);
           ASSERT_FALSE(cs.empty()) << toString(t) << " " << d[0] << "x" << d[1];
-          // 12 configs at most, and up to 4 split-K ones on top.
-          size_t split = 0;
+          // 12 configs at most, and up to 4 split-K and 4 stream-K ones on
+          // top.
+          size_t split = 0, streamK = 0;
           for (const GemmConfig &cfg : cs) {
             EXPECT_FALSE(checkConfig(p, cfg, t));
             split += cfg.splitK > 1;
+            streamK += cfg.streamK;
           }
-          EXPECT_LE(cs.size() - split, 12u);
+          EXPECT_LE(cs.size() - split - streamK, 12u);
           EXPECT_LE(split, 4u);
+          EXPECT_LE(streamK, 4u);
           // The default: the best-ranked one without split-K.
           GemmConfig first = *std::find_if(
               cs.begin(), cs.end(), [](auto &c) { return c.splitK == 1; });
@@ -342,4 +345,109 @@ TEST(Emitter, LaunchDims) {
   EXPECT_EQ(d.grid[1], 5u);
   EXPECT_EQ(d.block[0], 128u);
   EXPECT_EQ(d.smemBytes, unsigned(gemmTraits(p, c, Target::SM90A).smemBytes));
+}
+
+TEST(Candidates, StreamKForMidShapesOnSm90a) {
+  // Fewer tiles than an H100/H200's 132 SMs: stream-K wgmma candidates
+  // join, and the model makes one of them the heuristic default.
+  const int64_t mid[][3] = {
+      {532, 2048, 2048}, {788, 2048, 2048}, {532, 2048, 16384}};
+  for (auto &d : mid)
+    for (const char *layout : {"nt", "nn"}) {
+      GemmProblem p = problem(d[0], d[1], d[2], layout);
+      size_t streamK = 0;
+      for (const GemmConfig &c : enumerateConfigs(p, Target::SM90A)) {
+        EXPECT_FALSE(checkConfig(p, c, Target::SM90A));
+        if (c.streamK) {
+          ++streamK;
+          EXPECT_EQ(c.loop, GemmLoop::Wgmma);
+          EXPECT_EQ(c.cluster, 1);
+          EXPECT_LT((p.m + c.blockM - 1) / c.blockM *
+                        ((p.n + c.blockN - 1) / c.blockN),
+                    132);
+        }
+      }
+      EXPECT_GT(streamK, 0u) << d[0] << "x" << d[1] << "x" << d[2];
+      EXPECT_TRUE(defaultConfig(p, Target::SM90A).streamK)
+          << d[0] << "x" << d[1] << "x" << d[2] << " " << layout;
+    }
+  // Enough tiles, or no persistent loop: none.
+  for (const GemmConfig &c :
+       enumerateConfigs(problem(4096, 4096, 4096), Target::SM90A))
+    EXPECT_FALSE(c.streamK);
+  for (const GemmConfig &c :
+       enumerateConfigs(problem(532, 2048, 2048), Target::SM80))
+    EXPECT_FALSE(c.streamK);
+}
+
+TEST(Limits, StreamKNeedsSingleWgmmaCtas) {
+  GemmProblem p = problem(532, 2048, 2048);
+  GemmConfig c;
+  c.loop = GemmLoop::Wgmma;
+  c.blockM = 128;
+  c.blockN = 128;
+  c.blockK = 64;
+  c.warpsM = 2;
+  c.warpsN = 1;
+  c.stages = 4;
+  c.smem = SmemLayout::Swizzled;
+  c.smemPad = 0;
+  c.streamK = true;
+  EXPECT_FALSE(checkConfig(p, c, Target::SM90A));
+  c.cluster = 2;
+  EXPECT_NE(checkConfig(p, c, Target::SM90A)->find("stream-K runs single CTAs"),
+            std::string::npos);
+  c.cluster = 1;
+  c.splitK = 2;
+  EXPECT_NE(checkConfig(p, c, Target::SM90A)->find("split-K is the tiled"),
+            std::string::npos);
+  GemmConfig tiled;
+  tiled.streamK = true;
+  EXPECT_NE(
+      checkConfig(p, tiled, Target::SM90A)->find("streamK needs loop = wgmma"),
+      std::string::npos);
+}
+
+TEST(Emitter, StreamKNameSourceWorkspaceAndGrid) {
+  GemmProblem p = problem(532, 2048, 2048);
+  GemmConfig c;
+  c.loop = GemmLoop::Wgmma;
+  c.blockM = 128;
+  c.blockN = 128;
+  c.blockK = 64;
+  c.warpsM = 2;
+  c.warpsN = 1;
+  c.stages = 4;
+  c.smem = SmemLayout::Swizzled;
+  c.smemPad = 0;
+  const GemmTraits plain = gemmTraits(p, c, Target::SM90A);
+  c.streamK = true;
+  EXPECT_EQ(gemmTraits(p, c, Target::SM90A).smemBytes, plain.smemBytes + 16);
+  KernelSource ks = emitGemm(p, c, Target::SM90A);
+  EXPECT_EQ(ks.name,
+            "kgen_gemm_bf16_nt_mdyn_n2048_k2048_wgmma_b128x128x64_wg2_s4_v888_"
+            "streamk");
+  EXPECT_NE(ks.source.find("static constexpr bool kStreamK = true;"),
+            std::string::npos);
+  EXPECT_NE(ks.source.find("// stream-K: "), std::string::npos);
+  // Persistent: one CTA per SM, at most one per k-iteration (80 tiles x 32).
+  EXPECT_EQ(gemmLaunchDims(p, c, Target::SM90A, 532, 132).grid[0], 132u);
+  EXPECT_EQ(gemmLaunchDims(p, c, Target::SM90A, 532).grid[0], 80u * 32u);
+  EXPECT_EQ(gemmLaunchDims(p, c, Target::SM90A, 1, 132).grid[0], 16u * 32u);
+  // Two fp32 partial tiles per CTA, a counter per tile.
+  GemmWorkspace w = gemmWorkspace(p, c, 532, 1, 132);
+  EXPECT_EQ(w.counters, 80);
+  EXPECT_EQ(w.partialBytes, 2 * 132 * 128 * 128 * 4);
+  EXPECT_EQ(gemmWorkspace(p, c, 1, 1, 132).counters, 16);
+  c.streamK = false;
+  EXPECT_EQ(gemmWorkspace(p, c, 532, 1, 132).bytes(), 0);
+}
+
+TEST(Json, StreamKConfigRoundTrip) {
+  GemmConfig c;
+  c.loop = GemmLoop::Wgmma;
+  EXPECT_FALSE(toJson(c).contains("stream_k")); // old configs read the same
+  c.streamK = true;
+  EXPECT_EQ(toJson(c)["stream_k"], true);
+  EXPECT_EQ(gemmConfigFromJson(toJson(c)), c);
 }

@@ -170,7 +170,8 @@ std::string configText(const GemmConfig &c) {
          std::to_string(c.warpsN) + " s" + std::to_string(c.stages) +
          (c.smem == SmemLayout::Swizzled ? " swz" : "") +
          (c.cluster > 1 ? " c" + std::to_string(c.cluster) : "") +
-         (c.splitK > 1 ? " sk" + std::to_string(c.splitK) : "");
+         (c.splitK > 1 ? " sk" + std::to_string(c.splitK) : "") +
+         (c.streamK ? " streamk" : "");
 }
 
 std::vector<ProblemSpec> problemsFromArgs(Args &args) {

@@ -60,13 +60,16 @@ LaunchDims gemmLaunchDims(const GemmProblem &p, const GemmConfig &c, Target t,
 /// tiles, then one 32-bit arrival counter per output tile, which must be
 /// zero before the launch and are zero again after it. Zero bytes without
 /// split-K. kgen::Runtime owns it (one buffer per stream, grown on demand).
+/// Stream-K (GemmConfig::streamK) needs two partial tiles per CTA of the
+/// persistent grid: `ctas` is its size (gemmLaunchDims' grid[0]; 0: one
+/// CTA per k-iteration, the most there can be).
 struct GemmWorkspace {
   int64_t partialBytes = 0;
   int64_t counters = 0;
   int64_t bytes() const { return partialBytes + 4 * counters; }
 };
 GemmWorkspace gemmWorkspace(const GemmProblem &p, const GemmConfig &c,
-                            int64_t m, int64_t batch = 1);
+                            int64_t m, int64_t batch = 1, int64_t ctas = 0);
 
 } // namespace kgen
 

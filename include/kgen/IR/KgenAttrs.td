@@ -44,7 +44,9 @@ def Kgen_GemmConfigAttr : AttrDef<Kgen_Dialect, "GemmConfig"> {
     consumer warpgroups, `block = [M, N, 64]`, `smem = swizzled`; with
     `cluster = 2`, CTA pairs share B through TMA multicast), and split-K
     (`split_k = S`, tiled loop: S blocks share each tile's k-slices and the
-    last adds their partial sums; 1 when omitted).
+    last adds their partial sums; 1 when omitted), and stream-K
+    (`stream_k = 1`, wgmma loop: the persistent CTAs share out the
+    k-iterations of all tiles in equal runs; 0 when omitted).
 
     Whether a configuration is valid depends on the problem and the target;
     `kgen.gemm` checks it with `kgen::checkConfig` once both are known.
@@ -55,6 +57,7 @@ def Kgen_GemmConfigAttr : AttrDef<Kgen_Dialect, "GemmConfig"> {
     #kgen.gemm_config<block = [128, 128, 32], warps = [2, 2], stages = 3, smem = padded, pad = 8>
     #kgen.gemm_config<block = [64, 128, 64], warps = [2, 2], stages = 4, smem = swizzled>
     #kgen.gemm_config<loop = wgmma, block = [128, 256, 64], warps = [2, 1], stages = 4, smem = swizzled>
+    #kgen.gemm_config<loop = wgmma, block = [128, 128, 64], warps = [2, 1], stages = 4, smem = swizzled, stream_k = 1>
     ```
   }];
   let parameters = (ins
@@ -65,20 +68,21 @@ def Kgen_GemmConfigAttr : AttrDef<Kgen_Dialect, "GemmConfig"> {
     DefaultValuedParameter<"int", "0">:$pad,
     Kgen_GemmLoopParameter:$loop,
     DefaultValuedParameter<"int", "1">:$cluster,
-    DefaultValuedParameter<"int", "1">:$splitK
+    DefaultValuedParameter<"int", "1">:$splitK,
+    DefaultValuedParameter<"int", "0">:$streamK
   );
   let assemblyFormat = [{
     `<` (`loop` `=` $loop^ `,` ` `)? (`cluster` `=` $cluster^ `,` ` `)? `block` `=` `[` $blockM `,` $blockN `,` $blockK `]` `,`
     `warps` `=` `[` $warpsM `,` $warpsN `]` `,`
     `stages` `=` $stages `,`
-    `smem` `=` $smem (`,` `pad` `=` $pad^)? (`,` `split_k` `=` $splitK^)? `>`
+    `smem` `=` $smem (`,` `pad` `=` $pad^)? (`,` `split_k` `=` $splitK^)? (`,` `stream_k` `=` $streamK^)? `>`
   }];
   let builders = [
     AttrBuilder<(ins "const ::kgen::GemmConfig &":$config), [{
       return $_get($_ctxt, config.blockM, config.blockN, config.blockK,
                    config.warpsM, config.warpsN, config.stages, config.smem,
                    config.smemPad, config.loop, config.cluster,
-                   config.splitK);
+                   config.splitK, config.streamK ? 1 : 0);
     }]>
   ];
   let extraClassDeclaration = [{
