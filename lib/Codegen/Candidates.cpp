@@ -176,11 +176,13 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
         if (checkConfig(p, c, t))
           continue;
         ranked.push_back({modelCost(p, c, t), c});
-        // Stream-K where the tiles leave multiprocessors idle.
+        // Stream-K where the tiles leave multiprocessors idle, with tiles
+        // no taller than M (small M belongs to the tiled loop's split-K).
         const double tiles = std::ceil(double(p.m) / c.blockM) *
                              std::ceil(double(p.n) / c.blockN);
         c.streamK = true;
-        if (tiles < targetInfo(t).computeUnits && !checkConfig(p, c, t))
+        if (s.bm <= capM && tiles < targetInfo(t).computeUnits &&
+            !checkConfig(p, c, t))
           streamK.push_back({modelCost(p, c, t), c});
       }
     }

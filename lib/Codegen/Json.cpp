@@ -135,10 +135,10 @@ GemmProblem gemmProblemFromJson(const json &j) {
 }
 
 GemmConfig gemmConfigFromJson(const json &j) {
-  fields.rejectUnknown(
-      j,
-      {"loop", "block", "warps", "stages", "smem", "pad", "cluster", "split_k"},
-      "gemm config");
+  fields.rejectUnknown(j,
+                       {"loop", "block", "warps", "stages", "smem", "pad",
+                        "cluster", "split_k", "stream_k"},
+                       "gemm config");
   GemmConfig c;
   if (j.contains("loop")) {
     std::string s = fields.getString(j, "loop");

@@ -168,9 +168,9 @@ int main(int argc, char **argv) {
     // includes one per vendor); every other header the kernel includes is
     // compiled from templates/ as it is.
     std::set<std::string> known = {
-        "kgen/common/prelude.h",  "kgen/gemm/gemm.h",
-        "kgen/gemm/epilogue.h",   "kgen/gemm/params.h",
-        "kgen/common/mma_sm80.h", "kgen/common/mfma_cdna.h"};
+        "kgen/common/prelude.h",  "kgen/gemm/gemm.h",  "kgen/gemm/epilogue.h",
+        "kgen/gemm/params.h",     "kgen/gemm/fixup.h", "kgen/common/mma_sm80.h",
+        "kgen/common/mfma_cdna.h"};
     if (!amd)
       known.insert(std::string(kHipRuntimeNvidia));
     for (const std::string &h : ks.headers)

@@ -440,7 +440,9 @@ TEST(Emitter, StreamKNameSourceWorkspaceAndGrid) {
   // Persistent: one CTA per SM, at most one per k-iteration (80 tiles x 32).
   EXPECT_EQ(gemmLaunchDims(p, c, Target::SM90A, 532, 132).grid[0], 132u);
   EXPECT_EQ(gemmLaunchDims(p, c, Target::SM90A, 532).grid[0], 80u * 32u);
-  EXPECT_EQ(gemmLaunchDims(p, c, Target::SM90A, 1, 132).grid[0], 16u * 32u);
+  EXPECT_EQ(gemmLaunchDims(p, c, Target::SM90A, 1).grid[0], 16u * 32u);
+  EXPECT_EQ(gemmLaunchDims(p, c, Target::SM90A, 1, 132).grid[0], 132u);
+  EXPECT_EQ(gemmLaunchDims(p, c, Target::SM90A, 1, 600).grid[0], 16u * 32u);
   // Two fp32 partial tiles per CTA, a counter per tile.
   GemmWorkspace w = gemmWorkspace(p, c, 532, 1, 132);
   EXPECT_EQ(w.counters, 80);

@@ -57,7 +57,7 @@ def Kgen_GemmConfigAttr : AttrDef<Kgen_Dialect, "GemmConfig"> {
     #kgen.gemm_config<block = [128, 128, 32], warps = [2, 2], stages = 3, smem = padded, pad = 8>
     #kgen.gemm_config<block = [64, 128, 64], warps = [2, 2], stages = 4, smem = swizzled>
     #kgen.gemm_config<loop = wgmma, block = [128, 256, 64], warps = [2, 1], stages = 4, smem = swizzled>
-    #kgen.gemm_config<loop = wgmma, block = [128, 128, 64], warps = [2, 1], stages = 4, smem = swizzled, stream_k = 1>
+    #kgen.gemm_config<loop = wgmma, stream_k = 1, block = [128, 128, 64], warps = [2, 1], stages = 4, smem = swizzled>
     ```
   }];
   let parameters = (ins
@@ -72,10 +72,10 @@ def Kgen_GemmConfigAttr : AttrDef<Kgen_Dialect, "GemmConfig"> {
     DefaultValuedParameter<"int", "0">:$streamK
   );
   let assemblyFormat = [{
-    `<` (`loop` `=` $loop^ `,` ` `)? (`cluster` `=` $cluster^ `,` ` `)? `block` `=` `[` $blockM `,` $blockN `,` $blockK `]` `,`
+    `<` (`loop` `=` $loop^ `,` ` `)? (`cluster` `=` $cluster^ `,` ` `)? (`stream_k` `=` $streamK^ `,` ` `)? `block` `=` `[` $blockM `,` $blockN `,` $blockK `]` `,`
     `warps` `=` `[` $warpsM `,` $warpsN `]` `,`
     `stages` `=` $stages `,`
-    `smem` `=` $smem (`,` `pad` `=` $pad^)? (`,` `split_k` `=` $splitK^)? (`,` `stream_k` `=` $streamK^)? `>`
+    `smem` `=` $smem (`,` `pad` `=` $pad^)? (`,` `split_k` `=` $splitK^)? `>`
   }];
   let builders = [
     AttrBuilder<(ins "const ::kgen::GemmConfig &":$config), [{

@@ -14,8 +14,8 @@
 // CHECK:      static constexpr int kCluster = 1; // CTAs sharing B by multicast
 // CHECK-NEXT: static constexpr bool kStreamK = true; // CTAs share out the k-iterations
 // CHECK:      kgen_gemm_bf16_nt_mdyn_n2048_k2048_wgmma_b128x128x64_wg2_s4_v888_streamk_biasn(
-// ROUND:      config = #kgen.gemm_config<loop = wgmma, block = [128, 128, 64], warps = [2, 1], stages = 4, smem = swizzled, stream_k = 1>
-kgen.gemm @qkv {m = 532, n = 2048, k = 2048, ab = bf16, c = bf16, layout = "nt", bias = "n", target = "sm_90a", config = #kgen.gemm_config<loop = wgmma, block = [128, 128, 64], warps = [2, 1], stages = 4, smem = swizzled, stream_k = 1>}
+// ROUND:      config = #kgen.gemm_config<loop = wgmma, stream_k = 1, block = [128, 128, 64], warps = [2, 1], stages = 4, smem = swizzled>
+kgen.gemm @qkv {m = 532, n = 2048, k = 2048, ab = bf16, c = bf16, layout = "nt", bias = "n", target = "sm_90a", config = #kgen.gemm_config<loop = wgmma, stream_k = 1, block = [128, 128, 64], warps = [2, 1], stages = 4, smem = swizzled>}
 
 // The schedule (kgen/gemm/schedule.h): equal runs, the owner of an
 // iteration, a CTA's first or last partial slot.
