@@ -15,8 +15,11 @@ before it is timed. Timing: each side is captured in a CUDA graph that calls
 it over rotating copies of the inputs (more than 64 MB in all, beyond the
 L2), the graph is replayed at least 50 times and for at least 30 ms, and the
 median per call is reported with TFLOP/s, GB/s (A, B read once and C written
-once) and the speedup cuBLAS time / kgen time. --no-graph times plain
-launches instead (launch overhead included).
+once) and the speedup cuBLAS time / kgen time, and each side's GB/s as a
+share of the GPU's HBM bandwidth (%HBM; --hbm-gbs, known for H200, H100 and
+A100 by name): the measure for the memory-bound small-M shapes (issue 3:
+>= 85% for M <= 64). --no-graph times plain launches instead (launch
+overhead included).
 
 Needs torch with CUDA and libkgen.so (build/lib, or $KGEN_LIB).
 """
@@ -44,6 +47,16 @@ DEFAULT_SHAPES = ",".join(
     + [f"{m}x{nk}x{nk}" for nk in (4096, 8192) for m in (1, 16, 32, 64, 128, 256)]
     + ["127x4099x1023"])
 ROTATE_BYTES = 64 << 20  # H100/H200 L2 is 50-60 MB
+
+# Peak HBM bandwidth (GB/s) by device name, for %HBM: the vendors' numbers.
+HBM_GBS = [("H200", 4800), ("H100 PCIe", 2000), ("H100", 3350), ("A100-SXM4-80GB", 2039), ("A100", 1555)]
+
+
+def hbm_gbs(device: str):
+    for name, gbs in HBM_GBS:
+        if name in device:
+            return gbs
+    return None
 
 
 def parse_shapes(text: str):
@@ -152,6 +165,7 @@ def main():
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "f16"])
     ap.add_argument("--no-graph", action="store_true", help="time plain launches instead of CUDA graph replay")
     ap.add_argument("--out", help="append a markdown table to this file ({gpu} becomes the device's name)")
+    ap.add_argument("--hbm-gbs", type=float, help="the GPU's HBM bandwidth in GB/s for %%HBM (default: by name)")
     args = ap.parse_args()
     layouts = [x.strip() for x in args.layout.split(",")]
     for lay in layouts:
@@ -171,10 +185,13 @@ def main():
     dtype = {"bf16": torch.bfloat16, "f16": torch.float16}[args.dtype]
     device = torch.cuda.get_device_name()
     method = "plain launches" if args.no_graph else "CUDA graph replay"
+    hbm = args.hbm_gbs or hbm_gbs(device)
+    pct = (lambda gbs: f"{100.0 * gbs / hbm:.0f}%") if hbm else (lambda gbs: "-")
     print(f"kgen {kgen.version()} ({kgen.library_path()}) vs torch {torch.__version__} cuBLAS on {device}; "
           f"{args.dtype} {','.join(layouts)}, fp32 accumulation, {method}, inputs rotated over > 64 MB")
-    header = (f"{'M x N x K':>18} {'lay':>3} | {'kgen us':>9} {'TFLOP/s':>8} {'GB/s':>7} | {'cuBLAS us':>9} "
-              f"{'TFLOP/s':>8} {'GB/s':>7} | {'ratio':>7} | check")
+    print(f"%HBM: GB/s over {hbm:.0f} GB/s" if hbm else "%HBM: unknown device, pass --hbm-gbs")
+    header = (f"{'M x N x K':>18} {'lay':>3} | {'kgen us':>9} {'TFLOP/s':>8} {'GB/s':>7} {'%HBM':>5} | {'cuBLAS us':>9} "
+              f"{'TFLOP/s':>8} {'GB/s':>7} {'%HBM':>5} | {'ratio':>7} | check")
     print(header)
     print("-" * len(header))
     rows = []
@@ -198,8 +215,9 @@ def main():
                    cublas_gbs=bytes_moved / theirs / 1e9, speedup=theirs / ours, check=("ok, " if ok else "FAIL, ")
                    + why, kernel=kernel)
         rows.append(row)
-        print(f"{row['shape']:>18} {layout:>3} | {row['ours_us']:9.1f} {row['ours_tflops']:8.1f} {row['ours_gbs']:7.0f} | "
-              f"{row['cublas_us']:9.1f} {row['cublas_tflops']:8.1f} {row['cublas_gbs']:7.0f} | "
+        print(f"{row['shape']:>18} {layout:>3} | {row['ours_us']:9.1f} {row['ours_tflops']:8.1f} {row['ours_gbs']:7.0f} "
+              f"{pct(row['ours_gbs']):>5} | {row['cublas_us']:9.1f} {row['cublas_tflops']:8.1f} {row['cublas_gbs']:7.0f} "
+              f"{pct(row['cublas_gbs']):>5} | "
               f"{row['speedup']:7.2f} | {row['check']}")
         del data
         torch.cuda.empty_cache()
@@ -218,14 +236,15 @@ def main():
                     f"- device: {device} (torch {torch.__version__}, CUDA {torch.version.cuda})\n"
                     f"- kgen {kgen.version()}, commit {git_commit()}\n"
                     f"- method: {method}, median per call, inputs rotated over > 64 MB; ratio = cuBLAS time / "
-                    f"kgen time; GB/s counts A and B read once and C written once; layouts are kgen's (row-major: "
-                    f"nt = BLAS TN)\n\n"
-                    "| M x N x K | layout | kgen µs | TFLOP/s | GB/s | cuBLAS µs | TFLOP/s | GB/s | ratio | check | "
-                    "heuristic kernel (a tuning DB winner runs instead when there is one) |\n"
-                    "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
+                    f"kgen time; GB/s counts A and B read once and C written once; %HBM = GB/s / "
+                    f"{f'{hbm:.0f}' if hbm else '?'} GB/s; layouts are kgen's (row-major: nt = BLAS TN)\n\n"
+                    "| M x N x K | layout | kgen µs | TFLOP/s | GB/s | %HBM | cuBLAS µs | TFLOP/s | GB/s | %HBM | ratio | "
+                    "check | heuristic kernel (a tuning DB winner runs instead when there is one) |\n"
+                    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
             for r in rows:
                 f.write(f"| {r['shape']} | {r['layout']} | {r['ours_us']:.1f} | {r['ours_tflops']:.1f} | {r['ours_gbs']:.0f} | "
-                        f"{r['cublas_us']:.1f} | {r['cublas_tflops']:.1f} | {r['cublas_gbs']:.0f} | "
+                        f"{pct(r['ours_gbs'])} | {r['cublas_us']:.1f} | {r['cublas_tflops']:.1f} | {r['cublas_gbs']:.0f} | "
+                        f"{pct(r['cublas_gbs'])} | "
                         f"{r['speedup']:.2f} | {r['check']} | `{r['kernel']}` |\n")
         print(f"wrote {path}")
     if failed:

@@ -111,6 +111,11 @@ struct GemmProblem {
   /// operand b of batch i starts at ptr + i * stride (GemmArgs). Like M, a
   /// run-time value: one kernel serves every batch count.
   int64_t batch = 1;
+  /// f32 A and B through TF32 tensor cores (inputs rounded to a 10-bit
+  /// mantissa, fp32 accumulation): an explicit opt-in, since the result is
+  /// not an fp32 GEMM. Required for ab = F32, refused otherwise; NVIDIA's
+  /// tiled loop only (mma.sync m16n8k8 .tf32).
+  bool tf32 = false;
 
   std::string layoutName() const; ///< "nn", "nt", "tn" or "tt"
   /// True when the epilogue does more than alpha/beta and the cast.
@@ -136,6 +141,13 @@ enum class GemmLoop {
   /// templates/gemm/gemm_sm90.h (sm_90a only): a producer warpgroup loads
   /// tiles with TMA, consumer warpgroups run wgmma; persistent grid.
   Wgmma,
+  /// templates/gemm/gemv.h (NVIDIA, small M): no shared memory; every warp
+  /// streams its columns of B from global memory into mma.sync, split-K
+  /// over blocks. Config fields: blockM = rows of A a block covers (a
+  /// multiple of 8, <= 64), blockN = warpsN * rowTiles * 16 columns,
+  /// blockK = 32 (a k-chunk), warpsM = 1, stages = k-chunks in flight per
+  /// warp (unroll), splitK; smem and pad do not apply.
+  Gemv,
 };
 
 std::string_view toString(GemmLoop l);

@@ -25,6 +25,10 @@
 // heuristic default is the best-ranked of all but split-K, so it picks
 // stream-K where the model says so (mid-size shapes such as 532x2048x2048).
 //
+// The gemv loop (NVIDIA, M <= 64, A 'N') joins for small M, ranked by its
+// own model (gemvSeconds: bytes over bandwidth; see there) and placed first:
+// it is the heuristic's choice for those shapes. Up to kMaxGemvCandidates.
+//
 //===----------------------------------------------------------------------===//
 
 #include "kgen/Codegen/Candidates.h"
@@ -96,6 +100,85 @@ double modelCost(const GemmProblem &p, const GemmConfig &c, Target t) {
 struct Shape {
   int bm, bn, wm, wn;
 };
+
+constexpr size_t kMaxGemvCandidates = 4;
+
+/// The gemv loop's model, in seconds. Assumption: a small-M GEMM takes the
+/// time to move the bytes of A, B and C once at HBM bandwidth (4.8 TB/s on
+/// the H200 sm_90a stands for, 2.0 TB/s on the A100 of sm_80), provided
+/// enough bytes are in flight: a multiprocessor needs ~32 KB outstanding to
+/// keep HBM busy (Little's law: ~36 B/ns a multiprocessor times ~0.9 us of
+/// loaded latency), so a grid with less gets that fraction of the
+/// bandwidth. Added: the tensor cores' time at large M (mma.sync at ~400 /
+/// 250 TFLOP/s), waves of blocks that leave multiprocessors idle at the
+/// end, and split-K's partials through L2 (~10 TB/s) plus a fix-up latency.
+double gemvSeconds(const GemmProblem &p, const GemmConfig &c, Target t) {
+  const TargetInfo &ti = targetInfo(t);
+  const bool hopper = t == Target::SM90A;
+  const double hbm = hopper ? 4.8e12 : 2.0e12, mma = hopper ? 4e14 : 2.5e14;
+  const double es = sizeOf(p.ab), m = double(p.m), n = double(p.n),
+               k = double(p.k), batch = double(p.batch);
+  const double bytes =
+      batch * ((n * k + m * k) * es + m * n * double(sizeOf(p.c)));
+  const GemmTraits tr = gemmTraits(p, c, t);
+  const int rowTiles = c.blockN / (16 * c.warpsN), colTiles = c.blockM / 8;
+  const double blocks =
+      std::ceil(n / c.blockN) * std::ceil(m / c.blockM) * batch * c.splitK;
+  const double chunksPerSplit = std::ceil(std::ceil(k / 32) / c.splitK);
+  // Registers a thread (loads in flight, accumulators, ~40 of addressing),
+  // and so blocks a multiprocessor holds.
+  const double regs =
+      c.stages * (2 * rowTiles + colTiles) * 4 + rowTiles * colTiles * 4 + 40;
+  const double perSm = std::max(
+      1.0, std::min(64.0 / c.warpsN, std::floor(65536 / (regs * tr.threads))));
+  const double resident = std::min(blocks, perSm * ti.computeUnits);
+  const double inFlight = resident * tr.threads *
+                          std::min<double>(c.stages, chunksPerSplit) * 2 *
+                          rowTiles * 16;
+  const double fraction = std::min(1.0, inFlight / (32768.0 * ti.computeUnits));
+  double seconds = bytes / (hbm * fraction);
+  seconds = std::max(seconds, 2 * double(c.blockM) * std::ceil(m / c.blockM) *
+                                  n * k * batch / mma);
+  seconds *= std::ceil(blocks / resident) * resident / blocks;
+  if (c.splitK > 1)
+    seconds += blocks * c.blockM * c.blockN * 4.0 * 2 / 1e13 + 1e-6;
+  return seconds;
+}
+
+/// The gemv loop's configs for a small-M problem, best first.
+std::vector<GemmConfig> gemvConfigs(const GemmProblem &p, Target t) {
+  std::vector<std::pair<double, GemmConfig>> ranked;
+  if (targetInfo(t).vendor != Vendor::NVIDIA || p.m > 64 || p.transA || p.tf32)
+    return {};
+  const int blockM = int(std::min<int64_t>(64, (p.m + 7) / 8 * 8));
+  const double chunks = std::ceil(double(p.k) / 32);
+  for (int warps : {2, 4, 8})
+    for (int rowTiles : {1, 2, 4, 8})
+      for (int unroll : {1, 2, 4})
+        for (int split : {1, 2, 4, 8, 16}) {
+          if (split > 1 && chunks < 2 * split)
+            continue;
+          GemmConfig c;
+          c.loop = GemmLoop::Gemv;
+          c.blockM = blockM;
+          c.blockN = warps * 16 * rowTiles;
+          c.blockK = 32;
+          c.warpsM = 1;
+          c.warpsN = warps;
+          c.stages = unroll;
+          c.smemPad = 0;
+          c.splitK = split;
+          if (checkConfig(p, c, t))
+            continue;
+          ranked.push_back({gemvSeconds(p, c, t), c});
+        }
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](auto &a, auto &b) { return a.first < b.first; });
+  std::vector<GemmConfig> out;
+  for (size_t i = 0; i < ranked.size() && i < kMaxGemvCandidates; ++i)
+    out.push_back(ranked[i].second);
+  return out;
+}
 
 } // namespace
 
@@ -221,17 +304,19 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
   ranked.insert(ranked.end(), split.begin(), split.end());
   ranked.insert(ranked.end(), streamK.begin(), streamK.end());
   std::stable_sort(ranked.begin(), ranked.end(), byCost);
-  std::vector<GemmConfig> out;
+  std::vector<GemmConfig> out = gemvConfigs(p, t);
   for (auto &[cost, c] : ranked)
     out.push_back(c);
   return out;
 }
 
 GemmConfig defaultConfig(const GemmProblem &p, Target t) {
-  // Split-K candidates wait for a measurement (the tuner's numeric check
-  // and timing) before the dispatcher uses them; stream-K ones compete.
+  // Split-K candidates of the tiled loop wait for a measurement (the
+  // tuner's numeric check and timing) before the dispatcher uses them;
+  // stream-K ones compete, and the gemv loop, split or not, is the
+  // heuristic's choice for small M.
   for (const GemmConfig &c : enumerateConfigs(p, t))
-    if (c.splitK == 1)
+    if (c.splitK == 1 || c.loop == GemmLoop::Gemv)
       return c;
   // The enumerated space always contains a 64x64x32, 2-stage config that is
   // valid for every well-formed problem; reaching here means the problem

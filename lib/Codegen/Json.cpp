@@ -35,6 +35,8 @@ json toJson(const GemmProblem &p) {
     j["residual"] = true;
   if (p.batch != 1)
     j["batch"] = p.batch;
+  if (p.tf32)
+    j["tf32"] = true;
   return j;
 }
 
@@ -64,7 +66,7 @@ const JsonFields fields("gemm");
 GemmProblem gemmProblemFromJson(const json &j) {
   fields.rejectUnknown(j,
                        {"family", "m", "n", "k", "ab", "c", "layout", "static",
-                        "align", "bias", "act", "residual", "batch"},
+                        "align", "bias", "act", "residual", "batch", "tf32"},
                        "gemm problem");
   if (j.contains("family") && j.at("family") != "gemm")
     fields.fail("'family' = " + j.at("family").dump() + " is not \"gemm\"");
@@ -131,6 +133,12 @@ GemmProblem gemmProblemFromJson(const json &j) {
     p.residual = v.get<bool>();
   }
   p.batch = fields.getInt(j, "batch", 1);
+  if (j.contains("tf32")) {
+    const json &v = j.at("tf32");
+    if (!v.is_boolean())
+      fields.fail("'tf32' must be true or false, got " + v.dump());
+    p.tf32 = v.get<bool>();
+  }
   return p;
 }
 
@@ -144,7 +152,8 @@ GemmConfig gemmConfigFromJson(const json &j) {
     std::string s = fields.getString(j, "loop");
     std::optional<GemmLoop> l = parseGemmLoop(s);
     if (!l)
-      fields.fail("'loop' = \"" + s + "\" must be \"tiled\" or \"wgmma\"");
+      fields.fail("'loop' = \"" + s +
+                  "\" must be \"tiled\", \"wgmma\" or \"gemv\"");
     c.loop = *l;
   }
   if (j.contains("block")) {

@@ -90,6 +90,69 @@ std::optional<std::string> checkWgmmaConfig(const GemmProblem &p,
   return std::nullopt;
 }
 
+/// The rules of templates/gemm/gemv.h: mma.sync atoms of 16 columns of B by
+/// 8 rows of A, 32-wide k-chunks read 16 bytes a lane, B 'N' paired 64
+/// columns at a time, everything in registers.
+std::optional<std::string> checkGemvConfig(const GemmProblem &p,
+                                           const GemmConfig &c, Target t) {
+  const TargetInfo &ti = targetInfo(t);
+  if (ti.vendor != Vendor::NVIDIA)
+    return "config: loop = gemv runs on mma.sync (NVIDIA); on " +
+           std::string(toString(t)) +
+           " small M uses loop = tiled with split-K (no MFMA gemv yet)";
+  if (p.transA)
+    return "config: loop = gemv reads A K-major; layout " + p.layoutName() +
+           " stores A as K x M ('T'); use loop = tiled";
+  if (c.cluster != 1)
+    return "config: cluster = " + str(c.cluster) +
+           " needs loop = wgmma (clusters share B through TMA multicast)";
+  if (c.blockM < 8 || c.blockM > 64 || c.blockM % 8 != 0)
+    return "config: blockM = " + str(c.blockM) +
+           " with loop = gemv must be a multiple of 8 up to 64 (rows of A a "
+           "block covers, 8 per mma column tile)";
+  if (c.blockK != 32)
+    return "config: blockK = " + str(c.blockK) +
+           " with loop = gemv must be 32 (a k-chunk: 16 bytes a lane)";
+  if (c.warpsM != 1)
+    return "config: warpsM = " + str(c.warpsM) +
+           " with loop = gemv must be 1 (warps split N only)";
+  if (c.warpsN < 1 || c.warpsN > 16)
+    return "config: warpsN = " + str(c.warpsN) +
+           " with loop = gemv must be between 1 and 16";
+  if (c.blockN % (16 * c.warpsN) != 0)
+    return "config: blockN = " + str(c.blockN) +
+           " with loop = gemv must be warpsN * 16 * (row tiles a warp), "
+           "warpsN = " +
+           str(c.warpsN);
+  const int rowTiles = c.blockN / (16 * c.warpsN);
+  if (!p.transB && rowTiles % 4 != 0)
+    return "config: blockN / (16 * warpsN) = " + str(rowTiles) +
+           " row tiles a warp with B stored K x N ('N') must be a multiple "
+           "of 4 (lanes pair 64 columns at a time); raise blockN";
+  if (c.stages < 1 || c.stages > 8)
+    return "config: stages = " + str(c.stages) +
+           " with loop = gemv counts k-chunks in flight a warp, 1 to 8";
+  if (c.splitK < 1 || c.splitK > 16)
+    return "config: splitK = " + str(c.splitK) +
+           " must be between 1 and 16 (blocks sharing one tile's k-chunks)";
+  if (int64_t(c.splitK) * p.batch > 65535)
+    return "config: splitK * batch = " + str(int64_t(c.splitK) * p.batch) +
+           " blocks along the grid's z exceed 65535; lower splitK";
+  // Registers: the chunks in flight (two 16-byte runs of B a row tile, one
+  // of A an 8-row tile, 4 words each) and the accumulators.
+  const int colTiles = c.blockM / 8;
+  const int regs =
+      c.stages * (2 * rowTiles + colTiles) * 4 + rowTiles * colTiles * 4;
+  // 200 of the 255 a thread may have, the rest for addresses: B 'N' at
+  // M = 64 needs 192 (4 row tiles x 8 column tiles of accumulators).
+  if (regs > 200)
+    return "config: loop = gemv would hold " + str(regs) +
+           " registers of loads and accumulators a thread (stages * (2 * "
+           "row tiles + blockM / 8) * 4 + row tiles * blockM / 8 * 4) over "
+           "200; lower stages, blockN / warpsN or blockM";
+  return std::nullopt;
+}
+
 } // namespace
 
 std::optional<std::string> checkConfig(const GemmProblem &p,
@@ -99,6 +162,12 @@ std::optional<std::string> checkConfig(const GemmProblem &p,
   const TargetInfo &ti = targetInfo(t);
   std::string tgt(toString(t));
   const bool amd = ti.vendor == Vendor::AMD;
+  if (p.tf32 && c.loop != GemmLoop::Tiled)
+    return "config: tf32 runs on loop = tiled (mma.sync m16n8k8 .tf32); "
+           "loop = " +
+           std::string(toString(c.loop)) + " takes bf16/f16 inputs";
+  if (c.loop == GemmLoop::Gemv)
+    return checkGemvConfig(p, c, t);
   if (c.loop == GemmLoop::Wgmma) {
     if (c.splitK != 1)
       return "config: splitK = " + str(c.splitK) +
@@ -137,6 +206,10 @@ std::optional<std::string> checkConfig(const GemmProblem &p,
     return "config: smemPad = " + str(c.smemPad) +
            " must be a non-negative multiple of 8 elements (16-byte rows "
            "keep vector stores aligned)";
+  // The swizzle moves 16-byte chunks of 8 two-byte elements.
+  if (p.tf32 && c.smem == SmemLayout::Swizzled)
+    return std::string("config: smem = swizzled with tf32; the swizzle is "
+                       "written for 2-byte elements (use smem = padded)");
   if (c.smem == SmemLayout::Swizzled && c.smemPad != 0)
     return "config: smemPad = " + str(c.smemPad) +
            " with smem = swizzled; a swizzled layout takes no padding (set "

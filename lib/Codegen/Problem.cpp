@@ -66,7 +66,9 @@ const TargetInfo &targetInfo(Target t) {
 }
 
 std::string_view toString(GemmLoop l) {
-  return l == GemmLoop::Wgmma ? "wgmma" : "tiled";
+  return l == GemmLoop::Wgmma  ? "wgmma"
+         : l == GemmLoop::Gemv ? "gemv"
+                               : "tiled";
 }
 
 std::optional<GemmLoop> parseGemmLoop(std::string_view s) {
@@ -74,6 +76,8 @@ std::optional<GemmLoop> parseGemmLoop(std::string_view s) {
     return GemmLoop::Tiled;
   if (s == "wgmma")
     return GemmLoop::Wgmma;
+  if (s == "gemv")
+    return GemmLoop::Gemv;
   return std::nullopt;
 }
 
@@ -147,10 +151,13 @@ GemmTraits gemmTraits(const GemmProblem &p, const GemmConfig &c, Target t) {
   const TargetInfo &ti = targetInfo(t);
   GemmTraits tr;
   // The contiguous extent of each stored matrix.
-  tr.vecA = p.transA ? vectorWidth(p.alignA, p.staticM, p.m)
-                     : vectorWidth(p.alignA, p.staticK, p.k);
-  tr.vecB = p.transB ? vectorWidth(p.alignB, p.staticK, p.k)
-                     : vectorWidth(p.alignB, p.staticN, p.n);
+  // A and B move in vectors of at most 16 bytes (cp.async's widest): 4 f32.
+  const int alignA = std::min(p.alignA, 16 / sizeOf(p.ab));
+  const int alignB = std::min(p.alignB, 16 / sizeOf(p.ab));
+  tr.vecA = p.transA ? vectorWidth(alignA, p.staticM, p.m)
+                     : vectorWidth(alignA, p.staticK, p.k);
+  tr.vecB = p.transB ? vectorWidth(alignB, p.staticK, p.k)
+                     : vectorWidth(alignB, p.staticN, p.n);
   tr.vecC = vectorWidth(p.alignC, p.staticN, p.n);
   tr.checkM = !p.staticM || p.m % c.blockM != 0;
   tr.checkN = !p.staticN || p.n % c.blockN != 0;
@@ -166,6 +173,16 @@ GemmTraits gemmTraits(const GemmProblem &p, const GemmConfig &c, Target t) {
         16 * c.stages + 1024 + (c.streamK ? 16 : 0); // stream-K's flag
     tr.smemBytes = int(std::min<int64_t>(smem, INT32_MAX));
     tr.accumPerThread = c.blockM / std::max(c.warpsM, 1) / 64 * c.blockN / 2;
+    return tr;
+  }
+  if (c.loop == GemmLoop::Gemv) {
+    // Warps side by side along N, registers only; shared memory holds
+    // split-K's arrival flag.
+    tr.threads = c.warpsN * ti.waveSize;
+    tr.checkK = !p.staticK || p.k % 32 != 0;
+    tr.smemBytes = c.splitK > 1 ? 16 : 0;
+    tr.accumPerThread =
+        tr.threads > 0 ? int(int64_t(c.blockM) * c.blockN / tr.threads) : 0;
     return tr;
   }
   tr.threads = c.warpsM * c.warpsN * ti.waveSize;
@@ -197,10 +214,14 @@ std::optional<std::string> checkProblem(const GemmProblem &p) {
     return e;
   if (auto e = dim("k", p.k))
     return e;
-  if (p.ab == DType::F32)
-    return std::string("gemm: input dtype f32 is not supported (A and B must "
-                       "be bf16 or f16; convert the inputs or use TF32 once "
-                       "it lands)");
+  if (p.ab == DType::F32 && !p.tf32)
+    return std::string(
+        "gemm: input dtype f32 needs tf32 = true (TF32 tensor cores: inputs "
+        "rounded to a 10-bit mantissa, fp32 accumulation); kgen has no exact "
+        "fp32 GEMM: set tf32, or convert the inputs to bf16/f16");
+  if (p.tf32 && p.ab != DType::F32)
+    return "gemm: tf32 = true needs input dtype f32, not " +
+           std::string(toString(p.ab));
   if (p.batch < 1 || p.batch > 65535)
     return "gemm: batch = " + std::to_string(p.batch) +
            " must be between 1 and 65535 (batches are the grid's z "
@@ -218,7 +239,15 @@ std::optional<std::string> checkProblemOnTarget(const GemmProblem &p,
                                                 Target t) {
   if (auto e = checkProblem(p))
     return e;
-  (void)t; // every target supports bf16/f16 inputs with fp32 accumulation
+  // Every target takes bf16/f16 inputs with fp32 accumulation; TF32 is
+  // NVIDIA's (mma.sync .tf32). gfx90a has no xf32 MFMA; gfx942 has one
+  // (v_mfma_f32_32x32x4_xf32) that kgen does not use yet.
+  if (p.tf32 && targetInfo(t).vendor == Vendor::AMD)
+    return "gemm: tf32 on " + std::string(toString(t)) +
+           (t == Target::GFX90A
+                ? ": gfx90a has no TF32 (xf32) matrix instruction"
+                : ": gfx942's xf32 MFMA is not implemented in kgen") +
+           "; convert the inputs to bf16/f16, or run on sm_80/sm_90a";
   return std::nullopt;
 }
 

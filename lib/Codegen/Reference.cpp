@@ -27,6 +27,8 @@ const char *typeConstant(DType t) {
 
 std::string gemmReferenceName(const GemmProblem &p) {
   std::string name = "kgen_gemm_reference_" + std::string(toString(p.ab));
+  if (p.tf32)
+    name += "_tf32";
   if (p.c != p.ab)
     name += "_c" + std::string(toString(p.c));
   return name + "_" + p.layoutName();
@@ -59,7 +61,8 @@ KernelSource emitGemmReference(const GemmProblem &p, Target t) {
      << (p.transA ? "T" : "N") << "', B '" << (p.transB ? "T" : "N")
      << "'); M, N, K and the leading dimensions at run time\n"
      << "// ref: double accumulation from the exact inputs; naive: the fp32 "
-        "loop, k in order, rounded to "
+        "loop, k in order"
+     << (p.tf32 ? " from inputs rounded to TF32" : "") << ", rounded to "
      << toString(p.c) << "\n"
      << "// launch: grid (ceil(N/16), ceil(M/16)), 256 threads; " << fill
      << ": any grid of 256 threads\n"
@@ -74,6 +77,8 @@ KernelSource emitGemmReference(const GemmProblem &p, Target t) {
      << ";\n"
      << "  static constexpr bool kTransB = " << (p.transB ? "true" : "false")
      << ";\n"
+     << "  static constexpr bool kTf32 = " << (p.tf32 ? "true" : "false")
+     << "; // naive: inputs rounded to TF32\n"
      << "};\n"
      << "} // namespace\n\n"
      << "extern \"C\" __global__ void __launch_bounds__(256)\n"

@@ -126,6 +126,7 @@ FailureOr<GemmProblem> getGemmProblem(GemmOp op) {
     p.act = *a;
   }
   p.residual = op.getResidual();
+  p.tf32 = op.getTf32();
   if (IntegerAttr batch = op.getBatchAttr())
     p.batch = batch.getInt(); // checkProblem names the range
   return p;
@@ -237,7 +238,8 @@ GemmOp buildGemmOp(OpBuilder &builder, Location loc, StringRef name,
       p.act != Activation::None ? builder.getStringAttr(toString(p.act))
                                 : StringAttr(),
       p.residual ? builder.getUnitAttr() : UnitAttr(),
-      p.batch != 1 ? builder.getI64IntegerAttr(p.batch) : IntegerAttr());
+      p.batch != 1 ? builder.getI64IntegerAttr(p.batch) : IntegerAttr(),
+      p.tf32 ? builder.getUnitAttr() : UnitAttr());
 }
 
 } // namespace kgen::ir

@@ -50,7 +50,7 @@ FailureOr<kgen::GemmLoop> kgen::ir::parseGemmLoop(AsmParser &parser) {
   if (std::optional<GemmLoop> l = kgen::parseGemmLoop(keyword))
     return *l;
   parser.emitError(loc) << "unknown GEMM loop '" << keyword
-                        << "'; expected tiled or wgmma";
+                        << "'; expected tiled, wgmma or gemv";
   return failure();
 }
 

@@ -39,7 +39,7 @@ void GemmOp::print(OpAsmPrinter &p) {
       getAbAttrName(),         getCAttrName(),        getLayoutAttrName(),
       getStaticDimsAttrName(), getAlignAttrName(),    getBiasAttrName(),
       getActivationAttrName(), getResidualAttrName(), getBatchAttrName(),
-      getTargetAttrName(),     getConfigAttrName()};
+      getTf32AttrName(),       getTargetAttrName(),   getConfigAttrName()};
   for (StringAttr name : order)
     if (Attribute value = (*this)->getAttr(name))
       attrs.emplace_back(name, value);

@@ -309,13 +309,13 @@ def has_device() -> bool:
 
 def problem(m: int, n: int, k: int, *, ab: str = "bf16", c: Optional[str] = None, layout: str = "nt",
             static: Sequence[str] = ("n", "k"), align: Sequence[int] = (8, 8, 8), bias: Optional[str] = None,
-            act: Optional[str] = None, residual: bool = False, batch: int = 1) -> dict:
+            act: Optional[str] = None, residual: bool = False, batch: int = 1, tf32: bool = False) -> dict:
     """A GEMM problem as kgen's JSON takes it (see include/kgen/Problem.h):
     C (m x n) = op(A) (m x k) * op(B) (k x n); layout letters say how A and B
     are stored ('n': as op(), 't': transposed); `static` lists the
     dimensions baked into the kernel. The fused epilogue: `bias` "m" or "n",
     `act` relu | gelu_tanh | gelu_erf | silu, `residual`; `batch`: strided
-    batches."""
+    batches; `tf32`: f32 inputs through TF32 tensor cores (needed for ab="f32")."""
     out = {
         "m": int(m),
         "n": int(n),
@@ -334,6 +334,8 @@ def problem(m: int, n: int, k: int, *, ab: str = "bf16", c: Optional[str] = None
         out["residual"] = True
     if batch != 1:
         out["batch"] = int(batch)
+    if tf32:
+        out["tf32"] = True
     return out
 
 
@@ -398,11 +400,12 @@ def _storage(t, name: str, want: Optional[str]):
 
 def gemm(a, b, c=None, *, layout: Optional[str] = None, alpha: float = 1.0, beta: float = 0.0,
          static: Sequence[str] = ("n", "k"), out_dtype=None, runtime: Optional[Runtime] = None,
-         bias=None, bias_along: str = "n", act: Optional[str] = None, residual=None):
+         bias=None, bias_along: str = "n", act: Optional[str] = None, residual=None, tf32: bool = False):
     """C = alpha * (a @ b) + beta * C with a kgen kernel for this exact shape,
     on torch's current stream. Returns C (allocated when `c` is None).
 
-    a: (M, K) and b: (K, N) CUDA tensors of one dtype (bfloat16 or float16).
+    a: (M, K) and b: (K, N) CUDA tensors of one dtype (bfloat16 or float16;
+    float32 with tf32=True: inputs rounded to TF32, fp32 accumulation).
     Each may be row-major or the transpose of a row-major tensor (x @ w.t()
     is layout "nt"); the layout and leading dimensions come from the
     strides, and `layout` ("nn", "nt", "tn", "tt") insists on one. c: an
@@ -428,8 +431,9 @@ def gemm(a, b, c=None, *, layout: Optional[str] = None, alpha: float = 1.0, beta
     if a.dtype != b.dtype:
         raise Error(f"kgen.gemm: a is {a.dtype} but b is {b.dtype}; they must match")
     ab = _dtype_name(a.dtype)
-    if ab == "f32":
-        raise Error("kgen.gemm: float32 inputs are not supported; use bfloat16 or float16")
+    if (ab == "f32") != bool(tf32):
+        raise Error("kgen.gemm: float32 inputs need tf32=True (TF32 tensor cores), and tf32=True needs float32 "
+                    "inputs; or use bfloat16 or float16")
     if layout is not None and (len(layout) != 2 or any(x not in "nt" for x in layout)):
         raise Error(f"kgen.gemm: layout '{layout}' must be one of nn, nt, tn, tt")
     if c is None:
@@ -476,7 +480,8 @@ def gemm(a, b, c=None, *, layout: Optional[str] = None, alpha: float = 1.0, beta
         extra["residual"] = residual.data_ptr()
         extra["ldr"] = ldr
     prob = problem(M, N, K, ab=ab, c=cname, layout=la + lb, static=static,
-                   bias=bias_along if bias is not None else None, act=act, residual=residual is not None)
+                   bias=bias_along if bias is not None else None, act=act, residual=residual is not None,
+                   tf32=bool(tf32))
     stream = torch.cuda.current_stream(a.device).cuda_stream
     if extra or act:
         rt.gemm_ex_raw(prob, stream, a=a.data_ptr(), b=b.data_ptr(), c=c.data_ptr(), m=M, lda=lda, ldb=ldb,

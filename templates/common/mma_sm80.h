@@ -5,7 +5,8 @@
 //                 zero-fill for out-of-bounds (src-size 0);
 //   ldmatrix      four 8x8 b16 matrices from shared memory into the mma
 //                 fragment layout, .trans for tiles stored k-major;
-//   mma.sync      m16n8k16, bf16/f16 inputs, fp32 accumulators.
+//   mma.sync      m16n8k16, bf16/f16 inputs, fp32 accumulators; m16n8k8
+//                 .tf32 for f32 inputs rounded by cvt.rna.tf32.f32.
 //
 //===----------------------------------------------------------------------===//
 
@@ -90,6 +91,27 @@ KGEN_DEVICE void mma16816(float (&d)[4], const uint32_t (&a)[4],
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]),
                    "r"(b[1]));
+}
+
+/// An fp32 value rounded to TF32 (10-bit mantissa, to nearest, ties away
+/// from zero), as the 32-bit register mma .tf32 reads. Without it the
+/// tensor core would drop the low 13 mantissa bits (truncate).
+KGEN_DEVICE uint32_t toTf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
+}
+
+/// d += a * b for a 16x8x8 tile of TF32 values. With g = lane/4, t = lane%4:
+///   a[0] = A[g][t]   a[1] = A[g+8][t]   a[2] = A[g][t+4]   a[3] = A[g+8][t+4]
+///   b[0] = B[t][g]   b[1] = B[t+4][g]   d as mma16816.
+KGEN_DEVICE void mma1688Tf32(float (&d)[4], const uint32_t (&a)[4],
+                             const uint32_t (&b)[2]) {
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]),
+                 "r"(b[1]));
 }
 
 } // namespace kgen::sm80

@@ -10,6 +10,8 @@
 //   kStages - 1 slices in flight       slice in flight during the MFMAs
 //   ldmatrix (.trans for the tiles     LDS reads of 4 k-values per lane
 //   not k-major) -> mma.sync m16n8k16  -> MFMA 32x32x8, wave64
+//   (f32 through TF32: 32-bit shared
+//   loads -> mma.sync m16n8k8 .tf32)
 //
 // Each operand tile keeps its global contiguous dimension contiguous in
 // shared memory, so every layout copies rows as they are; the fragment loads
@@ -48,8 +50,13 @@ template <class Config> struct Shape {
 
   static_assert(IsSame<T, typename Config::TypeB>::value,
                 "A and B share one element type");
-  static_assert(IsSame<T, bf16>::value || IsSame<T, f16>::value,
-                "A and B are bf16 or f16");
+  /// f32 inputs run through TF32 (the problem's explicit tf32 flag).
+  static constexpr bool kTf32 = IsSame<T, float>::value;
+  static_assert(IsSame<T, bf16>::value || IsSame<T, f16>::value || kTf32,
+                "A and B are bf16 or f16, or f32 through TF32");
+  static_assert(!kTf32 || (KGEN_NVIDIA && !Config::kSwizzle),
+                "TF32 runs on NVIDIA (mma.sync .tf32) with padded shared "
+                "memory (the swizzle moves chunks of 2-byte elements)");
   static_assert(kThreads == Config::kWarpsM * Config::kWarpsN * kWaveSize,
                 "kThreads = kWarpsM * kWarpsN * wave size");
   static_assert(kStages >= 2, "the pipeline needs two buffers at least");
@@ -128,6 +135,7 @@ struct OperandLoader {
 
   static_assert(kVec == 1 || kVec == 2 || kVec == 4 || kVec == 8,
                 "vector widths are 1, 2, 4 or 8 elements");
+  static_assert(sizeof(Vec) <= 16, "vectors are at most 16 bytes");
 
   // Vector i of a thread sits at (row0, col0) + position(i) in the tile, the
   // offsets being compile-time constants whenever kThreads and kVecsPerRow
@@ -334,6 +342,52 @@ template <class Config, class TileA, class TileB> struct WarpMma {
               acc[i][j][e] += part[e];
           } else {
             sm80::mma16816<T>(acc[i][j], a[i], b[j]);
+          }
+        }
+    }
+  }
+
+  /// TF32 (T = float): m16n8k8 atoms whose operands come from shared
+  /// memory in 32-bit loads (ldmatrix moves 16-bit elements: its .trans
+  /// cannot transpose 32-bit ones), rounded to TF32 on the way.
+  KGEN_DEVICE void step(const T *sA, const T *sB, int warpM0, int warpN0,
+                        int lane) {
+    static_assert(Tile::kTf32, "the shared-load step is TF32's");
+    const int g = lane / 4, t = lane % 4;
+    auto at = [](const T *tile, auto tileType, bool kMajor, int o, int k) {
+      using TileT = decltype(tileType);
+      return sm80::toTf32(
+          tile[kMajor ? TileT::offset(o, k) : TileT::offset(k, o)]);
+    };
+#pragma unroll
+    for (int k0 = 0; k0 < Tile::kBlockK; k0 += 8) {
+      uint32_t a[kFragsM][4], b[kFragsN][2];
+#pragma unroll
+      for (int i = 0; i < kFragsM; ++i) {
+        const int m = warpM0 + 16 * i + g;
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          a[i][e] = at(sA, TileA{}, Tile::kAKMajor, m + 8 * (e % 2),
+                       k0 + t + 4 * (e / 2));
+      }
+#pragma unroll
+      for (int j = 0; j < kFragsN; ++j) {
+        const int n = warpN0 + 8 * j + g;
+        b[j][0] = at(sB, TileB{}, Tile::kBKMajor, n, k0 + t);
+        b[j][1] = at(sB, TileB{}, Tile::kBKMajor, n, k0 + t + 4);
+      }
+#pragma unroll
+      for (int i = 0; i < kFragsM; ++i)
+#pragma unroll
+        for (int j = 0; j < kFragsN; ++j) {
+          if constexpr (kPromote) {
+            float part[4] = {0.f, 0.f, 0.f, 0.f};
+            sm80::mma1688Tf32(part, a[i], b[j]);
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+              acc[i][j][e] += part[e];
+          } else {
+            sm80::mma1688Tf32(acc[i][j], a[i], b[j]);
           }
         }
     }
@@ -548,9 +602,13 @@ template <class Config> KGEN_DEVICE void run(const Params &p) {
     }
     sm80::cpAsyncCommit();
     const int stage = kt % kStages;
-    mma.step(sAddrA + uint32_t(stage * TileA::kElems * int(sizeof(T))),
-             sAddrB + uint32_t(stage * TileB::kElems * int(sizeof(T))), warpM0,
-             warpN0, lane);
+    if constexpr (Tile::kTf32)
+      mma.step(sA + stage * TileA::kElems, sB + stage * TileB::kElems, warpM0,
+               warpN0, lane);
+    else
+      mma.step(sAddrA + uint32_t(stage * TileA::kElems * int(sizeof(T))),
+               sAddrB + uint32_t(stage * TileB::kElems * int(sizeof(T))),
+               warpM0, warpN0, lane);
   }
 #else
   // Slices 0 .. kStages-2 go to LDS up front; afterwards slice kt + kStages-1

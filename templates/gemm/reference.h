@@ -7,7 +7,10 @@
 //          (products of 16-bit floats are exact; the double sum is exact to
 //          ~1e-16), then alpha*ref + beta*C in double;
 //   naive  the same loop in fp32, k in order, one fma a step, rounded to
-//          C's dtype: what a straightforward same-dtype implementation gets.
+//          C's dtype: what a straightforward same-dtype implementation gets;
+//          with kTf32 (f32 inputs through TF32) from the inputs rounded to
+//          TF32 as the kernels round them, while ref keeps the exact fp32
+//          inputs (their products are exact in double too).
 //
 // The tolerance rule built on these is in kgen/Codegen/Reference.h.
 //
@@ -19,6 +22,8 @@
 //
 //   kTypeA (A and B) and kTypeC   kgen::reference::kBf16 / kF16 / kF32
 //   kTransA, kTransB              stored transposed ('T')
+//   kTf32                         f32 inputs through TF32 (the naive loop
+//                                 rounds them first)
 //
 //===----------------------------------------------------------------------===//
 
@@ -51,6 +56,16 @@ __device__ inline float decodeF16(u16 h) {
   if (exp == 31)
     return fromBits(sign | 0x7f800000u | (man << 13));
   return fromBits(sign | ((exp + 112u) << 23) | (man << 13));
+}
+
+/// cvt.rna.tf32.f32: to a 10-bit mantissa, to nearest, ties away from
+/// zero (the carry of a round-up may step the exponent, as it should);
+/// inf and NaN pass unchanged.
+__device__ inline float roundTf32(float x) {
+  const u32 u = __builtin_bit_cast(u32, x);
+  if ((u & 0x7f800000u) == 0x7f800000u)
+    return x;
+  return fromBits((u + 0x1000u) & 0xffffe000u);
 }
 
 __device__ inline float load(const void *p, long long i, int type) {
@@ -155,7 +170,11 @@ __device__ inline void gemm(const void *a, const void *b, const void *c, int m,
     for (int s = 0; s < steps; ++s) {
       float x = sa[ty][s], y = sb[s][tx];
       acc += (double)x * (double)y; // the product is exact
-      accf = fmaf(x, y, accf);      // exact product too: one rounding a step
+      if (Config::kTf32) {
+        x = roundTf32(x);
+        y = roundTf32(y);
+      }
+      accf = fmaf(x, y, accf); // exact product too: one rounding a step
     }
     __syncthreads();
   }

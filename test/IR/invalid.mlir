@@ -34,7 +34,7 @@ kgen.gemm @f64_output {m = 1, n = 64, k = 64, ab = bf16, c = f64, layout = "nt"}
 
 // -----
 
-// expected-error@+1 {{gemm: input dtype f32 is not supported (A and B must be bf16 or f16}}
+// expected-error@+1 {{gemm: input dtype f32 needs tf32 = true (TF32 tensor cores}}
 kgen.gemm @f32_inputs {m = 1, n = 64, k = 64, ab = f32, c = f32, layout = "nt"}
 
 // -----

@@ -80,6 +80,43 @@ std::vector<Job> jobsFor(Target t) {
         p.batch = c == DType::F32 ? 4 : 1;
         jobs.push_back({p, defaultConfig(p, t)});
       }
+  // f32 through TF32 (NVIDIA only: AMD refuses it): every layout, an f32
+  // and a bf16 C, an epilogue, and every candidate of a small-M shape
+  // (split-K among them).
+  if (targetInfo(t).vendor == Vendor::NVIDIA) {
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (DType c : {DType::F32, DType::BF16}) {
+          GemmProblem p = problem(127, 4099, 1023, ta, tb, DType::F32, c);
+          p.tf32 = true;
+          if (c == DType::BF16) {
+            p.bias = BiasKind::AlongN;
+            p.act = Activation::GeluTanh;
+            p.residual = true;
+          }
+          jobs.push_back({p, defaultConfig(p, t)});
+        }
+    GemmProblem p =
+        problem(16, 4096, 4096, false, true, DType::F32, DType::F32);
+    p.tf32 = true;
+    for (const GemmConfig &c : enumerateConfigs(p, t))
+      jobs.push_back({p, c});
+  }
+  // The gemv loop (NVIDIA, small M; candidates of {1, 4096, 4096} above
+  // too): B stored K x N, each M tile size, the epilogue with an f32 C.
+  for (int64_t m : {1, 16, 32, 64}) {
+    GemmProblem p =
+        problem(m, 4096, 4096, false, false, DType::F16, DType::F16);
+    if (m == 64) {
+      p.c = DType::F32;
+      p.bias = BiasKind::AlongN;
+      p.act = Activation::GeluErf;
+      p.residual = true;
+    }
+    for (const GemmConfig &c : enumerateConfigs(p, t))
+      if (c.loop == GemmLoop::Gemv)
+        jobs.push_back({p, c});
+  }
   return jobs;
 }
 

@@ -119,7 +119,9 @@ int main(int argc, char **argv) {
     p.alignB = cs.alignB;
     p.alignC = cs.alignC;
     p.batch = cs.batch;
+    p.tf32 = cs.ab == DType::F32; // f32 inputs run through TF32 only
     int splitK = 1;
+    bool gemv = false;
     {
       std::istringstream features(cs.epilogue);
       for (std::string f; features >> f;) {
@@ -131,6 +133,8 @@ int main(int argc, char **argv) {
           p.residual = true;
         else if (f.rfind("sk", 0) == 0)
           splitK = std::stoi(f.substr(2));
+        else if (f == "gemv")
+          gemv = true;
         else if (auto act = parseActivation(f))
           p.act = *act;
         else
@@ -155,6 +159,8 @@ int main(int argc, char **argv) {
       die(index, "smem must be padP or swz, not " + smem);
     }
     c.splitK = splitK;
+    if (gemv)
+      c.loop = GemmLoop::Gemv;
     if (auto err = checkConfig(p, c, cs.target))
       die(index, *err);
 
@@ -170,7 +176,7 @@ int main(int argc, char **argv) {
     std::set<std::string> known = {
         "kgen/common/prelude.h",  "kgen/gemm/gemm.h",  "kgen/gemm/epilogue.h",
         "kgen/gemm/params.h",     "kgen/gemm/fixup.h", "kgen/common/mma_sm80.h",
-        "kgen/common/mfma_cdna.h"};
+        "kgen/common/mfma_cdna.h", "kgen/gemm/gemv.h"};
     if (!amd)
       known.insert(std::string(kHipRuntimeNvidia));
     for (const std::string &h : ks.headers)
@@ -239,8 +245,9 @@ int main(int argc, char **argv) {
           << (c.smem == SmemLayout::Swizzled ? "true" : "false") << ", "
           << tr.checkM << ", " << tr.checkN << ", " << tr.checkK << ", "
           << int(p.bias) << ", " << int(p.act) << ", " << p.residual << ", "
-          << p.batch << ", " << c.splitK << ", " << nRuns << ", {" << runs.str()
-          << "}, &" << ks.name << "_emu},\n";
+          << p.batch << ", " << c.splitK << ", "
+          << (c.loop == GemmLoop::Gemv ? "true" : "false") << ", " << nRuns
+          << ", {" << runs.str() << "}, &" << ks.name << "_emu},\n";
     ++index;
   }
   writeIfChanged(dir + "/registry.inc",

@@ -36,6 +36,14 @@
 // sums reach the thousands, so a bf16 or f16 C is rounded, ties included,
 // and the conversion is checked too.
 //
+// f32 inputs run through TF32 (the problem's tf32 flag): there the inputs
+// are an integer in [-15, 15] plus a random fraction, so that cvt.rna's
+// rounding matters, and the host reference sums the inputs rounded to TF32
+// (to nearest, ties away) in double. A result may differ from it by the
+// fp32 accumulation's error, bounded by (K + 8) fp32 ulps of sum |a*b|: a
+// kernel that left the inputs unrounded (the emulated tensor core then
+// truncates them, as hardware does) misses that bound by far.
+//
 // Each run also checks: C full of NaN is never read when beta == 0; padding
 // between rows and guards around each matrix (NaN, poisoned under ASan) are
 // neither read into a result nor written; A and B stay unchanged; matrices
@@ -95,6 +103,7 @@ struct EmuKernel {
   bool residual;
   int batch;
   int splitK;
+  bool gemv; ///< the gemv loop (templates/gemm/gemv.h)
   int nRuns;
   EmuRun runs[4];
   bool (*launch)(const emu::Args &, const emu::Launch &, char *, size_t);
@@ -253,13 +262,26 @@ bool closeEnough(kgen::DType t, uint32_t got, double want, double scale) {
              ulpOf(t, want) + 8 * ulpOf(kgen::DType::F32, scale);
 }
 
+/// x rounded to TF32 (10-bit mantissa, to nearest, ties away from zero), as
+/// cvt.rna.tf32.f32; written here with frexp/round, apart from the atoms.
+float roundTf32(float x) {
+  if (x == 0 || !std::isfinite(x))
+    return x;
+  int e;
+  std::frexp(x, &e); // |x| in [2^(e-1), 2^e): 11 significant bits
+  const double q = std::ldexp(1.0, e - 11);
+  return float(std::round(double(x) / q) * q);
+}
+
 /// Runs kernel `kern` on one shape; returns an empty string or what failed.
 std::string runOne(const EmuKernel &kern, const EmuRun &run, const Variant &v,
                    unsigned seed) {
   const long long M = run.m, N = run.n, K = run.k, nb = kern.batch;
   const bool act = kern.act != int(kgen::Activation::None);
   // ReLU is exact; the others go through fp32 math functions.
-  const bool inexact = act && kern.act != int(kgen::Activation::ReLU);
+  const bool tf32 = kern.ab == kgen::DType::F32;
+  const bool inexact = (act && kern.act != int(kgen::Activation::ReLU)) || tf32;
+  std::uniform_real_distribution<float> fraction(-1.f, 1.f);
   // Activations are only interesting near 0: scale the products down by
   // 2^-10 and C, the bias and the residual by 2^-4 (powers of two: every
   // input and pre-activation value stays exact).
@@ -306,16 +328,16 @@ std::string runOne(const EmuKernel &kern, const EmuRun &run, const Variant &v,
   for (long long z = 0; z < nb; ++z) {
     for (long long i = 0; i < M; ++i)
       for (long long kk = 0; kk < K; ++kk) {
-        const float x = float(small(rng));
-        a[z * mk + size_t(i * K + kk)] = x;
+        const float x = float(small(rng)) + (tf32 ? fraction(rng) : 0.f);
+        a[z * mk + size_t(i * K + kk)] = tf32 ? roundTf32(x) : x;
         const long long r0 = z * (rowsA + 1);
         kern.transA ? A.set(r0 + kk, i, encodeExact(kern.ab, x))
                     : A.set(r0 + i, kk, encodeExact(kern.ab, x));
       }
     for (long long kk = 0; kk < K; ++kk)
       for (long long j = 0; j < N; ++j) {
-        const float x = float(small(rng));
-        b[z * kn + size_t(kk * N + j)] = x;
+        const float x = float(small(rng)) + (tf32 ? fraction(rng) : 0.f);
+        b[z * kn + size_t(kk * N + j)] = tf32 ? roundTf32(x) : x;
         const long long r0 = z * (rowsB + 1);
         kern.transB ? B.set(r0 + j, kk, encodeExact(kern.ab, x))
                     : B.set(r0 + kk, j, encodeExact(kern.ab, x));
@@ -358,10 +380,13 @@ std::string runOne(const EmuKernel &kern, const EmuRun &run, const Variant &v,
   for (long long z = 0; z < nb; ++z)
     for (long long i = 0; i < M; ++i)
       for (long long j = 0; j < N; ++j) {
-        double acc = 0;
-        for (long long kk = 0; kk < K; ++kk)
-          acc += double(a[z * mk + size_t(i * K + kk)]) *
-                 double(b[z * kn + size_t(kk * N + j)]);
+        double acc = 0, mass = 0; // mass: sum |a*b|
+        for (long long kk = 0; kk < K; ++kk) {
+          const double prod = double(a[z * mk + size_t(i * K + kk)]) *
+                              double(b[z * kn + size_t(kk * N + j)]);
+          acc += prod;
+          mass += std::fabs(prod);
+        }
         double r =
             double(alpha) * acc +
             (v.beta != 0.f ? double(v.beta) * c0[z * mn + size_t(i * N + j)]
@@ -372,9 +397,13 @@ std::string runOne(const EmuKernel &kern, const EmuRun &run, const Variant &v,
         const double resid = kern.residual ? rv[z * mn + size_t(i * N + j)] : 0;
         r = post + resid;
         exact[z * mn + size_t(i * N + j)] = r;
+        // TF32: closeEnough grants 8 fp32 ulps of the scale; (K + 8) / 8
+        // times alpha's mass gives the accumulation's (K + 8) ulps.
         scale[z * mn + size_t(i * N + j)] =
-            std::fabs(pre) + std::fabs(post) + std::fabs(resid);
-        const uint32_t w = roundTo(kern.c, float(r)); // float(r) exact
+            std::fabs(pre) + std::fabs(post) + std::fabs(resid) +
+            (tf32 ? double(K + 8) / 8 * std::fabs(alpha) * mass : 0.0);
+        // float(r) is exact but with TF32 (compared by closeEnough).
+        const uint32_t w = roundTo(kern.c, float(r));
         std::memcpy(cWant.data() + cOffset(z, i, j), &w, size_t(esC));
       }
 
@@ -533,6 +562,8 @@ TEST(EmulatedCoverage, EachVendorCoversTheCombinations) {
     for (const EmuKernel &k : kKernels) {
       if (k.amd != amd)
         continue;
+      if (k.ab == kgen::DType::F32 || k.gemv)
+        continue; // NvidiaCoversTf32, NvidiaCoversGemv
       layouts.insert(std::string(k.transA ? "t" : "n") +
                      (k.transB ? "t" : "n"));
       types.insert(std::string(kgen::toString(k.ab)) + "->" +
@@ -586,6 +617,60 @@ TEST(EmulatedCoverage, EachVendorCoversTheEpilogue) {
     EXPECT_TRUE(batched) << vendor;
     EXPECT_TRUE(splitK) << vendor;
   }
+}
+
+/// TF32 (NVIDIA only; AMD refuses tf32): every layout, an f32 and a 16-bit C,
+/// the epilogue, batches and split-K.
+TEST(EmulatedCoverage, NvidiaCoversTf32) {
+  std::set<std::string> layouts;
+  std::set<int> cTypes;
+  bool epilogue = false, batched = false, splitK = false;
+  for (const EmuKernel &k : kKernels) {
+    if (k.ab != kgen::DType::F32)
+      continue;
+    EXPECT_FALSE(k.amd) << k.name;
+    layouts.insert(std::string(k.transA ? "t" : "n") + (k.transB ? "t" : "n"));
+    cTypes.insert(kgen::sizeOf(k.c));
+    epilogue |= k.bias && k.act && k.residual;
+    batched |= k.batch > 1;
+    splitK |= k.splitK > 1;
+  }
+  EXPECT_EQ(layouts.size(), 4u);
+  EXPECT_EQ(cTypes, (std::set<int>{2, 4}));
+  EXPECT_TRUE(epilogue && batched && splitK);
+}
+
+/// The gemv loop (NVIDIA only): both B layouts, ragged M from 1 to 64, M
+/// tiles of several blocks, ragged N and K and divisible ones, vectors of
+/// 1, 2, 4 and 8, the epilogue's features, batches and split-K.
+TEST(EmulatedCoverage, NvidiaCoversGemv) {
+  std::set<bool> layouts;
+  std::set<int> vecs, biases, acts, blockMs;
+  std::set<long long> ms;
+  bool residual = false, batched = false, splitK = false, noChecks = false,
+       allChecks = false;
+  for (const EmuKernel &k : kKernels) {
+    if (!k.gemv)
+      continue;
+    EXPECT_FALSE(k.amd) << k.name;
+    layouts.insert(k.transB);
+    vecs.insert({k.vecA, k.vecB, k.vecC});
+    biases.insert(k.bias);
+    acts.insert(k.act);
+    residual |= k.residual;
+    batched |= k.batch > 1;
+    splitK |= k.splitK > 1;
+    noChecks |= !k.checkM && !k.checkN && !k.checkK;
+    allChecks |= k.checkM && k.checkN && k.checkK;
+    for (int r = 0; r < k.nRuns; ++r)
+      ms.insert(k.runs[r].m);
+  }
+  EXPECT_EQ(layouts.size(), 2u);
+  EXPECT_EQ(vecs, (std::set<int>{1, 2, 4, 8}));
+  EXPECT_EQ(biases, (std::set<int>{0, 1, 2}));
+  EXPECT_EQ(acts, (std::set<int>{0, 1, 2, 3, 4}));
+  EXPECT_TRUE(residual && batched && splitK && noChecks && allChecks);
+  EXPECT_TRUE(ms.count(1) && ms.count(64)) << "M from 1 to 64";
 }
 
 } // namespace

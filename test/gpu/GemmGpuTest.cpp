@@ -89,6 +89,7 @@ struct Case {
   Activation act = Activation::None;
   bool residual = false;
   int64_t batch = 1;
+  bool tf32 = false; ///< f32 inputs through TF32 (ab = F32)
 
   int64_t runM() const { return callM >= 0 ? callM : m; }
 
@@ -108,13 +109,14 @@ struct Case {
     p.act = act;
     p.residual = residual;
     p.batch = batch;
+    p.tf32 = tf32;
     return p;
   }
 
   std::string describe() const {
     std::ostringstream os;
     os << m << "x" << n << "x" << k << " " << layout << " " << toString(ab)
-       << "->" << toString(c);
+       << (tf32 ? "(tf32)" : "") << "->" << toString(c);
     if (callM >= 0)
       os << " (M = " << callM << " at run time)";
     os << " static=" << (staticM ? "m" : "") << (staticN ? "n" : "")
@@ -134,10 +136,13 @@ struct Case {
     if (batch != 1)
       os << " batch " << batch;
     if (config)
-      os << " config " << (config->loop == GemmLoop::Wgmma ? "wgmma " : "")
-         << config->blockM << "x" << config->blockN << "x"
-         << config->blockK << " w" << config->warpsM << "x" << config->warpsN
-         << " s" << config->stages
+      os << " config "
+         << (config->loop == GemmLoop::Wgmma  ? "wgmma "
+             : config->loop == GemmLoop::Gemv ? "gemv "
+                                              : "")
+         << config->blockM << "x" << config->blockN << "x" << config->blockK
+         << " w" << config->warpsM << "x" << config->warpsN << " s"
+         << config->stages
          << (config->smem == SmemLayout::Swizzled ? " swizzled" : " padded")
          << (config->cluster > 1 ? " cluster " + std::to_string(config->cluster)
                                  : std::string())
@@ -481,6 +486,81 @@ std::vector<Case> streamKCases(Target t) {
   smallBeta.bias = BiasKind::AlongN;
   add(smallBeta);
   add(make(130, 192, 192, "nt", DType::BF16, DType::F32));
+  return out;
+}
+
+/// f32 inputs through TF32 (tiled loop, mma.sync m16n8k8 .tf32): every
+/// layout with an f32 and a bf16 C on a ragged shape, a large one, alpha and
+/// beta, the epilogue with batches, and every candidate config of two shapes
+/// (split-K among them for the small M). The reference's naive loop rounds
+/// its inputs to TF32 as the kernels do (templates/gemm/reference.h).
+std::vector<Case> tf32Cases(Target t) {
+  auto tf = [](int64_t m, int64_t n, int64_t k, const char *layout, DType c) {
+    Case x = make(m, n, k, layout, DType::F32, c);
+    x.tf32 = true;
+    return x;
+  };
+  std::vector<Case> out;
+  for (const char *layout : kLayouts)
+    for (DType c : {DType::F32, DType::BF16})
+      out.push_back(tf(127, 4099, 1023, layout, c));
+  out.push_back(tf(2048, 2048, 2048, "nt", DType::F32));
+  Case ab = tf(255, 129, 257, "tn", DType::F32);
+  ab.alpha = -2.0f;
+  ab.beta = 0.5f;
+  out.push_back(ab);
+  Case fused = tf(127, 4099, 1023, "nn", DType::F32);
+  fused.bias = BiasKind::AlongN;
+  fused.act = Activation::GeluErf;
+  fused.residual = true;
+  fused.batch = 3;
+  out.push_back(fused);
+  for (Case c : {tf(532, 2048, 2048, "nt", DType::F32),
+                 tf(16, 4096, 4096, "nn", DType::F32)})
+    for (const GemmConfig &cfg : enumerateConfigs(variantProblem(c), t)) {
+      c.config = cfg;
+      out.push_back(c);
+    }
+  return out;
+}
+
+/// The gemv loop (small M): every gemv candidate on the decode shapes, nt
+/// and nn, ragged M/N/K (vectors lowered to 1 and 2), the epilogue with
+/// batches, an f32 C, and Runtime::gemm's own choice (the heuristic picks
+/// gemv for M <= 64).
+std::vector<Case> gemvCases(Target t) {
+  std::vector<Case> out;
+  auto add = [&](Case c) {
+    size_t before = out.size();
+    for (const GemmConfig &cfg : enumerateConfigs(variantProblem(c), t))
+      if (cfg.loop == GemmLoop::Gemv) {
+        c.config = cfg;
+        out.push_back(c);
+      }
+    EXPECT_GT(out.size(), before) << "no gemv candidate for " << c.describe();
+  };
+  for (int64_t m : {1, 16, 32, 64})
+    for (const char *layout : {"nt", "nn"})
+      add(make(m, 4096, 4096, layout, DType::BF16, DType::BF16));
+  add(make(64, 8192, 8192, "nt", DType::F16, DType::F32));
+  add(make(37, 4099, 1023, "nt", DType::BF16, DType::BF16));
+  add(make(5, 4098, 1022, "nn", DType::F16, DType::F16));
+  Case fused = make(32, 4096, 4096, "nt", DType::BF16, DType::BF16);
+  fused.bias = BiasKind::AlongN;
+  fused.act = Activation::SiLU;
+  fused.residual = true;
+  fused.batch = 3;
+  fused.beta = 0.5f;
+  add(fused);
+  Case fusedM = make(13, 2048, 4096, "nn", DType::F16, DType::F32);
+  fusedM.bias = BiasKind::AlongM;
+  fusedM.act = Activation::GeluTanh;
+  add(fusedM);
+  // The dispatcher's choice, M at run time under another M than the hint.
+  out.push_back(make(16, 4096, 4096, "nt", DType::BF16, DType::BF16));
+  Case callM = make(64, 4096, 4096, "nn", DType::BF16, DType::BF16);
+  callM.callM = 9;
+  out.push_back(callM);
   return out;
 }
 
@@ -1060,6 +1140,18 @@ TEST_F(GemmGpu, StreamK) {
   runAll(cases);
 }
 
+TEST_F(GemmGpu, GemvSmallM) {
+  std::vector<Case> cases = gemvCases(Gpu::get().rt->target());
+  ASSERT_GE(cases.size(), 30u);
+  runAll(cases);
+}
+
+TEST_F(GemmGpu, Tf32) {
+  std::vector<Case> cases = tf32Cases(Gpu::get().rt->target());
+  ASSERT_GE(cases.size(), 20u);
+  runAll(cases);
+}
+
 TEST_F(GemmGpu, ExplicitConfigs) {
   std::vector<Case> cases = explicitCases(Gpu::get().rt->target());
   ASSERT_GE(cases.size(), 12u);
@@ -1151,7 +1243,7 @@ TEST_F(GemmGpu, InvalidArgumentsThrowAndLaunchNothing) {
   GemmProblem f32 = p;
   f32.ab = DType::F32;
   expectError(
-      "f32 inputs", [&] { call(f32, args()); }, "f32");
+      "f32 inputs without tf32", [&] { call(f32, args()); }, "tf32 = true");
 
   // A variant built for 8-element vectors refuses a pointer that is not.
   std::shared_ptr<Kernel> k;

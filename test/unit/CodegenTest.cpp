@@ -83,8 +83,10 @@ TEST(Candidates, SplitKForIdleMultiprocessorsOnly) {
     EXPECT_FALSE(checkConfig(decode, c, Target::SM80));
   }
   EXPECT_GT(split, 0u);
-  EXPECT_LE(split, 4u);
-  EXPECT_EQ(defaultConfig(decode, Target::SM80).splitK, 1);
+  EXPECT_LE(split, 4u + 4u); // the tiled loop's, and the gemv loop's
+  // The heuristic: the gemv loop for small M on NVIDIA; elsewhere no split.
+  EXPECT_EQ(defaultConfig(decode, Target::SM80).loop, GemmLoop::Gemv);
+  EXPECT_EQ(defaultConfig(decode, Target::GFX90A).splitK, 1);
   // 4096^3 fills the GPU many times over: no split-K.
   for (const GemmConfig &c :
        enumerateConfigs(problem(4096, 4096, 4096), Target::SM80))
@@ -244,21 +246,31 @@ TEST(Candidates, EveryCandidateIsValidAndThereIsOne) {
           GemmProblem p = problem(d[0], d[1], d[2], layout, DType::BF16, c);
           std::vector<GemmConfig> cs = enumerateConfigs(p, t);
           ASSERT_FALSE(cs.empty()) << toString(t) << " " << d[0] << "x" << d[1];
-          // 12 configs at most, and up to 4 split-K and 4 stream-K ones on
-          // top.
-          size_t split = 0, streamK = 0;
+          // 12 configs at most, up to 4 split-K and 4 stream-K ones on
+          // top, and up to 4 of the gemv loop (first) for small M.
+          size_t split = 0, streamK = 0, gemv = 0;
           for (const GemmConfig &cfg : cs) {
             EXPECT_FALSE(checkConfig(p, cfg, t));
-            split += cfg.splitK > 1;
+            if (cfg.loop == GemmLoop::Gemv)
+              ++gemv;
+            else
+              split += cfg.splitK > 1;
             streamK += cfg.streamK;
           }
-          EXPECT_LE(cs.size() - split - streamK, 12u);
+          EXPECT_LE(cs.size() - split - streamK - gemv, 12u);
           EXPECT_LE(split, 4u);
           EXPECT_LE(streamK, 4u);
-          // The default: the best-ranked one without split-K.
-          GemmConfig first = *std::find_if(
-              cs.begin(), cs.end(), [](auto &c) { return c.splitK == 1; });
+          EXPECT_LE(gemv, 4u);
+          EXPECT_EQ(gemv > 0, d[0] <= 64 && layout[0] == 'n' &&
+                                  targetInfo(t).vendor == Vendor::NVIDIA);
+          // The default: the best gemv config, else the best-ranked one
+          // without split-K.
+          GemmConfig first = *std::find_if(cs.begin(), cs.end(), [](auto &c) {
+            return c.splitK == 1 || c.loop == GemmLoop::Gemv;
+          });
           EXPECT_EQ(defaultConfig(p, t), first);
+          if (gemv)
+            EXPECT_EQ(cs.front().loop, GemmLoop::Gemv);
         }
 }
 
@@ -459,4 +471,167 @@ TEST(Json, StreamKConfigRoundTrip) {
   c.streamK = true;
   EXPECT_EQ(toJson(c)["stream_k"], true);
   EXPECT_EQ(gemmConfigFromJson(toJson(c)), c);
+}
+
+TEST(Tf32, JsonRoundTripAndOnlyWhenSet) {
+  GemmProblem p = problem(64, 4096, 4096, "nt", DType::F32, DType::F32);
+  EXPECT_FALSE(toJson(problem(1, 2, 3)).contains("tf32"));
+  p.tf32 = true;
+  EXPECT_EQ(toJson(p)["tf32"], true);
+  EXPECT_EQ(gemmProblemFromJson(toJson(p)), p);
+  EXPECT_THROW(gemmProblemFromJson(nlohmann::json::parse(
+                   R"({"m":1,"n":2,"k":3,"ab":"f32","tf32":1})")),
+               Error);
+}
+
+TEST(Tf32, DiagnosticsNameTheFlagAndTheTarget) {
+  auto has = [](const std::optional<std::string> &e, const char *needle) {
+    return e && e->find(needle) != std::string::npos;
+  };
+  GemmProblem p = problem(64, 256, 512, "nt", DType::F32, DType::F32);
+  // f32 without the flag: refused, naming the flag (never a silent TF32).
+  EXPECT_TRUE(has(checkProblem(p), "tf32 = true"));
+  p.tf32 = true;
+  EXPECT_FALSE(checkProblem(p));
+  // The flag on 16-bit inputs is a mistake, not a no-op.
+  GemmProblem q = problem(64, 256, 512);
+  q.tf32 = true;
+  EXPECT_TRUE(has(checkProblem(q), "needs input dtype f32"));
+  // AMD refuses with the reason per target.
+  EXPECT_TRUE(
+      has(checkProblemOnTarget(p, Target::GFX90A), "gfx90a has no TF32"));
+  EXPECT_TRUE(has(checkProblemOnTarget(p, Target::GFX942), "xf32 MFMA"));
+  EXPECT_FALSE(checkProblemOnTarget(p, Target::SM80));
+  GemmConfig c;
+  c.loop = GemmLoop::Wgmma;
+  c.blockM = 128;
+  c.blockN = 128;
+  c.blockK = 64;
+  c.warpsM = 2;
+  c.warpsN = 1;
+  c.smem = SmemLayout::Swizzled;
+  c.smemPad = 0;
+  EXPECT_TRUE(has(checkConfig(p, c, Target::SM90A), "loop = tiled"));
+  GemmConfig s;
+  s.smem = SmemLayout::Swizzled;
+  s.smemPad = 0;
+  EXPECT_TRUE(has(checkConfig(p, s, Target::SM80), "smem = padded"));
+  // f32 vectors stop at 16 bytes (cp.async's widest): 4 elements.
+  GemmConfig d;
+  EXPECT_EQ(gemmTraits(p, d, Target::SM80).vecA, 4);
+  EXPECT_EQ(gemmTraits(p, d, Target::SM80).vecB, 4);
+  EXPECT_FALSE(checkConfig(p, d, Target::SM80));
+}
+
+TEST(Tf32, CandidatesAreTiledAndPaddedAndTheEmitterSaysTf32) {
+  for (Target t : {Target::SM80, Target::SM90A})
+    for (const char *layout : {"nn", "nt", "tn", "tt"}) {
+      GemmProblem p = problem(127, 4099, 1023, layout, DType::F32, DType::F32);
+      p.tf32 = true;
+      std::vector<GemmConfig> cs = enumerateConfigs(p, t);
+      ASSERT_FALSE(cs.empty()) << toString(t) << " " << layout;
+      for (const GemmConfig &c : cs) {
+        EXPECT_FALSE(checkConfig(p, c, t));
+        EXPECT_EQ(c.loop, GemmLoop::Tiled);
+        EXPECT_EQ(c.smem, SmemLayout::Padded);
+      }
+      KernelSource ks = emitGemm(p, defaultConfig(p, t), t);
+      EXPECT_EQ(ks.name.rfind("kgen_gemm_f32_tf32_", 0), 0u) << ks.name;
+      EXPECT_NE(ks.source.find("mma.sync m16n8k8 .tf32"), std::string::npos);
+      EXPECT_NE(ks.source.find("using TypeA = float;"), std::string::npos);
+    }
+  GemmProblem p = problem(1, 1, 1, "nt", DType::F32, DType::F32);
+  p.tf32 = true;
+  for (Target t : {Target::GFX90A, Target::GFX942})
+    EXPECT_TRUE(enumerateConfigs(p, t).empty()) << toString(t);
+}
+
+TEST(Gemv, LimitsNameTheRule) {
+  auto has = [](const std::optional<std::string> &e, const char *needle) {
+    return e && e->find(needle) != std::string::npos;
+  };
+  GemmProblem p = problem(16, 4096, 4096);
+  GemmConfig c;
+  c.loop = GemmLoop::Gemv;
+  c.blockM = 16;
+  c.blockN = 128;
+  c.blockK = 32;
+  c.warpsM = 1;
+  c.warpsN = 4;
+  c.stages = 2;
+  c.splitK = 4;
+  EXPECT_FALSE(checkConfig(p, c, Target::SM80));
+  EXPECT_FALSE(checkConfig(p, c, Target::SM90A));
+  EXPECT_TRUE(has(checkConfig(p, c, Target::GFX90A), "runs on mma.sync"));
+  GemmConfig bad = c;
+  bad.blockM = 12;
+  EXPECT_TRUE(has(checkConfig(p, bad, Target::SM80), "multiple of 8 up to 64"));
+  bad = c;
+  bad.blockK = 64;
+  EXPECT_TRUE(has(checkConfig(p, bad, Target::SM80), "must be 32"));
+  bad = c;
+  bad.blockN = 72;
+  EXPECT_TRUE(has(checkConfig(p, bad, Target::SM80), "warpsN * 16"));
+  GemmProblem nn = problem(16, 4096, 4096, "nn");
+  EXPECT_TRUE(has(checkConfig(nn, c, Target::SM80), "multiple of 4"));
+  bad = c;
+  bad.blockN = 512; // 4 warps of 8 row tiles
+  bad.stages = 4;
+  bad.blockM = 64;
+  EXPECT_TRUE(has(checkConfig(p, bad, Target::SM80), "registers"));
+  GemmProblem tn = problem(16, 4096, 4096, "tn");
+  EXPECT_TRUE(has(checkConfig(tn, c, Target::SM80), "reads A K-major"));
+  GemmProblem f32 = problem(16, 4096, 4096, "nt", DType::F32, DType::F32);
+  f32.tf32 = true;
+  EXPECT_TRUE(has(checkConfig(f32, c, Target::SM80), "loop = tiled"));
+}
+
+TEST(Gemv, CandidatesFillTheGpuAndTheEmitterNamesTheLoop) {
+  for (int64_t m : {1, 16, 32, 64})
+    for (int64_t nk : {4096, 8192})
+      for (const char *layout : {"nt", "nn"}) {
+        GemmProblem p = problem(m, nk, nk, layout);
+        GemmConfig c = defaultConfig(p, Target::SM90A);
+        ASSERT_EQ(c.loop, GemmLoop::Gemv) << m << " " << layout;
+        EXPECT_EQ(c.blockM, std::max<int64_t>(8, m));
+        // Enough blocks for every multiprocessor of an H100/H200.
+        LaunchDims d = gemmLaunchDims(p, c, Target::SM90A, m, 132, 1);
+        EXPECT_GE(int64_t(d.grid[0]) * d.grid[1] * d.grid[2], 132)
+            << m << "x" << nk << " " << layout;
+        KernelSource ks = emitGemm(p, c, Target::SM90A);
+        EXPECT_NE(ks.name.find("_gemv_b"), std::string::npos) << ks.name;
+        EXPECT_NE(ks.source.find("kgen::gemm::runGemv<Config>(p);"),
+                  std::string::npos);
+        EXPECT_NE(ks.source.find("#include \"kgen/gemm/gemv.h\""),
+                  std::string::npos);
+        // The workspace of its split-K: a fp32 tile a block.
+        GemmWorkspace w = gemmWorkspace(p, c, m, 1);
+        EXPECT_EQ(w.partialBytes, c.splitK > 1
+                                      ? int64_t(d.grid[0]) * d.grid[1] *
+                                            c.splitK * c.blockM * c.blockN * 4
+                                      : 0);
+      }
+  // Larger M, AMD, A stored 'T', TF32: no gemv.
+  EXPECT_NE(defaultConfig(problem(65, 4096, 4096), Target::SM90A).loop,
+            GemmLoop::Gemv);
+  EXPECT_NE(defaultConfig(problem(16, 4096, 4096), Target::GFX942).loop,
+            GemmLoop::Gemv);
+  EXPECT_NE(defaultConfig(problem(16, 4096, 4096, "tn"), Target::SM90A).loop,
+            GemmLoop::Gemv);
+}
+
+TEST(Gemv, ConfigJsonRoundTrip) {
+  GemmConfig c;
+  c.loop = GemmLoop::Gemv;
+  c.blockM = 8;
+  c.blockN = 256;
+  c.blockK = 32;
+  c.warpsM = 1;
+  c.warpsN = 4;
+  c.stages = 4;
+  c.splitK = 8;
+  EXPECT_EQ(toJson(c)["loop"], "gemv");
+  EXPECT_EQ(gemmConfigFromJson(toJson(c)), c);
+  EXPECT_THROW(gemmConfigFromJson(nlohmann::json::parse(R"({"loop":"gemm"})")),
+               Error);
 }

@@ -17,7 +17,10 @@ const char *kProblemHelp = R"(Problem (flags, or --problem FILE):
   --problem FILE     .json (one problem object or an array of them) or .mlir
                      (every kgen.gemm op; needs a build with MLIR)
   --m M --n N --k K  GEMM shape (defaults 1)
-  --dtype T          A/B dtype: bf16 | f16 (default bf16)
+  --dtype T          A/B dtype: bf16 | f16 | f32 (f32 needs --tf32; default
+                     bf16)
+  --tf32             f32 A/B through TF32 tensor cores (inputs rounded to a
+                     10-bit mantissa; NVIDIA only)
   --c-dtype T        C dtype: bf16 | f16 | f32 (default: the input dtype)
   --layout L         nn | nt | tn | tt: A then B, 'n' = stored as op(X),
                      't' = stored transposed (default nt: C = A * W^T)
@@ -38,6 +41,11 @@ const char *kConfigHelp =
   --loop tiled|wgmma main loop: tiled (every target) or wgmma (sm_90a: TMA,
                      warp-specialized; --block Mx{64..256}x64 --warps Cx1
                      with C consumer warpgroups; implies --smem swizzled)
+  --loop gemv        small M (NVIDIA, A 'N'): B streamed from global memory
+                     into mma.sync, no shared memory; --block MxNx32 with M
+                     rows of A (8..64) and N = warps * 16 * row tiles,
+                     --warps 1xW, --stages = k-chunks in flight (split-K:
+                     "split_k" in --config)
   --cluster N        wgmma loop: CTAs per cluster, 1 or 2 (pairs share B
                      through TMA multicast)
   --smem padded|swizzled   shared-memory layout (default padded)
@@ -58,13 +66,12 @@ Args::Args(int argc, char **argv, int first) {
       name = name.substr(0, eq);
     } else if (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0) {
       // A value follows unless this is a known bare flag.
-      static const char *bare[] = {"json",  "inline",     "help",
-                                   "all",   "candidates", "verbose",
-                                   "quiet", "force",      "misses",
-                                   // attention's feature flags
-                                   "causal", "varlen", "alibi", "bias", "lse",
-                                   "preload-v", "initial", "final",
-                                   "residual", "pack-gqa"};
+      static const char *bare[] = {
+          "json", "inline", "help", "all", "candidates", "verbose", "quiet",
+          "force", "misses",
+          // attention's feature flags
+          "causal", "varlen", "alibi", "bias", "lse", "preload-v", "initial",
+          "final", "residual", "pack-gqa", "tf32"};
       bool isBare = false;
       for (const char *b : bare)
         isBare |= name == b;
@@ -164,7 +171,9 @@ bool endsWith(const std::string &s, const std::string &suffix) {
 } // namespace
 
 std::string configText(const GemmConfig &c) {
-  return std::string(c.loop == GemmLoop::Wgmma ? "wgmma " : "") +
+  return std::string(c.loop == GemmLoop::Wgmma  ? "wgmma "
+                     : c.loop == GemmLoop::Gemv ? "gemv "
+                                                : "") +
          std::to_string(c.blockM) + "x" + std::to_string(c.blockN) + "x" +
          std::to_string(c.blockK) + " w" + std::to_string(c.warpsM) + "x" +
          std::to_string(c.warpsN) + " s" + std::to_string(c.stages) +
@@ -228,7 +237,7 @@ std::vector<ProblemSpec> problemsFromArgs(Args &args) {
     else
       one(j, 0);
     for (const char *f : {"m", "n", "k", "dtype", "c-dtype", "layout", "static",
-                          "align", "bias-along", "act", "batch"})
+                          "align", "bias-along", "act", "batch", "tf32"})
       if (args.value(f))
         throw Error(std::string("--") + f +
                     " cannot be combined with --problem");
@@ -287,6 +296,7 @@ std::vector<ProblemSpec> problemsFromArgs(Args &args) {
     p.act = *a;
   }
   p.residual = args.flag("residual");
+  p.tf32 = args.flag("tf32");
   if (auto v = args.value("batch"))
     p.batch = toInt("batch", *v);
   if (auto e = checkProblem(p))
@@ -325,7 +335,7 @@ std::optional<GemmConfig> configFromArgs(Args &args) {
   if (auto v = args.value("loop")) {
     std::optional<GemmLoop> l = parseGemmLoop(*v);
     if (!l)
-      throw Error("option --loop: '" + *v + "' must be tiled or wgmma");
+      throw Error("option --loop: '" + *v + "' must be tiled, wgmma or gemv");
     ensure().loop = *l;
     if (*l == GemmLoop::Wgmma) {
       c->smem = SmemLayout::Swizzled;

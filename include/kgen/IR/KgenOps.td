@@ -37,6 +37,9 @@ def Kgen_GemmOp : Kgen_Op<"gemm", [Symbol]> {
       attribute: an M x N matrix of C's dtype added last).
     - `batch` (optional, default 1): strided batches, the grid's z
       dimension; like M a run-time value (the kernel does not bake it).
+    - `tf32` (a unit attribute): f32 inputs through TF32 tensor cores
+      (inputs rounded to a 10-bit mantissa); required with `ab = f32`,
+      NVIDIA targets only.
 
     The verifier checks the problem with `kgen::checkProblem`, and, when a
     target is set, with `kgen::checkProblemOnTarget` and the config with
@@ -66,7 +69,8 @@ def Kgen_GemmOp : Kgen_Op<"gemm", [Symbol]> {
     OptionalAttr<StrAttr>:$bias,
     OptionalAttr<StrAttr>:$activation,
     UnitAttr:$residual,
-    OptionalAttr<I64Attr>:$batch
+    OptionalAttr<I64Attr>:$batch,
+    UnitAttr:$tf32
   );
 
   let hasCustomAssemblyFormat = 1;

@@ -20,10 +20,19 @@
 //                 A(g+8, 2t..), A(g, 2t+8..), A(g+8, 2t+8..); b[0..1] hold
 //                 B(2t..2t+1, g), B(2t+8.., g); d[0..3] are D(g, 2t),
 //                 D(g, 2t+1), D(g+8, 2t), D(g+8, 2t+1)
+//   toTf32        cvt.rna.tf32.f32: the fp32 bits rounded to a 10-bit
+//                 mantissa, to nearest, ties away from zero
+//   mma1688Tf32   mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32:
+//                 a[0..3] hold A(g, t), A(g+8, t), A(g, t+4), A(g+8, t+4);
+//                 b[0..1] hold B(t, g), B(t+4, g); d as above. The tensor
+//                 core reads only the upper 19 bits of each operand (sign,
+//                 exponent, 10 mantissa bits): the low 13 are dropped here,
+//                 so a kernel that skipped cvt.rna would truncate, as on
+//                 hardware, and fail the TF32 cases' bound
 //
-// The test feeds integers (|x| <= 15), so every product and sum is exact
-// and the hardware's accumulation order and rounding cannot matter. What is
-// checked is our code against our reading of the ISA, not against hardware.
+// The bf16/f16 cases feed integers (|x| <= 15), so every product and sum is
+// exact and the hardware's accumulation order and rounding cannot matter. What
+// is checked is our code against our reading of the ISA, not against hardware.
 //
 //===----------------------------------------------------------------------===//
 
@@ -110,6 +119,46 @@ inline void mma16816(float (&d)[4], const uint32_t (&a)[4],
     const int row = g + 8 * (e / 2), col = 2 * t + e % 2;
     float acc = d[e];
     for (int k = 0; k < 16; ++k)
+      acc += A[row][k] * B[k][col];
+    d[e] = acc;
+  }
+}
+
+inline uint32_t toTf32(float x) {
+  uint32_t u;
+  __builtin_memcpy(&u, &x, 4);
+  if ((u & 0x7f800000u) == 0x7f800000u)
+    return u; // inf, NaN
+  return (u + 0x1000u) & 0xffffe000u;
+}
+
+inline void mma1688Tf32(float (&d)[4], const uint32_t (&a)[4],
+                        const uint32_t (&b)[2]) {
+  uint32_t mine[6] = {a[0], a[1], a[2], a[3], b[0], b[1]};
+  const unsigned char *slots = emu::exchange(mine, sizeof(mine));
+  auto value = [](uint32_t word) {
+    const uint32_t kept = word & 0xffffe000u;
+    float f;
+    __builtin_memcpy(&f, &kept, 4);
+    return f;
+  };
+  float A[16][8], B[8][8];
+  for (int l = 0; l < 32; ++l) {
+    uint32_t w[6];
+    __builtin_memcpy(w, slots + l * emu::kSlotBytes, sizeof(w));
+    const int g = l / 4, t = l % 4;
+    A[g][t] = value(w[0]);
+    A[g + 8][t] = value(w[1]);
+    A[g][t + 4] = value(w[2]);
+    A[g + 8][t + 4] = value(w[3]);
+    B[t][g] = value(w[4]);
+    B[t + 4][g] = value(w[5]);
+  }
+  const int g = emu::lane() / 4, t = emu::lane() % 4;
+  for (int e = 0; e < 4; ++e) {
+    const int row = g + 8 * (e / 2), col = 2 * t + e % 2;
+    float acc = d[e];
+    for (int k = 0; k < 8; ++k)
       acc += A[row][k] * B[k][col];
     d[e] = acc;
   }
