@@ -659,9 +659,13 @@ TEST_F(AttentionGpu, WgmmaLoopEveryConfig) {
               false);
     cases.push_back(c);
   }
+  // KGEN_GPU_TEST_MAX_SEQLEN (compute-sanitizer runs) keeps the short cases.
+  const char *limit = std::getenv("KGEN_GPU_TEST_MAX_SEQLEN");
+  const int maxSeq = limit && *limit ? std::atoi(limit) : 1 << 30;
   unsigned seed = 1000;
   int ran = 0;
   for (const Case &c : cases)
+    if (c.p.seqlenQ <= maxSeq && c.p.seqlenK <= maxSeq)
     for (int bm : {64, 128, 192})
       for (int bn : {64, 128})
         for (int stages : {2, 3})
@@ -683,7 +687,7 @@ TEST_F(AttentionGpu, WgmmaLoopEveryConfig) {
             ++ran;
           }
   std::printf("[ gpu      ] wgmma loop: %d (case, config) runs\n", ran);
-  EXPECT_GT(ran, 40);
+  EXPECT_GT(ran, limit && *limit ? 20 : 40);
 }
 
 } // namespace
