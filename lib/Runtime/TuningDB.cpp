@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kgen/Runtime/TuningDB.h"
+#include "kgen/Codegen/AttentionJson.h"
 #include "kgen/Codegen/Json.h"
 #include "kgen/Error.h"
 
@@ -21,6 +22,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <set>
@@ -329,6 +331,141 @@ std::string csvField(const std::string &s) {
   return out + "\"";
 }
 
+//===----------------------------------------------------------------------===//
+// Attention and mLSTM records
+//===----------------------------------------------------------------------===//
+
+bool familyLess(const FamilyRecord &a, const FamilyRecord &b) {
+  return std::pair(int(a.family), a.problem.dump()) <
+         std::pair(int(b.family), b.problem.dump());
+}
+
+bool better(const FamilyRecord &a, const FamilyRecord &b) {
+  return std::tie(a.timeUs, b.tunedAt, a.kernel) <
+         std::tie(b.timeUs, a.tunedAt, b.kernel);
+}
+
+/// The family a problem's JSON names ("family" is part of both families'
+/// problem JSON).
+std::optional<TuneFamily> familyOf(const json &problem) {
+  if (!problem.is_object() || !problem.contains("family") ||
+      !problem.at("family").is_string())
+    return std::nullopt;
+  return parseTuneFamily(problem.at("family").get<std::string>());
+}
+
+/// Parses and re-serializes a family problem (throws kgen::Error), so that
+/// equal problems have equal text; checks it as the dispatcher would.
+json canonicalProblem(TuneFamily f, const json &j) {
+  try {
+    if (f == TuneFamily::Attention) {
+      AttentionProblem p = attentionProblemFromJson(j);
+      if (auto why = checkProblem(p))
+        throw Error(*why);
+      return toJson(p);
+    }
+    MlstmProblem p = mlstmProblemFromJson(j);
+    if (auto why = checkProblem(p))
+      throw Error(*why);
+    return toJson(p);
+  } catch (const json::exception &e) {
+    throw Error(e.what());
+  }
+}
+
+json canonicalConfig(TuneFamily f, const json &j) {
+  try {
+    if (f == TuneFamily::Attention)
+      return toJson(attentionConfigFromJson(j));
+    return toJson(mlstmConfigFromJson(j));
+  } catch (const json::exception &e) {
+    throw Error(e.what());
+  }
+}
+
+/// Canonicalizes `r` in place; the reason it cannot be stored otherwise.
+std::optional<std::string> checkFamilyRecord(FamilyRecord &r) {
+  auto named = familyOf(r.problem);
+  if (!named || *named != r.family)
+    return "'problem' is not a " + std::string(toString(r.family)) +
+           " problem (its 'family' must be \"" +
+           std::string(toString(r.family)) + "\")";
+  try {
+    r.problem = canonicalProblem(r.family, r.problem);
+  } catch (const Error &e) {
+    return std::string("'problem': ") + e.what();
+  }
+  try {
+    r.config = canonicalConfig(r.family, r.config);
+  } catch (const Error &e) {
+    return std::string("'config': ") + e.what();
+  }
+  if (!std::isfinite(r.timeUs) || r.timeUs <= 0)
+    return "'time_us' = " + shortest(r.timeUs) + " must be > 0";
+  std::pair<const char *, double> rates[] = {{"tflops", r.tflops},
+                                             {"gb_s", r.gbs},
+                                             {"runner_up_us", r.runnerUpUs},
+                                             {"heuristic_us", r.heuristicUs}};
+  for (auto [name, value] : rates)
+    if (!std::isfinite(value) || value < 0)
+      return std::string("'") + name + "' = " + shortest(value) +
+             " must be >= 0 (0: unknown)";
+  return std::nullopt;
+}
+
+json familyRecordJson(const FamilyRecord &r) {
+  return json{{"family", std::string(toString(r.family))},
+              {"problem", r.problem},
+              {"config", r.config},
+              {"kernel", r.kernel},
+              {"time_us", r.timeUs},
+              {"tflops", r.tflops},
+              {"gb_s", r.gbs},
+              {"runner_up_us", r.runnerUpUs},
+              {"heuristic_us", r.heuristicUs},
+              {"tuned_at", r.tunedAt}};
+}
+
+FamilyRecord parseFamilyRecord(const json &j, const std::string &where) {
+  exactFields(j,
+              {"family", "problem", "config", "kernel", "time_us", "tflops",
+               "gb_s", "runner_up_us", "heuristic_us", "tuned_at"},
+              where);
+  FamilyRecord r;
+  std::string f = getString(j, "family", where);
+  auto family = parseTuneFamily(f);
+  if (!family)
+    fail(at(where, "family"),
+         "\"" + f + "\" is not a tuned family (attention, mlstm)");
+  r.family = *family;
+  r.problem = j.at("problem");
+  r.config = j.at("config");
+  r.kernel = getString(j, "kernel", where);
+  r.timeUs = getNumber(j, "time_us", where);
+  r.tflops = getNumber(j, "tflops", where);
+  r.gbs = getNumber(j, "gb_s", where);
+  r.runnerUpUs = getNumber(j, "runner_up_us", where);
+  r.heuristicUs = getNumber(j, "heuristic_us", where);
+  r.tunedAt = getString(j, "tuned_at", where);
+  if (auto why = checkFamilyRecord(r))
+    fail(where, *why);
+  return r;
+}
+
+/// A miss as stored: canonical problem JSON of either family.
+json parseFamilyMiss(const json &j, const std::string &where) {
+  auto f = familyOf(j);
+  if (!f)
+    fail(where, "must be an attention or mlstm problem with its 'family' "
+                "field, got " +
+                    j.dump());
+  try {
+    return canonicalProblem(*f, j);
+  } catch (const Error &e) {
+    fail(where, e.what());
+  }
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -389,6 +526,50 @@ std::string kgen::defaultTuningDbPath(const CacheOptions &opts) {
   return root.empty() ? "" : root + "/tuning.json";
 }
 
+std::string_view kgen::toString(TuneFamily f) {
+  return f == TuneFamily::Attention ? "attention" : "mlstm";
+}
+
+std::optional<TuneFamily> kgen::parseTuneFamily(std::string_view s) {
+  if (s == "attention")
+    return TuneFamily::Attention;
+  if (s == "mlstm")
+    return TuneFamily::Mlstm;
+  return std::nullopt;
+}
+
+json kgen::tuningProblemJson(const AttentionProblem &p) { return toJson(p); }
+json kgen::tuningProblemJson(const MlstmProblem &p) { return toJson(p); }
+
+std::vector<AttentionProblem> kgen::attentionBuckets(const AttentionProblem &p) {
+  std::vector<int64_t> qs{p.seqlenQ}, ks{p.seqlenK};
+  for (int64_t b : mBuckets(p.seqlenQ))
+    qs.push_back(b);
+  for (int64_t b : mBuckets(p.seqlenK))
+    ks.push_back(b);
+  std::vector<AttentionProblem> out;
+  for (int64_t q : qs)
+    for (int64_t k : ks) {
+      if (q == p.seqlenQ && k == p.seqlenK)
+        continue;
+      AttentionProblem b = p;
+      b.seqlenQ = q;
+      b.seqlenK = k;
+      out.push_back(b);
+    }
+  return out;
+}
+
+std::vector<MlstmProblem> kgen::mlstmBuckets(const MlstmProblem &p) {
+  std::vector<MlstmProblem> out;
+  for (int64_t s : mBuckets(p.s)) {
+    MlstmProblem b = p;
+    b.s = s;
+    out.push_back(b);
+  }
+  return out;
+}
+
 //===----------------------------------------------------------------------===//
 // TuningDB
 //===----------------------------------------------------------------------===//
@@ -407,7 +588,7 @@ TuningDB::Device &TuningDB::findOrAdd(const DeviceKey &key) {
                                return keyTuple(d.key) < keyTuple(k);
                              });
   if (it == devices_.end() || !(it->key == key))
-    it = devices_.insert(it, Device{key, {}, {}});
+    it = devices_.insert(it, Device{key, {}, {}, {}, {}});
   return *it;
 }
 
@@ -440,6 +621,46 @@ bool TuningDB::insertMiss(Device &d, const GemmProblem &p) {
   return true;
 }
 
+bool TuningDB::insertRecord(Device &d, FamilyRecord r) {
+  auto it = std::lower_bound(d.familyRecords.begin(), d.familyRecords.end(),
+                             r, familyLess);
+  if (it != d.familyRecords.end() && !familyLess(r, *it)) {
+    if (!better(r, *it))
+      return false;
+    *it = std::move(r);
+  } else {
+    it = d.familyRecords.insert(it, std::move(r));
+  }
+  auto miss = std::find(d.familyMisses.begin(), d.familyMisses.end(),
+                        it->problem);
+  if (miss != d.familyMisses.end())
+    d.familyMisses.erase(miss);
+  return true;
+}
+
+bool TuningDB::insertMiss(Device &d, const json &p) {
+  auto f = familyOf(p);
+  if (!f)
+    return false;
+  FamilyRecord probe;
+  probe.family = *f;
+  probe.problem = p;
+  auto rec = std::lower_bound(d.familyRecords.begin(), d.familyRecords.end(),
+                              probe, familyLess);
+  if (rec != d.familyRecords.end() && !familyLess(probe, *rec))
+    return false;
+  auto textLess = [](const json &a, const json &b) {
+    return a.dump() < b.dump();
+  };
+  auto it = std::lower_bound(d.familyMisses.begin(), d.familyMisses.end(), p,
+                             textLess);
+  if ((it != d.familyMisses.end() && *it == p) ||
+      d.familyMisses.size() >= kMaxMisses)
+    return false;
+  d.familyMisses.insert(it, p);
+  return true;
+}
+
 TuningDB TuningDB::fromJson(const json &j) {
   if (!j.is_object())
     fail("top level", "must be a JSON object, got " + j.dump());
@@ -459,7 +680,16 @@ TuningDB TuningDB::fromJson(const json &j) {
   for (size_t i = 0; i < devices.size(); ++i) {
     std::string where = "devices[" + std::to_string(i) + "]";
     const json &dj = devices[i];
-    exactFields(dj, {"device", "records", "misses"}, where);
+    // family_records and family_misses are optional: written only when
+    // there are some, so GEMM-only files keep their shape.
+    {
+      json required = dj;
+      if (required.is_object()) {
+        required.erase("family_records");
+        required.erase("family_misses");
+      }
+      exactFields(required, {"device", "records", "misses"}, where);
+    }
     DeviceKey key = parseKey(dj.at("device"), at(where, "device"));
     // Two entries of one key or two records of one problem have no
     // defined winner a hand edit intended; say so rather than pick one.
@@ -493,6 +723,25 @@ TuningDB TuningDB::fromJson(const json &j) {
         fail(mw, *why);
       insertMiss(d, p);
     }
+    if (dj.contains("family_records")) {
+      const json &frs = getArray(dj, "family_records", where);
+      for (size_t r = 0; r < frs.size(); ++r) {
+        std::string rw = where + ".family_records[" + std::to_string(r) + "]";
+        FamilyRecord rec = parseFamilyRecord(frs[r], rw);
+        auto it = std::lower_bound(d.familyRecords.begin(),
+                                   d.familyRecords.end(), rec, familyLess);
+        if (it != d.familyRecords.end() && !familyLess(rec, *it))
+          fail(rw, "the same problem as an earlier record of this device; "
+                   "keep one of them");
+        d.familyRecords.insert(it, std::move(rec));
+      }
+    }
+    if (dj.contains("family_misses")) {
+      const json &fms = getArray(dj, "family_misses", where);
+      for (size_t m = 0; m < fms.size(); ++m)
+        insertMiss(d, parseFamilyMiss(fms[m], where + ".family_misses[" +
+                                                  std::to_string(m) + "]"));
+    }
   }
   return db;
 }
@@ -506,9 +755,18 @@ json TuningDB::toJson() const {
     json misses = json::array();
     for (const GemmProblem &p : d.misses)
       misses.push_back(kgen::toJson(p));
-    devices.push_back(json{{"device", kgen::toJson(d.key)},
-                           {"records", std::move(records)},
-                           {"misses", std::move(misses)}});
+    json dev{{"device", kgen::toJson(d.key)},
+             {"records", std::move(records)},
+             {"misses", std::move(misses)}};
+    if (!d.familyRecords.empty()) {
+      json frs = json::array();
+      for (const FamilyRecord &r : d.familyRecords)
+        frs.push_back(familyRecordJson(r));
+      dev["family_records"] = std::move(frs);
+    }
+    if (!d.familyMisses.empty())
+      dev["family_misses"] = d.familyMisses;
+    devices.push_back(std::move(dev));
   }
   return json{{"schema", std::string(kTuningDbSchema)},
               {"devices", std::move(devices)}};
@@ -594,6 +852,10 @@ void TuningDB::merge(const TuningDB &other) {
       insertRecord(d, r);
     for (const GemmProblem &p : od.misses)
       insertMiss(d, p);
+    for (const FamilyRecord &r : od.familyRecords)
+      insertRecord(d, r);
+    for (const json &p : od.familyMisses)
+      insertMiss(d, p);
   }
 }
 
@@ -637,7 +899,7 @@ size_t TuningDB::staleCount(const DeviceKey &key) const {
   size_t n = 0;
   for (const Device &d : devices_)
     if (!(d.key == key))
-      n += d.records.size();
+      n += d.records.size() + d.familyRecords.size();
   return n;
 }
 
@@ -649,7 +911,7 @@ std::vector<TuningRecord> TuningDB::records(const DeviceKey &key) const {
 size_t TuningDB::size() const {
   size_t n = 0;
   for (const Device &d : devices_)
-    n += d.records.size();
+    n += d.records.size() + d.familyRecords.size();
   return n;
 }
 
@@ -663,5 +925,126 @@ void TuningDB::exportCsv(std::ostream &os, const DeviceKey &key) const {
              "," + std::to_string(r.problem.k) + "," + csvField(r.kernel) +
              "," + fixed(r.timeUs, 3) + "," + fixed(r.tflops, 2) + "," +
              fixed(r.gbs, 2) + "\n";
+  os << out;
+}
+
+//===----------------------------------------------------------------------===//
+// Attention and mLSTM
+//===----------------------------------------------------------------------===//
+
+bool TuningDB::record(const DeviceKey &key, FamilyRecord r) {
+  if (auto why = checkKey(key))
+    throw Error("tuning DB: invalid device key " + kgen::toJson(key).dump() +
+                ": " + *why);
+  if (auto why = checkFamilyRecord(r))
+    throw Error("tuning DB: cannot record the " +
+                std::string(toString(r.family)) + " problem " +
+                r.problem.dump() + ": " + *why);
+  if (r.tunedAt.empty())
+    r.tunedAt = nowUtc();
+  return insertRecord(findOrAdd(key), std::move(r));
+}
+
+TuningDB::FamilyMatch
+TuningDB::lookupFamily(const DeviceKey &key,
+                       const std::vector<json> &tries) const {
+  const Device *d = find(key);
+  if (!d || tries.empty())
+    return {};
+  for (size_t i = 0; i < tries.size(); ++i) {
+    FamilyRecord probe;
+    probe.family = *familyOf(tries[i]);
+    probe.problem = tries[i];
+    auto it = std::lower_bound(d->familyRecords.begin(),
+                               d->familyRecords.end(), probe, familyLess);
+    if (it != d->familyRecords.end() && !familyLess(probe, *it))
+      return {&*it, i == 0 ? Match::Exact : Match::Bucket, tries[i]};
+  }
+  return {};
+}
+
+TuningDB::FamilyMatch TuningDB::lookup(const DeviceKey &key,
+                                       const AttentionProblem &p) const {
+  std::vector<json> tries{tuningProblemJson(p)};
+  for (const AttentionProblem &b : attentionBuckets(p))
+    tries.push_back(tuningProblemJson(b));
+  return lookupFamily(key, tries);
+}
+
+TuningDB::FamilyMatch TuningDB::lookup(const DeviceKey &key,
+                                       const MlstmProblem &p) const {
+  std::vector<json> tries{tuningProblemJson(p)};
+  for (const MlstmProblem &b : mlstmBuckets(p))
+    tries.push_back(tuningProblemJson(b));
+  return lookupFamily(key, tries);
+}
+
+namespace {
+template <class P>
+bool noteFamilyMiss(const DeviceKey &key, const P &p,
+                    const std::function<bool(const json &)> &insert) {
+  if (auto why = checkKey(key))
+    throw Error("tuning DB: invalid device key " + kgen::toJson(key).dump() +
+                ": " + *why);
+  if (auto why = checkProblem(p))
+    throw Error("tuning DB: cannot note a miss for " + toJson(p).dump() +
+                ": " + *why);
+  return insert(tuningProblemJson(p));
+}
+} // namespace
+
+bool TuningDB::noteMiss(const DeviceKey &key, const AttentionProblem &p) {
+  return noteFamilyMiss(key, p, [&](const json &j) {
+    return insertMiss(findOrAdd(key), j);
+  });
+}
+
+bool TuningDB::noteMiss(const DeviceKey &key, const MlstmProblem &p) {
+  return noteFamilyMiss(key, p, [&](const json &j) {
+    return insertMiss(findOrAdd(key), j);
+  });
+}
+
+std::vector<json> TuningDB::familyMisses(const DeviceKey &key,
+                                         TuneFamily f) const {
+  std::vector<json> out;
+  if (const Device *d = find(key))
+    for (const json &p : d->familyMisses)
+      if (familyOf(p) == f)
+        out.push_back(p);
+  return out;
+}
+
+std::vector<FamilyRecord> TuningDB::familyRecords(const DeviceKey &key,
+                                                  TuneFamily f) const {
+  std::vector<FamilyRecord> out;
+  if (const Device *d = find(key))
+    for (const FamilyRecord &r : d->familyRecords)
+      if (r.family == f)
+        out.push_back(r);
+  return out;
+}
+
+void TuningDB::exportCsv(std::ostream &os, const DeviceKey &key,
+                         TuneFamily f) const {
+  std::string out = f == TuneFamily::Attention
+                        ? "batch,heads_q,heads_kv,seqlen_q,seqlen_k,"
+                          "head_dim_qk,head_dim_v,kernel,time_us,tflops,gb_s\n"
+                        : "B,NH,S,DQK,DV,kernel,time_us,tflops,gb_s\n";
+  for (const FamilyRecord &r : familyRecords(key, f)) {
+    std::vector<int64_t> cols;
+    if (f == TuneFamily::Attention) {
+      AttentionProblem p = attentionProblemFromJson(r.problem);
+      cols = {p.batch,   p.headsQ,       p.headsKv,      p.seqlenQ,
+              p.seqlenK, p.headDimQk,    p.headDimV};
+    } else {
+      MlstmProblem p = mlstmProblemFromJson(r.problem);
+      cols = {p.b, p.nh, p.s, p.dqk, p.dv};
+    }
+    for (int64_t c : cols)
+      out += std::to_string(c) + ",";
+    out += csvField(r.kernel) + "," + fixed(r.timeUs, 3) + "," +
+           fixed(r.tflops, 2) + "," + fixed(r.gbs, 2) + "\n";
+  }
   os << out;
 }

@@ -26,6 +26,8 @@
 #ifndef KGEN_RUNTIME_TUNINGDB_H
 #define KGEN_RUNTIME_TUNINGDB_H
 
+#include "kgen/Attention.h"
+#include "kgen/Mlstm.h"
 #include "kgen/Problem.h"
 #include "kgen/Runtime/Cache.h"
 
@@ -70,6 +72,51 @@ struct TuningRecord {
 
   bool operator==(const TuningRecord &) const = default;
 };
+
+/// The families tuned besides GEMM. Their records live next to GEMM's in
+/// the same device entry, under "family_records" / "family_misses" (left
+/// out of the file while empty, so a GEMM-only DB reads and writes as
+/// before).
+enum class TuneFamily { Attention, Mlstm };
+std::string_view toString(TuneFamily f); ///< "attention", "mlstm"
+std::optional<TuneFamily> parseTuneFamily(std::string_view s);
+
+/// One tuned attention or mLSTM problem. Problem and config are kept as
+/// their canonical JSON (kgen/Codegen/AttentionJson.h, kgen/Mlstm.h: what
+/// toJson of the parsed struct gives), so a field added to a config later
+/// needs no change here; records compare by family, then problem text.
+///
+///   {"family": "attention", "problem": {...}, "config": {...},
+///    "kernel": "kgen_attn_...", "time_us": 41.2, "tflops": 380.1,
+///    "gb_s": 812.0, "runner_up_us": 43.0, "heuristic_us": 45.9,
+///    "tuned_at": "2025-01-31T12:00:00Z"}
+struct FamilyRecord {
+  TuneFamily family = TuneFamily::Attention;
+  nlohmann::json problem; ///< canonical, with its "family" field
+  nlohmann::json config;
+  std::string kernel; ///< the main kernel's name
+  double timeUs = 0;  ///< median time of the whole call (every kernel)
+  double tflops = 0, gbs = 0;
+  double runnerUpUs = 0, heuristicUs = 0; ///< 0: not measured
+  std::string tunedAt;
+
+  bool operator==(const FamilyRecord &) const = default;
+};
+
+/// The record forms of a problem: canonical JSON (what lookups compare).
+nlohmann::json tuningProblemJson(const AttentionProblem &p);
+nlohmann::json tuningProblemJson(const MlstmProblem &p);
+
+/// The problems a lookup tries after the exact one, best first.
+/// Attention: seqlen_q and seqlen_k each rounded up as mBuckets rounds M
+/// (16, 32, 64, 128, then a power of two), the query length varying
+/// slowest (the exact query length with every key bucket first: a decode
+/// step keeps Sq = 1 and moves Sk); batch, heads, head dims and features
+/// exact. mLSTM: S rounded up the same way; B, NH and the head dims exact
+/// (B x NH decides whether the fused variant fills the GPU, so a record of
+/// another B could name the wrong variant).
+std::vector<AttentionProblem> attentionBuckets(const AttentionProblem &p);
+std::vector<MlstmProblem> mlstmBuckets(const MlstmProblem &p);
 
 /// JSON forms; the parsers throw kgen::Error naming the bad field (unknown
 /// fields are errors too, as in Json.h).
@@ -168,6 +215,43 @@ public:
   /// layout are in the kernel name.
   void exportCsv(std::ostream &os, const DeviceKey &key) const;
 
+  //===--------------------------------------------------------------------===//
+  // Attention and mLSTM: the same rules as GEMM's records (record keeps the
+  // faster, merge is order-independent, other keys are stale, misses are
+  // capped at kMaxMisses per key).
+  //===--------------------------------------------------------------------===//
+
+  /// Throws kgen::Error for a record load would refuse (problem or config
+  /// not parsing as its family's, a family field that disagrees, time not
+  /// > 0, negative figures). The problem and config are canonicalized.
+  bool record(const DeviceKey &key, FamilyRecord r);
+
+  struct FamilyMatch {
+    const FamilyRecord *record = nullptr; ///< null for None
+    Match::Kind kind = Match::None;
+    nlohmann::json bucketProblem; ///< the problem `record` was tuned for
+  };
+  /// Exact problem, then attentionBuckets / mlstmBuckets in order.
+  FamilyMatch lookup(const DeviceKey &key, const AttentionProblem &p) const;
+  FamilyMatch lookup(const DeviceKey &key, const MlstmProblem &p) const;
+
+  bool noteMiss(const DeviceKey &key, const AttentionProblem &p);
+  bool noteMiss(const DeviceKey &key, const MlstmProblem &p);
+  /// The family's misses under `key`, as canonical problem JSON.
+  std::vector<nlohmann::json> familyMisses(const DeviceKey &key,
+                                           TuneFamily f) const;
+  /// The family's records under `key`, sorted by problem text.
+  std::vector<FamilyRecord> familyRecords(const DeviceKey &key,
+                                          TuneFamily f) const;
+
+  /// CSV of the family's records under `key`, one row per record:
+  ///   attention: batch,heads_q,heads_kv,seqlen_q,seqlen_k,head_dim_qk,
+  ///              head_dim_v,kernel,time_us,tflops,gb_s
+  ///   mlstm:     B,NH,S,DQK,DV,kernel,time_us,tflops,gb_s
+  /// (the GEMM table's shape: the problem's sizes, then the kernel, whose
+  /// name carries dtype and features, then time and rates).
+  void exportCsv(std::ostream &os, const DeviceKey &key, TuneFamily f) const;
+
   bool operator==(const TuningDB &) const = default;
 
 private:
@@ -175,6 +259,10 @@ private:
     DeviceKey key;
     std::vector<TuningRecord> records; ///< sorted by problem, unique
     std::vector<GemmProblem> misses;   ///< sorted, unique, no exact record
+    /// Sorted by (family, problem text), unique.
+    std::vector<FamilyRecord> familyRecords;
+    /// Canonical problem JSON (with "family"), sorted by text, unique.
+    std::vector<nlohmann::json> familyMisses;
     bool operator==(const Device &) const = default;
   };
   std::vector<Device> devices_; ///< sorted by key, unique
@@ -183,6 +271,10 @@ private:
   Device &findOrAdd(const DeviceKey &key);
   static bool insertRecord(Device &d, TuningRecord r);
   static bool insertMiss(Device &d, const GemmProblem &p);
+  static bool insertRecord(Device &d, FamilyRecord r);
+  static bool insertMiss(Device &d, const nlohmann::json &p);
+  FamilyMatch lookupFamily(const DeviceKey &key,
+                           const std::vector<nlohmann::json> &tries) const;
 };
 
 } // namespace kgen
