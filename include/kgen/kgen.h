@@ -208,7 +208,8 @@ public:
   void launchAttention(const AttentionProblem &p, const AttentionConfig &c,
                        const AttentionArgs &args, void *stream = nullptr);
   /// The config `attention` uses for this call's problem, remembered per
-  /// problem like select() (the heuristic; attention has no tuning DB yet).
+  /// problem like select(): the tuning DB's record (exact, then the
+  /// seqlen bucket), else the heuristic, by RuntimeOptions::tune.
   AttentionConfig selectAttention(const AttentionProblem &p,
                                   const AttentionArgs &args);
 
@@ -216,8 +217,9 @@ public:
   /// call's (B, NH, S); see MlstmArgs for states and the workspace.
   void mlstm(const MlstmProblem &p, const MlstmArgs &args,
              void *stream = nullptr);
-  /// The plan `mlstm` runs for this call, chosen (heuristic or tuning DB
-  /// later) and built on first use, then remembered per resolved problem.
+  /// The plan `mlstm` runs for this call, chosen (tuning DB record, exact
+  /// or S bucket, else the heuristic, by RuntimeOptions::tune) and built on
+  /// first use, then remembered per resolved problem.
   std::shared_ptr<const MlstmPlan> selectMlstm(const MlstmProblem &p,
                                                const MlstmArgs &args,
                                                void *stream = nullptr);
@@ -262,6 +264,15 @@ private:
   std::string tuningPath_;
 
   GemmConfig chooseConfig(const GemmProblem &resolved);
+
+  /// Opens the tuning DB and this GPU's key on first need (mu_ held).
+  void openTuningDb();
+  /// Attention and mLSTM (lib/Runtime/FamilyDispatch.cpp): the DB's
+  /// exact or bucket record, else the heuristic after noting the miss
+  /// (offline), or the tuner's winner, saved (online).
+  AttentionConfig chooseAttentionConfig(const AttentionProblem &p,
+                                        void *stream);
+  MlstmConfig chooseMlstmConfig(const MlstmProblem &p, void *stream);
 
   /// Attention: per problem the chosen config, its kernel and (split-KV)
   /// its combine function; the runtime's split-KV workspace.

@@ -108,7 +108,8 @@ Runtime::AttentionChoice Runtime::attentionChoice(const AttentionProblem &p,
       return it->second;
   }
   AttentionChoice ch;
-  ch.config = forced ? *forced : defaultConfig(p, target_);
+  // Measured winners first (tuning DB, by policy), then the heuristic.
+  ch.config = forced ? *forced : chooseAttentionConfig(p, stream);
   if (auto e = checkConfig(p, ch.config, target_))
     throw Error(*e);
   const std::string byKernel = featureKey(p) + configKey(ch.config);

@@ -9,9 +9,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "kgen/Runtime/Bundle.h"
+#include "kgen/Codegen/AttentionJson.h"
 #include "kgen/Codegen/Json.h"
 #include "kgen/Codegen/Limits.h"
 #include "kgen/Codegen/Templates.h"
+#include "kgen/Mlstm.h"
 #include "kgen/Runtime/Sha256.h"
 #include "kgen/Runtime/TuningDB.h"
 #include "kgen/kgen.h"
@@ -214,9 +216,9 @@ BundleEntry entryFromJson(const json &j, const std::string &where) {
   if (!j.is_object())
     fail(where, "must be a JSON object, got " + j.dump());
   static const std::set<std::string> known = {
-      "target",        "problem",   "config",     "kernel", "file",
-      "bytes",         "sha256",    "compiler",   "name",   "compiler_version",
-      "source_sha256", "cache_key", "config_from"};
+      "target",        "problem",   "config",      "kernel", "file",
+      "bytes",         "sha256",    "compiler",    "name",   "compiler_version",
+      "source_sha256", "cache_key", "config_from", "family"};
   for (auto it = j.begin(); it != j.end(); ++it)
     if (!known.count(it.key()))
       fail(where, "unknown field '" + it.key() + "'");
@@ -226,9 +228,29 @@ BundleEntry entryFromJson(const json &j, const std::string &where) {
     e.target = *pt;
   else
     fail(where, "unknown target '" + t + "'");
+  e.family = str(j, where, "family", /*required=*/false);
   try {
-    e.problem = gemmProblemFromJson(field(j, where, "problem"));
-    e.config = gemmConfigFromJson(field(j, where, "config"));
+    if (e.family.empty()) {
+      e.problem = gemmProblemFromJson(field(j, where, "problem"));
+      e.config = gemmConfigFromJson(field(j, where, "config"));
+    } else if (e.family == "attention") {
+      AttentionProblem p = attentionProblemFromJson(field(j, where, "problem"));
+      if (auto why = checkProblem(p))
+        fail(where + ".problem", *why);
+      e.familyProblem = toJson(p);
+      e.familyConfig =
+          toJson(attentionConfigFromJson(field(j, where, "config")));
+    } else if (e.family == "mlstm") {
+      MlstmProblem p = mlstmProblemFromJson(field(j, where, "problem"));
+      if (auto why = checkProblem(p))
+        fail(where + ".problem", *why);
+      e.familyProblem = toJson(p);
+      e.familyConfig = toJson(mlstmConfigFromJson(field(j, where, "config")));
+    } else {
+      fail(where, "'family' = \"" + e.family +
+                      "\" is not a bundled family (attention, mlstm; GEMM "
+                      "entries have no 'family')");
+    }
   } catch (const Error &err) {
     fail(where, err.what());
   }
@@ -265,6 +287,10 @@ BundleEntry entryFromJson(const json &j, const std::string &where) {
 }
 
 bool sameKernelSlot(const BundleEntry &a, const BundleEntry &b) {
+  if (!a.family.empty() || !b.family.empty())
+    return a.target == b.target && a.family == b.family &&
+           a.familyProblem == b.familyProblem &&
+           a.familyConfig == b.familyConfig && a.kernel == b.kernel;
   return a.target == b.target && a.problem == b.problem && a.config == b.config;
 }
 
@@ -357,8 +383,14 @@ nlohmann::ordered_json kgen::toJson(const BundleEntry &e) {
   j["file"] = e.file;
   j["bytes"] = e.bytes;
   j["sha256"] = e.sha256;
-  j["problem"] = toJson(e.problem);
-  j["config"] = toJson(e.config);
+  if (!e.family.empty()) {
+    j["family"] = e.family;
+    j["problem"] = e.familyProblem;
+    j["config"] = e.familyConfig;
+  } else {
+    j["problem"] = toJson(e.problem);
+    j["config"] = toJson(e.config);
+  }
   if (!e.configFrom.empty())
     j["config_from"] = e.configFrom;
   j["compiler"] = e.compiler;
@@ -487,7 +519,7 @@ const BundleEntry *Bundle::find(Target t, const GemmProblem &p,
                                 const GemmConfig *c) const {
   const BundleEntry *best = nullptr;
   for (const BundleEntry &e : entries_) {
-    if (e.target != t || (c && !(e.config == *c)) ||
+    if (!e.family.empty() || e.target != t || (c && !(e.config == *c)) ||
         !bundleServes(e.problem, p))
       continue;
     if (alignSum(e.problem) == alignSum(p)) // serves and equal: exact
@@ -506,6 +538,13 @@ const BundleEntry *Bundle::findSource(const KernelSource &src,
     if (e.target == src.target && e.kernel == src.name)
       return &e;
   }
+  return nullptr;
+}
+
+const BundleEntry *Bundle::findFamily(Target t, const json &problem) const {
+  for (const BundleEntry &e : entries_)
+    if (!e.family.empty() && e.target == t && e.familyProblem == problem)
+      return &e;
   return nullptr;
 }
 
@@ -556,6 +595,13 @@ const BundleEntry *BundleSet::findSource(const KernelSource &src) const {
   return nullptr;
 }
 
+const BundleEntry *BundleSet::findFamily(Target t, const json &problem) const {
+  for (const Bundle &b : bundles_)
+    if (const BundleEntry *e = b.findFamily(t, problem))
+      return e;
+  return nullptr;
+}
+
 std::string BundleSet::binary(const BundleEntry &e) const {
   return readEntry(e);
 }
@@ -575,6 +621,8 @@ Error BundleSet::missError(Target t, const GemmProblem &p,
   std::set<std::string> otherTargets, hints;
   for (const Bundle &b : bundles_)
     for (const BundleEntry &e : b.entries()) {
+      if (!e.family.empty())
+        continue;
       GemmProblem q = e.problem;
       q.alignA = p.alignA;
       q.alignB = p.alignB;

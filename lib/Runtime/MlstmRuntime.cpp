@@ -143,11 +143,11 @@ std::shared_ptr<const MlstmPlan> Runtime::selectMlstm(const MlstmProblem &p,
     throw Error("mlstm: no kernel is loaded yet for this problem and the "
                 "stream is being captured into a graph; run the call once "
                 "before capture");
-  // No measurements yet: the heuristic (the seed's batch-aware choice).
-  // The plan keeps the caller's state flags; they do not change the code.
-  std::shared_ptr<const MlstmPlan> plan = compileMlstm(
-      r, args.config ? *args.config : defaultConfig(r, target_), target_,
-      stream);
+  // The tuning DB's winner (by policy), else the heuristic (the seed's
+  // batch-aware choice).
+  std::shared_ptr<const MlstmPlan> plan =
+      compileMlstm(r, args.config ? *args.config : chooseMlstmConfig(r, stream),
+                   target_, stream);
   std::lock_guard<std::mutex> lock(mlstm_->mu);
   return mlstm_->dispatch.emplace(key, plan).first->second;
 }

@@ -423,23 +423,26 @@ std::shared_ptr<Kernel> Runtime::select(const GemmProblem &p,
   return dispatch_.emplace(key, k).first->second;
 }
 
+void Runtime::openTuningDb() {
+  if (tuning_)
+    return;
+  tuningKey_ = deviceKey(*this);
+  tuningPath_ = defaultTuningDbPath(opts_.cache);
+  try {
+    tuning_ = tuningPath_.empty() ? TuningDB() : TuningDB::load(tuningPath_);
+  } catch (const Error &e) {
+    // A broken DB must not stop the program: use the heuristic, say why.
+    std::fprintf(stderr, "kgen: tuning DB ignored: %s\n", e.what());
+    tuning_ = TuningDB();
+  }
+}
+
 GemmConfig Runtime::chooseConfig(const GemmProblem &r) {
   if (!backend_) // no GPU, no measurements: the heuristic
     return defaultConfig(r, target_);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!tuning_) {
-      tuningKey_ = deviceKey(*this);
-      tuningPath_ = defaultTuningDbPath(opts_.cache);
-      try {
-        tuning_ =
-            tuningPath_.empty() ? TuningDB() : TuningDB::load(tuningPath_);
-      } catch (const Error &e) {
-        // A broken DB must not stop the program: use the heuristic, say why.
-        std::fprintf(stderr, "kgen: tuning DB ignored: %s\n", e.what());
-        tuning_ = TuningDB();
-      }
-    }
+    openTuningDb();
     // Measured winners first: the exact problem, then the nearest M bucket.
     // A record whose config does not fit this call (another alignment) is
     // passed over.

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kgen/Codegen/AttentionJson.h"
 #include "kgen/Codegen/Candidates.h"
 #include "kgen/Codegen/Reference.h"
 #include "kgen/Runtime/Tuner.h"
@@ -252,4 +253,124 @@ TEST_F(TunerGpu, OnlinePolicyTunesOnFirstUseAndSaves) {
   off.tune = TunePolicy::Off;
   Runtime again(off);
   EXPECT_EQ(again.select(p, args)->config, k->config);
+}
+
+namespace {
+
+/// Shared checks of an attention or mLSTM tune: every candidate passed and
+/// was timed, the winner is the fastest and is recorded with its margins.
+void expectFamilyTune(const TuneResult &r, const TunerOptions &o,
+                      size_t candidates) {
+  ASSERT_TRUE(r.family.has_value());
+  ASSERT_EQ(r.candidates.size(), candidates);
+  for (const CandidateResult &c : r.candidates) {
+    std::printf("[ candidate] %-70s %-14s %8.2f us %5zu runs%s %s\n",
+                c.kernel.c_str(), toString(c.status), c.us, c.runs,
+                c.graph ? " (graph)" : "", c.error.c_str());
+    EXPECT_TRUE(c.ok()) << c.kernel << ": " << c.error;
+    if (!c.ok())
+      continue;
+    EXPECT_TRUE(c.checked && c.check.pass()) << c.check.describe();
+    EXPECT_GE(c.runs, size_t(o.minRuns));
+    EXPECT_GT(c.us, 0);
+  }
+  ASSERT_TRUE(r.familyRecord) << "no candidate passed";
+  const FamilyRecord &w = *r.familyRecord;
+  EXPECT_EQ(w.timeUs, r.candidates[0].us);
+  EXPECT_EQ(w.config, r.candidates[0].familyConfig);
+  const CandidateResult *h = r.heuristicResult();
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(h->familyConfig, r.familyHeuristic);
+  EXPECT_EQ(w.heuristicUs, h->us);
+  std::printf("[ winner   ] %s %s: %.2f us, %.1f TFLOP/s, %.1f GB/s; "
+              "runner-up +%.1f%%, heuristic +%.1f%%\n",
+              w.kernel.c_str(), w.config.dump().c_str(), w.timeUs, w.tflops,
+              w.gbs, marginPercent(w.timeUs, w.runnerUpUs),
+              marginPercent(w.timeUs, w.heuristicUs));
+}
+
+TunerOptions shortTiming() {
+  TunerOptions o;
+  o.minRuns = 10; // the statistics are unit-tested; keep the GPU time short
+  o.minMs = 2;
+  o.warmupMs = 2;
+  return o;
+}
+
+} // namespace
+
+TEST_F(TunerGpu, TunesAnAttentionProblemAndTheDispatcherUsesTheWinner) {
+  if (targetInfo(rt->target()).vendor != Vendor::NVIDIA)
+    GTEST_SKIP() << "the attention reference kernel is NVIDIA-only";
+  AttentionProblem p; // causal GQA 4:1 prefill
+  p.batch = 2;
+  p.headsQ = 8;
+  p.headsKv = 2;
+  p.seqlenQ = p.seqlenK = 256;
+  p.headDimQk = p.headDimV = 64;
+  p.causal = true;
+  TunerOptions o = shortTiming();
+  TuneResult r;
+  {
+    Tuner tuner(*rt, o);
+    r = tuner.tune(p);
+  }
+  expectFamilyTune(r, o, enumerateConfigs(p, rt->target()).size());
+  ASSERT_TRUE(r.familyRecord);
+  const DeviceKey key = deviceKey(*rt);
+  TuningDB db = TuningDB::load(dbPath());
+  db.record(key, *r.familyRecord);
+  db.mergeAndSave(dbPath());
+
+  // A fresh runtime (policy off) takes the winner from the DB, for this
+  // problem and, through the bucket, for a ragged length below it.
+  RuntimeOptions off;
+  off.tune = TunePolicy::Off;
+  Runtime fresh(off);
+  AttentionArgs none;
+  EXPECT_EQ(toJson(fresh.selectAttention(p, none)), r.familyRecord->config);
+  AttentionProblem ragged = p;
+  ragged.seqlenQ = ragged.seqlenK = 250;
+  TuningDB::FamilyMatch m = TuningDB::load(dbPath()).lookup(key, ragged);
+  ASSERT_EQ(m.kind, TuningDB::Match::Bucket);
+  EXPECT_EQ(m.bucketProblem, tuningProblemJson(p));
+  EXPECT_EQ(toJson(fresh.selectAttention(ragged, none)),
+            r.familyRecord->config);
+}
+
+TEST_F(TunerGpu, TunesAnMlstmProblemAndTheDispatcherUsesTheWinner) {
+  MlstmProblem p;
+  p.b = 2;
+  p.nh = 4;
+  p.s = 256;
+  p.dqk = p.dv = 64;
+  TunerOptions o = shortTiming();
+  TuneResult r;
+  {
+    Tuner tuner(*rt, o);
+    r = tuner.tune(p);
+  }
+  expectFamilyTune(r, o, enumerateConfigs(p, rt->target()).size());
+  ASSERT_TRUE(r.familyRecord);
+  const DeviceKey key = deviceKey(*rt);
+  TuningDB db = TuningDB::load(dbPath());
+  db.record(key, *r.familyRecord);
+  db.mergeAndSave(dbPath());
+
+  // A fresh runtime (policy off) takes the winner for S = 256 and, through
+  // the S bucket, for S = 200; another B gets no record.
+  RuntimeOptions off;
+  off.tune = TunePolicy::Off;
+  Runtime fresh(off);
+  Buffer buf(fresh.backend(), 1 << 20); // selectMlstm only builds
+  MlstmArgs a;
+  a.q = a.k = a.v = a.i = a.f = buf.p;
+  a.h = buf.p;
+  EXPECT_EQ(toJson(fresh.selectMlstm(p, a)->config), r.familyRecord->config);
+  a.s = 200;
+  EXPECT_EQ(toJson(fresh.selectMlstm(p, a)->config), r.familyRecord->config);
+  MlstmProblem other = p;
+  other.b = 3;
+  EXPECT_EQ(TuningDB::load(dbPath()).lookup(key, other).kind,
+            TuningDB::Match::None);
 }

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kgen/Runtime/Tuner.h"
+#include "kgen/Codegen/AttentionJson.h"
 #include "kgen/Codegen/Candidates.h"
 #include "kgen/Codegen/Reference.h"
 
@@ -183,6 +184,101 @@ TEST_F(TunerTest, ResumeAfterInterruption) {
   EXPECT_EQ(final.records(fakeGpu()).size(), 5u);
   EXPECT_TRUE(pendingProblems(final, fakeGpu(), list, false).empty());
   EXPECT_EQ(pendingProblems(final, fakeGpu(), list, true).size(), 5u);
+}
+
+/// What tune() would return for an attention or mLSTM problem: one
+/// candidate taking `us`, recorded as the family's winner.
+template <class P>
+TuneResult fakeFamilyResult(const P &p, const nlohmann::json &config,
+                            double us) {
+  TuneResult r;
+  constexpr bool attention = std::is_same_v<P, AttentionProblem>;
+  r.family = attention ? TuneFamily::Attention : TuneFamily::Mlstm;
+  r.familyProblem = tuningProblemJson(p);
+  CandidateResult c;
+  c.familyConfig = config;
+  c.kernel = attention ? "kgen_attn_fake" : "kgen_mlstm_fake";
+  c.us = us;
+  c.heuristic = true;
+  r.candidates = {c};
+  FamilyRecord rec;
+  rec.family = *r.family;
+  rec.problem = r.familyProblem;
+  rec.config = config;
+  rec.kernel = c.kernel;
+  rec.timeUs = us;
+  r.familyRecord = rec;
+  return r;
+}
+
+TEST_F(TunerTest, ResumeOfAMixedFamilyList) {
+  AttentionProblem prefill;
+  prefill.batch = 4;
+  prefill.headsQ = prefill.headsKv = 16;
+  prefill.seqlenQ = prefill.seqlenK = 4096;
+  prefill.causal = true;
+  AttentionProblem decode = prefill;
+  decode.seqlenQ = 1;
+  MlstmProblem layer;
+  layer.b = 8;
+  layer.nh = 8;
+  layer.s = 8192;
+  layer.dqk = 256;
+  layer.dv = 512;
+  const std::vector<AnyProblem> list = {
+      gemm(532, 2048, 2048), prefill, layer, decode, prefill, // duplicate
+      gemm(16, 4096, 4096)};
+  TuningDB db = TuningDB::load(db_);
+  std::vector<size_t> pending = pendingAnyProblems(db, fakeGpu(), list, false);
+  ASSERT_EQ(pending, (std::vector<size_t>{0, 1, 2, 3, 5}));
+
+  const nlohmann::json attnConfig = toJson(AttentionConfig{});
+  const nlohmann::json mlstmConfig = toJson(MlstmConfig{});
+  auto result = [&](size_t i) {
+    if (auto *g = std::get_if<GemmProblem>(&list[i]))
+      return fakeResult(*g, 10.0 + double(i));
+    if (auto *a = std::get_if<AttentionProblem>(&list[i]))
+      return fakeFamilyResult(*a, attnConfig, 10.0 + double(i));
+    return fakeFamilyResult(std::get<MlstmProblem>(list[i]), mlstmConfig,
+                            10.0 + double(i));
+  };
+  std::vector<size_t> tuned;
+  auto stopAfterThree = [&](size_t i) {
+    if (tuned.size() == 3)
+      throw TuneInterrupted();
+    tuned.push_back(i);
+    return result(i);
+  };
+  size_t stored = 0;
+  auto onDone = [&](size_t, const TuneResult &, bool kept) { stored += kept; };
+  EXPECT_THROW(
+      tuneAndRecord(pending, db, fakeGpu(), db_, stopAfterThree, onDone),
+      TuneInterrupted);
+  EXPECT_EQ(stored, 3u);
+
+  // A new process: one record of each family saved, the rest pending.
+  TuningDB saved = TuningDB::load(db_);
+  EXPECT_EQ(saved.records(fakeGpu()).size(), 1u);
+  EXPECT_EQ(saved.familyRecords(fakeGpu(), TuneFamily::Attention).size(), 1u);
+  EXPECT_EQ(saved.familyRecords(fakeGpu(), TuneFamily::Mlstm).size(), 1u);
+  EXPECT_EQ(saved.lookup(fakeGpu(), layer).kind, TuningDB::Match::Exact);
+  std::vector<size_t> rest = pendingAnyProblems(saved, fakeGpu(), list, false);
+  EXPECT_EQ(rest, (std::vector<size_t>{3, 5}));
+
+  tuned.clear();
+  tuneAndRecord(
+      rest, saved, fakeGpu(), db_,
+      [&](size_t i) {
+        tuned.push_back(i);
+        return result(i);
+      },
+      onDone);
+  EXPECT_EQ(tuned, (std::vector<size_t>{3, 5}));
+  TuningDB final = TuningDB::load(db_);
+  EXPECT_TRUE(pendingAnyProblems(final, fakeGpu(), list, false).empty());
+  EXPECT_EQ(pendingAnyProblems(final, fakeGpu(), list, true).size(), 5u);
+  EXPECT_EQ(final.lookup(fakeGpu(), decode).kind, TuningDB::Match::Exact);
+  EXPECT_EQ(final.size(), 5u);
 }
 
 /// A kill (no exception, no handler) in the middle of the third problem:

@@ -67,6 +67,13 @@ struct BundleEntry {
   std::string name;         ///< the problem's label (optional)
   std::string configFrom; ///< "heuristic", "given", "tuning-db ..." (optional)
   std::string path;       ///< absolute path once opened; not stored
+  /// Attention and mLSTM kernels: "attention" or "mlstm", with the problem
+  /// and config as that family's canonical JSON (stored as "family",
+  /// "problem", "config"; `problem` and `config` above are then unused). An
+  /// mLSTM plan of two kernels is two entries of one problem and config.
+  /// Empty for GEMM.
+  std::string family;
+  nlohmann::json familyProblem, familyConfig;
 
   bool operator==(const BundleEntry &) const = default;
 };
@@ -120,6 +127,10 @@ public:
   /// sourceDigest equal); null when none.
   const Entry *findSource(const KernelSource &src,
                           const std::string &digest) const;
+  /// An attention or mLSTM entry of target `t` for exactly `problem` (the
+  /// family's canonical JSON, its "family" field naming the family): the
+  /// config the bundle was built with. Null when none.
+  const Entry *findFamily(Target t, const nlohmann::json &problem) const;
 
   /// The entry's binary, after checking that the file is a regular file (not
   /// a link), not writable by other users unless it is ours, and has the
@@ -164,6 +175,8 @@ public:
   /// Bundle::findSource over the bundles in order (the digest is computed
   /// once here).
   const BundleEntry *findSource(const KernelSource &src) const;
+  /// Bundle::findFamily over the bundles in order.
+  const BundleEntry *findFamily(Target t, const nlohmann::json &problem) const;
   /// The verified binary of an entry of one of these bundles.
   std::string binary(const BundleEntry &e) const;
 

@@ -36,9 +36,14 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace kgen {
+
+/// A problem of any tuned family: what `kgen tune` lists and the tuner
+/// takes.
+using AnyProblem = std::variant<GemmProblem, AttentionProblem, MlstmProblem>;
 
 //===----------------------------------------------------------------------===//
 // Keys and figures
@@ -139,6 +144,9 @@ struct CandidateResult {
   double timedMs = 0;  ///< measured time in total
   bool graph = false;  ///< timed by graph replay
   size_t perGraph = 0; ///< kernel launches per replay when `graph`
+  /// Attention and mLSTM: the candidate's config as JSON (`config` is
+  /// unused); null for GEMM.
+  nlohmann::json familyConfig;
   bool ok() const { return status == Status::Timed; }
 };
 
@@ -166,6 +174,14 @@ struct TuneResult {
   /// Things the user should know (e.g. graph replay unavailable: small
   /// kernels were timed launch by launch).
   std::vector<std::string> notes;
+  /// Attention and mLSTM: the family, the problem as tuned and recorded and
+  /// the heuristic's config (JSON), and the winner as a FamilyRecord;
+  /// `problem`, `heuristic` and `record` are then unused. Unset for GEMM.
+  std::optional<TuneFamily> family;
+  nlohmann::json familyProblem, familyHeuristic;
+  std::optional<FamilyRecord> familyRecord;
+  /// Timing covers the whole call: every kernel of a two-phase mLSTM plan,
+  /// the main and combine kernels of a split-KV attention.
 
   const CandidateResult *winner() const;
   const CandidateResult *runnerUp() const;
@@ -183,6 +199,12 @@ struct TuneResult {
 std::vector<size_t> pendingProblems(const TuningDB &db, const DeviceKey &key,
                                     const std::vector<GemmProblem> &problems,
                                     bool force);
+
+/// The same for a list mixing families; attention and mLSTM problems are
+/// compared as given (their records are keyed by the whole problem).
+std::vector<size_t> pendingAnyProblems(const TuningDB &db, const DeviceKey &key,
+                                       const std::vector<AnyProblem> &problems,
+                                       bool force);
 
 /// Runs `tuneOne(i)` for each i of `pending`, in order; after each, records
 /// the winner under `key` and writes the DB at `dbPath`
@@ -227,6 +249,27 @@ private:
   Backend::Function gemm_ = nullptr, fill_ = nullptr;
 };
 
+/// The plain attention reference, one block per query row: `ref` with the
+/// mask built explicitly from the problem's definition, scores, softmax, O
+/// and LSE in fp32 from the exact 16-bit inputs; `naive` the same-dtype
+/// implementation (scores and P rounded to the dtype). Built through
+/// Runtime::compileSource; NVIDIA only (its conversions are inline PTX).
+/// Holds a row's scores in shared memory: seqlen_k up to 16384 or so.
+class AttentionReference {
+public:
+  explicit AttentionReference(Runtime &rt);
+  /// For the call `in` of `p` (sizes from `in` where set, strides as given:
+  /// none may be 0): refO [batch, headsQ, seqlenQ, headDimV] fp32, refLse
+  /// [batch, headsQ, seqlenQ] fp32 (-inf for a row with no visible key),
+  /// naiveO like refO in the problem's dtype.
+  void run(const AttentionProblem &p, const AttentionArgs &in, float *refO,
+           float *refLse, void *naiveO, void *stream = nullptr) const;
+
+private:
+  Backend *be_;
+  Backend::Function fn_ = nullptr;
+};
+
 //===----------------------------------------------------------------------===//
 // The tuner
 //===----------------------------------------------------------------------===//
@@ -252,7 +295,24 @@ public:
   /// tuning the current one).
   void prefetch(const GemmProblem &p);
 
+  /// Attention: every candidate of enumerateConfigs, checked against the
+  /// plain fp32 reference kernel with an explicit mask (AttentionReference)
+  /// and timed as GEMM's are; a split-KV candidate is timed with its
+  /// combine kernel.
+  TuneResult tune(const AttentionProblem &p);
+  void prefetch(const AttentionProblem &p);
+  /// mLSTM: every candidate plan, checked on the host against the fp64
+  /// recurrent form (Tuner.cpp says on which call and why), timed as one
+  /// call (both kernels of a two-phase plan).
+  TuneResult tune(const MlstmProblem &p);
+  void prefetch(const MlstmProblem &p);
+  TuneResult tune(const AnyProblem &p);
+  void prefetch(const AnyProblem &p);
+
   const TunerOptions &options() const;
+
+  /// The family-specific half of tuning one problem (Tuner.cpp).
+  class Case;
 
 private:
   struct Impl;
