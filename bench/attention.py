@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import math
+import os
 import pathlib
 import re
 import sys
@@ -176,7 +177,7 @@ def main():
             f.write(f"\n## Attention forward — {now}\n\n"
                     f"- device: {device} (torch {torch.__version__}, CUDA {torch.version.cuda})\n"
                     f"- kgen {kgen.version()}, commit {git_commit()}; "
-                    f"{'config ' + args.config if args.config else 'the dispatcher' + chr(39) + 's heuristic config'} (on sm_90a "
+                    f"{'config ' + args.config if args.config else 'the dispatcher' + chr(39) + 's config (tuning DB, else heuristic)'} (on sm_90a "
                     f"the heuristic takes the wgmma loop for prefill, the tiled loop with split-KV and GQA packing "
                     f"for decode; the `kgen: cache: miss` lines of the log name each kernel)\n"
                     f"- method: {method}, median per call, inputs rotated over > 64 MB; TFLOP/s = 4*B*H*Sq*Sk*D "
@@ -195,5 +196,17 @@ def main():
         sys.exit(1)
 
 
+def report_compiles():
+    """The dispatcher reads the tuning DB (KGEN_TUNE, default offline): after
+    `kgen tune --preset attention-bench` a second run compiles nothing."""
+    import kgen
+    policy = os.environ.get("KGEN_TUNE", "offline")
+    db = os.environ.get("KGEN_TUNING_DB", "<kernel cache>/tuning.json")
+    print(f"kgen kernels compiled in this process: {kgen.compiled_kernels()} (KGEN_TUNE={policy}, tuning DB {db})")
+
+
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    finally:
+        report_compiles()

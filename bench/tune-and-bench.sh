@@ -2,7 +2,11 @@
 # On a GPU machine, after .ci/gpu-check built $BUILD_DIR: tune the GEMM
 # benchmark shapes (interrupted once and resumed, to show resume), then run
 # the GEMM benchmark with the DB (it must compile nothing: every winner is in
-# the kernel cache) and the dispatch-overhead benchmark. Outputs under $OUT.
+# the kernel cache) and the dispatch-overhead benchmark; then the same for
+# attention and mLSTM: tune the shapes of bench/attention.py and
+# bench/mlstm.py (presets attention-bench, mlstm-bench), run each bench twice
+# with the DB, each run printing the kernels it compiled (0 expected: the
+# tuner compiled every winner into the cache). Outputs under $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build-gpu}
@@ -23,3 +27,16 @@ echo "exit $?; compiles during the bench: $(grep -c 'cache: miss' "$out/bench.er
 tail -12 "$out/bench.log"
 echo "== bench/dispatch"
 "$build/bin/kgen-bench-dispatch" --out "$out/dispatch.md" 2>&1 | tail -25
+echo "== kgen tune, attention and mLSTM bench shapes"
+"$build/bin/kgen" tune --preset attention-bench --preset mlstm-bench --csv "$out/tuned.csv" \
+  > "$out/tune-families.log" 2> "$out/tune-families.err"
+echo "exit $?"; grep -E "problems .*distinct" "$out/tune-families.log"; tail -45 "$out/tune-families.log"
+for fam in attention mlstm; do
+  echo "== bench/$fam.py with the DB (twice: the second run must compile 0 kernels)"
+  for run in 1 2; do
+    KGEN_LIB="$PWD/$build/lib/libkgen.so" PYTHONPATH="$PWD/python" PYTHONUNBUFFERED=1 \
+      python3 "bench/$fam.py" > "$out/bench-$fam-$run.log" 2> "$out/bench-$fam-$run.err"
+    echo "run $run exit $?: $(grep 'kernels compiled in this process' "$out/bench-$fam-$run.log")"
+  done
+  tail -40 "$out/bench-$fam-2.log"
+done

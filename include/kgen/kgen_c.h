@@ -72,6 +72,10 @@ typedef struct kgen_kernel_info {
 /** kgen's version, e.g. "0.1.0". */
 KGEN_C_API const char *kgen_version(void);
 
+/** Kernels this process has compiled so far (cache misses that ran nvrtc or
+ *  hiprtc); 0 for a run served by the kernel cache and a bundle. */
+KGEN_C_API uint64_t kgen_compiled_kernels(void);
+
 /** The message of the last failing call on this thread, or "" when the
  *  last call succeeded. Valid until the next kgen call on this thread. */
 KGEN_C_API const char *kgen_last_error(void);

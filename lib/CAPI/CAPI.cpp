@@ -149,6 +149,8 @@ const char *kgen_version(void) {
   return v.c_str();
 }
 
+uint64_t kgen_compiled_kernels(void) { return kgen::compiledKernelCount(); }
+
 const char *kgen_last_error(void) { return lastError.c_str(); }
 
 const char *kgen_status_name(kgen_status_t s) {

@@ -57,6 +57,55 @@ bool readGemmsFromMlirFile(const std::string &path, std::vector<MlirGemm> &out,
   return ok;
 }
 
+bool readFamiliesFromMlirFile(const std::string &path,
+                              std::vector<MlirAttention> &attention,
+                              std::vector<MlirMlstm> &mlstm, std::string &err) {
+  mlir::DialectRegistry registry;
+  registry.insert<ir::KgenDialect>();
+  mlir::MLIRContext ctx(registry, mlir::MLIRContext::Threading::DISABLED);
+  ctx.printOpOnDiagnostic(false);
+  std::string openError;
+  std::unique_ptr<llvm::MemoryBuffer> buffer =
+      mlir::openInputFile(path, &openError);
+  if (!buffer) {
+    err = openError;
+    return false;
+  }
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
+  std::string diagnostics;
+  llvm::raw_string_ostream os(diagnostics);
+  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &ctx, os);
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr,
+                                            mlir::ParserConfig(&ctx));
+  bool ok = bool(module);
+  if (ok)
+    module->walk([&](mlir::Operation *op) {
+      if (auto a = mlir::dyn_cast<ir::AttentionOp>(op)) {
+        auto problem = ir::getAttentionProblem(a);
+        auto target = ir::getAttentionTarget(a);
+        if (failed(problem) || failed(target)) {
+          ok = false;
+          return mlir::WalkResult::interrupt();
+        }
+        attention.push_back({a.getSymName().str(), *problem, *target});
+      } else if (auto m = mlir::dyn_cast<ir::MlstmOp>(op)) {
+        auto problem = m.getProblem();
+        auto target = m.getKgenTarget();
+        if (failed(problem) || failed(target)) {
+          ok = false;
+          return mlir::WalkResult::interrupt();
+        }
+        mlstm.push_back({m.getSymName().str(), *problem, *target});
+      }
+      return mlir::WalkResult::advance();
+    });
+  if (!ok)
+    err = llvm::StringRef(diagnostics).rtrim().str();
+  return ok;
+}
+
 bool parseGemmFromMlirFile(const std::string &path, GemmProblem &problem,
                            std::optional<GemmConfig> &config, std::string &err,
                            std::optional<Target> *target) {

@@ -21,6 +21,7 @@
 #include "kgen/Runtime/Sha256.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -48,6 +49,8 @@ constexpr uint64_t kMaxPayloadBytes = 1ull << 30;
 constexpr int64_t kStaleTempSeconds = 3600;
 
 std::string errnoText() { return std::strerror(errno); }
+
+std::atomic<uint64_t> gCompiledKernels{0};
 
 void logLine(const std::string &msg) {
   // One write per line so lines of concurrent processes do not interleave.
@@ -699,6 +702,7 @@ DiskCache::getOrCompile(Target t, const std::string &key,
   double ms = std::chrono::duration<double, std::milli>(
                   std::chrono::steady_clock::now() - start)
                   .count();
+  gCompiledKernels.fetch_add(1, std::memory_order_relaxed);
   store(t, key, name, binary);
   if (opts_.log) {
     char msStr[32];
@@ -834,4 +838,8 @@ void DiskCache::evictToCap() {
     if (l.fd >= 0 && ::flock(l.fd, LOCK_EX | LOCK_NB) == 0)
       ::unlink(lockPath.c_str());
   }
+}
+
+uint64_t kgen::compiledKernelCount() {
+  return gCompiledKernels.load(std::memory_order_relaxed);
 }

@@ -132,6 +132,7 @@ def _declare(lib: ctypes.CDLL) -> None:
     c_char_p, c_void_p, c_int, c_int64 = ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
     sigs = {
         "kgen_version": (c_char_p, []),
+        "kgen_compiled_kernels": (ctypes.c_uint64, []),
         "kgen_last_error": (c_char_p, []),
         "kgen_runtime_create": (c_int, [c_char_p, ctypes.POINTER(c_void_p)]),
         "kgen_runtime_destroy": (None, [c_void_p]),
@@ -208,6 +209,12 @@ def _encode(x: Union[None, str, Mapping]) -> Optional[bytes]:
 
 def version() -> str:
     return _library().kgen_version().decode()
+
+
+def compiled_kernels() -> int:
+    """Kernels this process has compiled so far (kernel-cache misses that ran
+    the compiler): 0 for a run served by the cache and the tuning DB."""
+    return int(_library().kgen_compiled_kernels())
 
 
 class Runtime:

@@ -11,6 +11,7 @@
 #include "Commands.h"
 #include "Presets.h"
 
+#include "kgen/Codegen/AttentionJson.h"
 #include "kgen/Codegen/Candidates.h"
 #include "kgen/Codegen/Json.h"
 #include "kgen/Codegen/Limits.h"
@@ -47,8 +48,16 @@ read-only with no compiler and compiles nothing at run time:
   --out DIR          the bundle; created, or replaced in one step when it
                      holds a bundle. Any other non-empty directory is refused.
   --preset NAME      a built-in problem list: llama3-8b (the GEMMs of one
-                     Llama-3-8B layer, as kgen run) or gemm-bench (the shapes
-                     kgen is benchmarked and tuned on)
+                     Llama-3-8B layer, as kgen run), gemm-bench (the shapes
+                     kgen is benchmarked and tuned on), attention-bench or
+                     mlstm-bench (the shapes of bench/attention.py and
+                     bench/mlstm.py; see kgen tune --help)
+  --problem FILE     a .json list may mix families ("family": "attention" or
+                     "mlstm"); their entries carry the family's problem and
+                     config JSON, one entry per kernel (a two-phase mLSTM
+                     plan has two), and the runtime takes the bundled config
+                     for the call's problem (exact, else its sequence-length
+                     bucket) before the tuning DB
   --target T         sm_80 | sm_90a | gfx90a | gfx942 | native; repeat or use
                      commas. Default: the local GPU's, else sm_90a and gfx90a
                      (a default target whose compiler is missing is skipped)
@@ -133,13 +142,23 @@ int cmdBundle(Args &args) {
   Runtime rt;
   Backend *local = rt.backend();
   std::vector<ProblemSpec> specs;
+  std::vector<AnySpec> familySpecs; ///< attention and mLSTM problems
   if (preset) {
     for (const char *f : {"problem", "m", "n", "k", "dtype", "c-dtype",
                           "layout", "static", "align"})
       if (args.flag(f))
         throw Error(std::string("--") + f +
                     " cannot be combined with --preset");
-    specs = presetProblems(*preset);
+    if (isFamilyPreset(*preset))
+      familySpecs = anyPresetProblems(*preset);
+    else
+      specs = presetProblems(*preset);
+  } else if (auto mixed = mixedProblemsFromArgs(args)) {
+    for (AnySpec &a : *mixed)
+      if (auto *g = std::get_if<GemmProblem>(&a.problem))
+        specs.push_back({a.label, *g, a.config, a.target});
+      else
+        familySpecs.push_back(std::move(a));
   } else {
     specs = problemsFromArgs(args);
   }
@@ -182,6 +201,9 @@ int cmdBundle(Args &args) {
   // that target is explicit: its compiler must be there.
   std::set<Target> explicitTargets;
   for (const ProblemSpec &s : specs)
+    if (s.target)
+      explicitTargets.insert(*s.target);
+  for (const AnySpec &s : familySpecs)
     if (s.target)
       explicitTargets.insert(*s.target);
   std::set<Target> needed(explicitTargets);
@@ -240,6 +262,92 @@ int cmdBundle(Args &args) {
   TuningDB used;
   bool anyRecord = false;
   int built = 0, hits = 0;
+
+  // Attention and mLSTM: the config as the dispatcher would choose it (the
+  // DB's exact or bucket record, else the heuristic); every kernel of the
+  // variant becomes an entry (two for a two-phase mLSTM plan).
+  if (!familySpecs.empty() && forced)
+    throw Error("config options force GEMM configs; attention and mLSTM "
+                "problems take theirs from the tuning DB or the heuristic");
+  for (const AnySpec &s : familySpecs) {
+    for (Target t : s.target ? std::vector<Target>{*s.target} : targets) {
+      if (!keys.count(t))
+        continue;
+      const std::string tt(toString(t));
+      try {
+        json problem, config;
+        std::string from = "heuristic";
+        std::optional<std::pair<DeviceKey, FamilyRecord>> record;
+        auto fromDb = [&](const auto &p, auto parseConfig) {
+          for (const DeviceKey &k : keys[t]) {
+            TuningDB::FamilyMatch m = db->lookup(k, p);
+            if (!m.record || checkConfig(p, parseConfig(m.record->config), t))
+              continue;
+            from = std::string(m.kind == TuningDB::Match::Exact
+                                   ? "tuning-db"
+                                   : "tuning-db bucket") +
+                   " (" + k.device + ")";
+            record = {k, *m.record};
+            return m.record->config;
+          }
+          return json();
+        };
+        std::vector<std::shared_ptr<Kernel>> kernels;
+        std::string family;
+        if (auto *a = std::get_if<AttentionProblem>(&s.problem)) {
+          if (auto e = checkProblemOnTarget(*a, t))
+            throw Error(*e);
+          family = "attention";
+          problem = tuningProblemJson(*a);
+          config = fromDb(*a, attentionConfigFromJson);
+          if (config.is_null())
+            config = toJson(defaultConfig(*a, t));
+          kernels.push_back(rt.compile(*a, attentionConfigFromJson(config), t));
+        } else {
+          const MlstmProblem &m = std::get<MlstmProblem>(s.problem);
+          if (auto e = checkProblem(m))
+            throw Error(*e);
+          family = "mlstm";
+          problem = tuningProblemJson(m);
+          config = fromDb(m, mlstmConfigFromJson);
+          if (config.is_null())
+            config = toJson(defaultConfig(m, t));
+          kernels = rt.compileMlstm(m, mlstmConfigFromJson(config), t)->kernels;
+        }
+        std::fprintf(stderr, "%s %s %s: %zu kernel(s), config from %s\n",
+                     s.label.c_str(), tt.c_str(), config.dump().c_str(),
+                     kernels.size(), from.c_str());
+        Compiler &cc = rt.compiler(targetInfo(t).vendor);
+        for (const std::shared_ptr<Kernel> &k : kernels) {
+          BundleEntry e;
+          e.target = t;
+          e.family = family;
+          e.familyProblem = problem;
+          e.familyConfig = config;
+          e.kernel = k->source.name;
+          e.compiler = cc.name();
+          e.compilerVersion = cc.version();
+          e.sourceSha256 = sourceDigest(k->source);
+          e.cacheKey = k->cacheKey;
+          e.name = s.label;
+          e.configFrom = from;
+          e = writer.add(e, k->binary);
+          nlohmann::ordered_json row = toJson(e);
+          row["cache_hit"] = k->cacheHit;
+          row["compile_ms"] = k->compileMs;
+          rows.push_back(row);
+          built += !k->cacheHit;
+          hits += k->cacheHit;
+        }
+        if (record) {
+          used.record(record->first, record->second);
+          anyRecord = true;
+        }
+      } catch (const Error &e) {
+        errors.push_back(s.label + " (" + tt + "): " + e.what());
+      }
+    }
+  }
   for (size_t i = 0; i < jobs.size(); ++i) {
     const Job &j = jobs[i];
     std::string t = std::string(toString(j.target));
@@ -283,7 +391,7 @@ int cmdBundle(Args &args) {
                  errors.size(), out->c_str());
     return 1;
   }
-  if (jobs.empty())
+  if (jobs.empty() && familySpecs.empty())
     throw Error("nothing to bundle: no target has a compiler here" +
                 std::string(skipped.empty() ? "" : " (skipped: ") +
                 (skipped.empty() ? "" : skipped.front() + ")"));
@@ -311,11 +419,18 @@ int cmdBundle(Args &args) {
   std::printf("%-24s %-26s %-7s %-18s %-22s %-5s %8s  %s\n", "problem", "shape",
               "target", "config", "config from", "cache", "bytes", "kernel");
   for (const nlohmann::ordered_json &r : rows) {
-    GemmProblem p = gemmProblemFromJson(r["problem"]);
+    const bool family = r.contains("family");
+    std::string shape, config;
+    if (family) {
+      shape = familyShapeText(json::parse(r["problem"].dump()));
+      config = familyConfigText(json::parse(r["config"].dump()));
+    } else {
+      shape = shapeText(gemmProblemFromJson(r["problem"]));
+      config = configText(gemmConfigFromJson(r["config"]));
+    }
     std::printf("%-24s %-26s %-7s %-18s %-22s %-5s %8llu  %s\n",
-                r.value("name", "").c_str(), shapeText(p).c_str(),
-                r["target"].get<std::string>().c_str(),
-                configText(gemmConfigFromJson(r["config"])).c_str(),
+                r.value("name", "").c_str(), shape.c_str(),
+                r["target"].get<std::string>().c_str(), config.c_str(),
                 r.value("config_from", "").c_str(),
                 r["cache_hit"].get<bool>() ? "hit" : "miss",
                 (unsigned long long)r["bytes"].get<uint64_t>(),

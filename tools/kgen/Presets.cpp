@@ -2,9 +2,19 @@
 
 #include "Presets.h"
 
+#include "kgen/Codegen/AttentionJson.h"
+#include "kgen/Codegen/Json.h"
 #include "kgen/Error.h"
 
+#include <algorithm>
 #include <array>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#ifdef KGEN_HAVE_MLIR
+#include "kgen/IR/MlirFile.h"
+#endif
 
 namespace kgen::cli {
 
@@ -63,7 +73,232 @@ std::vector<ProblemSpec> presetProblems(const std::string &name) {
     return gemmBenchProblems();
   if (name == "llama3-8b")
     return llama3LayerProblems();
-  throw Error("unknown preset '" + name + "' (presets: llama3-8b, gemm-bench)");
+  throw Error("unknown preset '" + name +
+              "' (presets: llama3-8b, gemm-bench, attention-bench, "
+              "mlstm-bench)");
+}
+
+std::vector<AttentionSpec> attentionBenchProblems() {
+  std::vector<AttentionSpec> out;
+  auto add = [&](const std::string &group, int64_t b, int64_t hq, int64_t hkv,
+                 int64_t sq, int64_t sk, int d, bool causal, DType t) {
+    AttentionProblem p;
+    p.batch = b;
+    p.headsQ = hq;
+    p.headsKv = hkv;
+    p.seqlenQ = sq;
+    p.seqlenK = sk;
+    p.headDimQk = p.headDimV = d;
+    p.causal = causal;
+    p.dtype = t;
+    out.push_back({"attention-bench." + group + ".b" + std::to_string(b) + "h" +
+                       std::to_string(hq) + "x" + std::to_string(hkv) + "s" +
+                       std::to_string(sq) + "x" + std::to_string(sk) + "d" +
+                       std::to_string(d) + (causal ? ".causal" : ""),
+                   p});
+  };
+  for (int64_t s : {512, 1024, 2048, 4096})
+    add("seed", 4, 8, 8, s, s, 256, true, DType::F16);
+  for (int d : {64, 128})
+    for (int64_t s : {512, 1024, 4096, 16384})
+      for (bool causal : {false, true})
+        add("prefill", 16384 / s, 16, 16, s, s, d, causal, DType::BF16);
+  for (int64_t b : {1, 16}) {
+    for (int64_t sk : {4096, 32768})
+      add("decode", b, 32, 8, 1, sk, 128, false, DType::BF16);
+    for (int64_t hkv : {4, 1})
+      add("decode", b, 32, hkv, 1, 4096, 128, false, DType::BF16);
+  }
+  return out;
+}
+
+std::vector<MlstmSpec> mlstmBenchProblems() {
+  struct Shape {
+    int64_t b, nh, s;
+    int dqk, dv;
+    bool states;
+  };
+  std::vector<Shape> shapes = {{8, 8, 8192, 256, 512, false},
+                               {32, 8, 2048, 256, 512, false},
+                               {1, 8, 8192, 256, 512, false},
+                               {4, 16, 8192, 128, 256, false}};
+  for (int d : {64, 128})
+    for (int64_t b : {1, 2, 4})
+      for (int64_t s : {2048, 4096})
+        shapes.push_back({b, 8, s, d, d, false});
+  for (int64_t b : {1, 16, 64})
+    shapes.push_back({b, 8, 1, 256, 512, true});
+  std::vector<MlstmSpec> out;
+  for (const Shape &x : shapes) {
+    MlstmProblem p;
+    p.b = x.b;
+    p.nh = x.nh;
+    p.s = x.s;
+    p.dqk = x.dqk;
+    p.dv = x.dv;
+    p.initialState = p.finalState = x.states;
+    out.push_back({"mlstm-bench.b" + std::to_string(x.b) + "h" +
+                       std::to_string(x.nh) + "s" + std::to_string(x.s) + "d" +
+                       std::to_string(x.dqk) + "x" + std::to_string(x.dv) +
+                       (x.states ? ".step" : ""),
+                   p});
+  }
+  return out;
+}
+
+bool isFamilyPreset(const std::string &name) {
+  return name == "attention-bench" || name == "mlstm-bench";
+}
+
+} // namespace kgen::cli
+
+namespace kgen::cli {
+
+std::vector<AnySpec> anyPresetProblems(const std::string &name) {
+  std::vector<AnySpec> out;
+  if (name == "attention-bench")
+    for (AttentionSpec &s : attentionBenchProblems())
+      out.push_back({s.label, s.problem, std::nullopt, std::nullopt});
+  else if (name == "mlstm-bench")
+    for (MlstmSpec &s : mlstmBenchProblems())
+      out.push_back({s.label, s.problem, std::nullopt, std::nullopt});
+  else
+    for (ProblemSpec &s : presetProblems(name))
+      out.push_back({s.label, s.problem, s.target, s.config});
+  return out;
+}
+
+std::string shapeText(const AttentionProblem &p) {
+  return "attention B" + std::to_string(p.batch) + " H" +
+         std::to_string(p.headsQ) + "/" + std::to_string(p.headsKv) + " S" +
+         std::to_string(p.seqlenQ) + "x" + std::to_string(p.seqlenK) + " D" +
+         std::to_string(p.headDimQk) + "/" + std::to_string(p.headDimV) + " " +
+         std::string(toString(p.dtype)) + (p.causal ? " causal" : "");
+}
+
+std::string shapeText(const MlstmProblem &p) {
+  return "mlstm B" + std::to_string(p.b) + " NH" + std::to_string(p.nh) + " S" +
+         std::to_string(p.s) + " D" + std::to_string(p.dqk) + "/" +
+         std::to_string(p.dv) + " " + std::string(toString(p.dtype)) +
+         (p.initialState || p.finalState ? " states" : "");
+}
+
+/// An attention or mLSTM config in one short line: "64x64 w4 s2 pv k2",
+/// "twophase c64 d64 w4".
+std::string familyConfigText(const nlohmann::json &c) {
+  if (c.contains("variant")) {
+    std::string s = c.value("variant", std::string("?"));
+    if (c.contains("chunk") && c.at("chunk").get<int>() > 0)
+      s += " c" + c.at("chunk").dump();
+    for (auto [key, tag] : {std::pair{"blockDV", " d"}, {"warps", " w"}})
+      if (c.contains(key))
+        s += tag + c.at(key).dump();
+    return s;
+  }
+  std::string s = c.at("block")[0].dump() + "x" + c.at("block")[1].dump() +
+                  " w" + c.at("warps").dump() + " s" + c.at("stages").dump();
+  if (c.value("preload_v", false))
+    s += " pv";
+  if (c.value("splits", 1) > 1)
+    s += " k" + c.at("splits").dump();
+  if (c.value("pack_gqa", false))
+    s += " gqa";
+  return s;
+}
+
+std::string familyShapeText(const nlohmann::json &problem) {
+  if (problem.value("family", "") == "attention")
+    return shapeText(attentionProblemFromJson(problem));
+  return shapeText(mlstmProblemFromJson(problem));
+}
+
+std::optional<std::vector<AnySpec>> mixedProblemsFromArgs(Args &args) {
+  std::optional<std::string> file = args.value("problem");
+  auto endsWith = [&](const char *suffix) {
+    const size_t n = std::strlen(suffix);
+    return file && file->size() >= n &&
+           file->compare(file->size() - n, n, suffix) == 0;
+  };
+  if (endsWith(".mlir")) {
+#ifdef KGEN_HAVE_MLIR
+    std::vector<MlirAttention> attention;
+    std::vector<MlirMlstm> mlstm;
+    std::string err;
+    if (!readFamiliesFromMlirFile(*file, attention, mlstm, err))
+      throw Error(err);
+    if (attention.empty() && mlstm.empty())
+      return std::nullopt;
+    std::vector<MlirGemm> gemms;
+    if (!readGemmsFromMlirFile(*file, gemms, err))
+      throw Error(err);
+    std::vector<AnySpec> out;
+    for (MlirGemm &g : gemms)
+      out.push_back({g.symbol, g.problem, g.target, g.config});
+    for (MlirAttention &a : attention)
+      out.push_back({a.symbol, a.problem, a.target, std::nullopt});
+    for (MlirMlstm &m : mlstm)
+      out.push_back({m.symbol, m.problem, m.target, std::nullopt});
+    return out;
+#else
+    return std::nullopt; // problemsFromArgs says MLIR is off
+#endif
+  }
+  if (!endsWith(".json"))
+    return std::nullopt;
+  std::ifstream in(*file, std::ios::binary);
+  if (!in)
+    throw Error("cannot read " + *file);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(ss.str());
+  } catch (const nlohmann::json::parse_error &e) {
+    throw Error(*file + ": malformed JSON: " + e.what());
+  }
+  auto isFamily = [](const nlohmann::json &o) {
+    return o.is_object() && o.contains("family") && o.at("family") != "gemm";
+  };
+  if (!(j.is_array() ? std::any_of(j.begin(), j.end(), isFamily) : isFamily(j)))
+    return std::nullopt;
+  std::vector<AnySpec> out;
+  auto one = [&](nlohmann::json o, size_t i) {
+    std::string label = *file;
+    if (o.is_object() && o.contains("name")) {
+      label = o.at("name").get<std::string>();
+      o.erase("name");
+    } else if (j.is_array()) {
+      label += "[" + std::to_string(i) + "]";
+    }
+    const std::string family =
+        isFamily(o) ? o.at("family").get<std::string>() : "gemm";
+    if (family == "attention") {
+      out.push_back(
+          {label, attentionProblemFromJson(o), std::nullopt, std::nullopt});
+    } else if (family == "mlstm") {
+      out.push_back(
+          {label, mlstmProblemFromJson(o), std::nullopt, std::nullopt});
+    } else {
+      if (isFamily(o))
+        throw Error("'family' = " + o.at("family").dump() +
+                    " is not gemm, attention or mlstm");
+      o.erase("family");
+      out.push_back(
+          {label, gemmProblemFromJson(o), std::nullopt, std::nullopt});
+    }
+  };
+  try {
+    if (j.is_array())
+      for (size_t i = 0; i < j.size(); ++i)
+        one(j[i], i);
+    else
+      one(j, 0);
+  } catch (const Error &e) {
+    throw Error(*file + ": " + e.what());
+  } catch (const nlohmann::json::exception &e) {
+    throw Error(*file + ": " + e.what());
+  }
+  return out;
 }
 
 } // namespace kgen::cli

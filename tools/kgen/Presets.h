@@ -5,6 +5,10 @@
 
 #include "Args.h"
 
+#include "kgen/Attention.h"
+#include "kgen/Mlstm.h"
+#include "kgen/Runtime/Tuner.h"
+
 #include <string>
 #include <vector>
 
@@ -23,6 +27,59 @@ std::vector<ProblemSpec> gemmBenchProblems();
 std::vector<ProblemSpec> llama3LayerProblems();
 /// A preset by name (llama3-8b, gemm-bench); throws kgen::Error otherwise.
 std::vector<ProblemSpec> presetProblems(const std::string &name);
+
+/// An attention or mLSTM problem of a preset, with its label.
+struct AttentionSpec {
+  std::string label;
+  AttentionProblem problem;
+};
+struct MlstmSpec {
+  std::string label;
+  MlstmProblem problem;
+};
+/// "attention-bench": the shapes of bench/attention.py as kgen.attention
+/// passes them (BSHD, no LSE): the seed's causal f16 D=256 B=4 H=8 at
+/// S = 512..4096; prefill bf16 H=16, D = 64 and 128, S = 512, 1024, 4096,
+/// 16384 with B = 16384 / S, causal and not; decode bf16 Sq = 1, Hq = 32,
+/// D = 128, B = 1 and 16: Hkv = 8 with Sk = 4096 and 32768, Hkv = 4 and 1
+/// with Sk = 4096. Labels "attention-bench.<group>...".
+std::vector<AttentionSpec> attentionBenchProblems();
+/// "mlstm-bench": the shapes of bench/mlstm.py (bf16): (B, NH, S, DQK, DV)
+/// = (8, 8, 8192, 256, 512), (32, 8, 2048, 256, 512), (1, 8, 8192, 256,
+/// 512), (4, 16, 8192, 128, 256); DQK = DV = 64 and 128 with B = 1, 2, 4,
+/// S = 2048 and 4096, NH = 8; and the decoding step S = 1, B = 1, 16, 64,
+/// NH = 8, DQK = 256, DV = 512 with states in and out.
+std::vector<MlstmSpec> mlstmBenchProblems();
+/// Whether `name` is one of the two presets above.
+bool isFamilyPreset(const std::string &name);
+
+/// A problem of any family, with its label and (from .mlir) target.
+struct AnySpec {
+  std::string label;
+  AnyProblem problem;
+  std::optional<Target> target;
+  std::optional<GemmConfig> config; ///< a GEMM's, from .mlir
+};
+/// One short line for tables: "attention B4 H32/8 S1x4096 D128/128 bf16",
+/// "mlstm B1 NH8 S8192 D256/512 bf16".
+std::string shapeText(const AttentionProblem &p);
+std::string shapeText(const MlstmProblem &p);
+/// The same from a problem's JSON (its "family" says which).
+std::string familyShapeText(const nlohmann::json &problem);
+/// An attention or mLSTM config's JSON in one short line: "64x64 w4 s2 pv
+/// k2 gqa", "twophase c64 d64 w4".
+std::string familyConfigText(const nlohmann::json &config);
+
+/// Any preset by name, as AnySpecs.
+std::vector<AnySpec> anyPresetProblems(const std::string &name);
+/// The problems of `--problem FILE` when FILE names attention or mLSTM
+/// problems: a .json list with objects of "family": "attention" or "mlstm"
+/// (an optional "name" for tables; the others are GEMM problems as
+/// problemsFromArgs reads them, without "config"), or a .mlir file with
+/// kgen.attention / kgen.mlstm ops (with MLIR; its kgen.gemm ops come
+/// along). Empty when there is no --problem or it names no such problem:
+/// problemsFromArgs reads it then.
+std::optional<std::vector<AnySpec>> mixedProblemsFromArgs(Args &args);
 
 } // namespace kgen::cli
 

@@ -12,6 +12,7 @@
 #include "Commands.h"
 #include "Presets.h"
 
+#include "kgen/Codegen/AttentionJson.h"
 #include "kgen/Codegen/Candidates.h"
 #include "kgen/Codegen/Json.h"
 #include "kgen/Runtime/Tuner.h"
@@ -22,7 +23,9 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include <unistd.h>
 
@@ -37,7 +40,7 @@ const char *kTuneHelp =
     R"(kgen tune: measure every candidate kernel, keep the fastest
 
 Usage: kgen tune [--preset NAME]... [problem options] [--misses] [--db PATH]
-                 [--force] [--json]
+                 [--force] [--csv PATH] [--json]
   --preset NAME      a built-in problem list (repeatable):
                        gemm-bench  the GEMM benchmark shapes (bf16, nt):
                                    cubes 8192..1024, 532/788 x 2048 x 2048,
@@ -45,6 +48,22 @@ Usage: kgen tune [--preset NAME]... [problem options] [--misses] [--db PATH]
                                    4096x4096x14336, M = 1..256 with N = K =
                                    4096 and 8192, 127x4099x1023
                        llama3-8b   the GEMMs of one Llama-3-8B layer
+                       attention-bench  the shapes of bench/attention.py
+                                   (seed causal f16 D=256; prefill bf16
+                                   D=64/128, S=512..16384; decode Sq=1,
+                                   GQA 32:8/4/1, Sk=4096/32768)
+                       mlstm-bench the shapes of bench/mlstm.py (xLSTM-7B
+                                   heads, small heads, the decoding step)
+  --problem FILE     as below; a .json list may mix families: an object
+                     with "family": "attention" (kgen/Codegen/AttentionJson.h)
+                     or "family": "mlstm" (kgen/Mlstm.h) is such a problem,
+                     with an optional "name" for the tables
+  --csv PATH         after tuning, export this GPU's records as CSV: GEMM
+                     to PATH (M,N,K,kernel,time_us,tflops,gb_s), attention
+                     to PATH.attention.csv (batch,heads_q,heads_kv,seqlen_q,
+                     seqlen_k,head_dim_qk,head_dim_v,kernel,time_us,tflops,
+                     gb_s), mLSTM to PATH.mlstm.csv (B,NH,S,DQK,DV,kernel,
+                     time_us,tflops,gb_s)
   --db PATH          the tuning DB to update (default: $KGEN_TUNING_DB, else
                      tuning.json in the kernel cache directory)
   --misses           also tune the problems programs ran without a record
@@ -60,8 +79,13 @@ at a time: warm-up, inputs rotated past the L2, the median over >= 50 runs
 and >= 30 ms, graph replay for kernels under 20 us. Each problem's winner is
 written to the DB before the next starts: an interrupted run (Ctrl-C, a
 kill) loses at most the problem in progress, and the same command resumes,
-skipping problems with a record. The dispatcher (kgen::Runtime::gemm) reads
-the DB at $KGEN_TUNING_DB or the default path.
+skipping problems with a record. The dispatcher (kgen::Runtime::gemm,
+::attention, ::mlstm) reads the DB at $KGEN_TUNING_DB or the default path.
+Attention candidates are checked against a plain fp32 reference kernel with
+an explicit mask, mLSTM candidates on the host against the fp64 recurrent
+form (on a call of at most 2 heads and 300 tokens); an mLSTM time is the
+whole call (both kernels of a two-phase plan), a split-KV attention time
+includes its combine kernel.
 
 Exit status: 0 done; 1 an error (no GPU, bad options, a problem where no
 candidate passed); 130 interrupted (SIGINT), 143 terminated (SIGTERM).
@@ -110,6 +134,19 @@ std::string shapeText(const GemmProblem &p) {
   if (p.c != p.ab)
     s += "->" + std::string(toString(p.c));
   return s + " " + p.layoutName() + (p.staticM ? "" : " (M at run time)");
+}
+
+std::string shapeText(const AnyProblem &p) {
+  if (auto *g = std::get_if<GemmProblem>(&p))
+    return shapeText(*g);
+  if (auto *a = std::get_if<AttentionProblem>(&p))
+    return cli::shapeText(*a);
+  return cli::shapeText(std::get<MlstmProblem>(p));
+}
+
+std::string candidateText(const CandidateResult &c) {
+  return c.familyConfig.is_null() ? configText(c.config)
+                                  : familyConfigText(c.familyConfig);
 }
 
 std::string firstLine(const std::string &s) {
@@ -213,10 +250,11 @@ private:
 //===----------------------------------------------------------------------===//
 
 json candidateJson(const CandidateResult &c) {
-  json j = {{"config", toJson(c.config)},
-            {"kernel", c.kernel},
-            {"status", toString(c.status)},
-            {"heuristic", c.heuristic}};
+  json j = {
+      {"config", c.familyConfig.is_null() ? toJson(c.config) : c.familyConfig},
+      {"kernel", c.kernel},
+      {"status", toString(c.status)},
+      {"heuristic", c.heuristic}};
   if (c.ok()) {
     j["time_us"] = c.us;
     j["tflops"] = c.tflops;
@@ -238,14 +276,18 @@ json candidateJson(const CandidateResult &c) {
 }
 
 json resultJson(const std::string &label, const TuneResult &r, bool stored) {
-  json j = {{"label", label},
-            {"problem", toJson(r.problem)},
-            {"target", toString(r.target)},
-            {"stored", stored},
-            {"seconds", r.seconds},
-            {"input_sets", r.sets},
-            {"heuristic_config", toJson(r.heuristic)},
-            {"notes", r.notes}};
+  const bool family = r.family.has_value();
+  json j = {
+      {"label", label},
+      {"problem", family ? r.familyProblem : toJson(r.problem)},
+      {"target", toString(r.target)},
+      {"stored", stored},
+      {"seconds", r.seconds},
+      {"input_sets", r.sets},
+      {"heuristic_config", family ? r.familyHeuristic : toJson(r.heuristic)},
+      {"notes", r.notes}};
+  if (family)
+    j["family"] = toString(*r.family);
   json cands = json::array();
   for (const CandidateResult &c : r.candidates)
     cands.push_back(candidateJson(c));
@@ -261,6 +303,17 @@ json resultJson(const std::string &label, const TuneResult &r, bool stored) {
                    {"heuristic_us", w.heuristicUs}};
     j["margin_runner_up_pct"] = marginPercent(w.timeUs, w.runnerUpUs);
     j["margin_heuristic_pct"] = marginPercent(w.timeUs, w.heuristicUs);
+  } else if (r.familyRecord) {
+    const FamilyRecord &w = *r.familyRecord;
+    j["winner"] = {{"config", w.config},
+                   {"kernel", w.kernel},
+                   {"time_us", w.timeUs},
+                   {"tflops", w.tflops},
+                   {"gb_s", w.gbs},
+                   {"runner_up_us", w.runnerUpUs},
+                   {"heuristic_us", w.heuristicUs}};
+    j["margin_runner_up_pct"] = marginPercent(w.timeUs, w.runnerUpUs);
+    j["margin_heuristic_pct"] = marginPercent(w.timeUs, w.heuristicUs);
   } else {
     j["winner"] = nullptr;
   }
@@ -268,39 +321,42 @@ json resultJson(const std::string &label, const TuneResult &r, bool stored) {
 }
 
 void printResult(size_t ordinal, size_t count, const std::string &label,
-                 const TuneResult &r, bool stored, const TuningDB &db,
-                 const DeviceKey &key) {
+                 const AnyProblem &problem, const TuneResult &r, bool stored,
+                 const TuningDB &db, const DeviceKey &key) {
+  const bool family = r.family.has_value();
   std::printf("[%zu/%zu] %s  %s  (%zu candidates, %.1f s)\n", ordinal, count,
-              label.c_str(), shapeText(r.problem).c_str(), r.candidates.size(),
-              r.seconds);
+              label.c_str(),
+              (family ? shapeText(problem) : shapeText(r.problem)).c_str(),
+              r.candidates.size(), r.seconds);
+  const std::string heuristicText =
+      family ? familyConfigText(r.familyHeuristic) : configText(r.heuristic);
   if (const CandidateResult *w = r.winner()) {
     std::printf("  winner     %-22s %10.2f us %8.1f TFLOP/s %8.1f GB/s  %s\n",
-                configText(w->config).c_str(), w->us, w->tflops, w->gbs,
+                candidateText(*w).c_str(), w->us, w->tflops, w->gbs,
                 w->kernel.c_str());
     if (const CandidateResult *u = r.runnerUp())
       std::printf("  runner-up  %-22s %10.2f us  winner by %.1f%%\n",
-                  configText(u->config).c_str(), u->us,
+                  candidateText(*u).c_str(), u->us,
                   marginPercent(w->us, u->us));
     else
       std::printf("  runner-up  none passed\n");
     const CandidateResult *h = r.heuristicResult();
     if (h == w)
-      std::printf("  heuristic  %-22s the winner\n",
-                  configText(r.heuristic).c_str());
+      std::printf("  heuristic  %-22s the winner\n", heuristicText.c_str());
     else if (h && h->ok())
       std::printf("  heuristic  %-22s %10.2f us  winner by %.1f%%\n",
-                  configText(h->config).c_str(), h->us,
+                  candidateText(*h).c_str(), h->us,
                   marginPercent(w->us, h->us));
     else
       std::printf("  heuristic  %-22s not measured (%s)\n",
-                  configText(r.heuristic).c_str(),
+                  heuristicText.c_str(),
                   h ? toString(h->status) : "not a candidate");
   } else {
     std::printf("  no candidate passed: nothing recorded\n");
   }
   for (const CandidateResult &c : r.candidates)
     if (!c.ok())
-      std::printf("  excluded   %-22s %s: %s\n", configText(c.config).c_str(),
+      std::printf("  excluded   %-22s %s: %s\n", candidateText(c).c_str(),
                   toString(c.status), firstLine(c.error).c_str());
   for (const std::string &n : r.notes)
     std::printf("  note: %s\n", n.c_str());
@@ -308,6 +364,19 @@ void printResult(size_t ordinal, size_t count, const std::string &label,
     TuningDB::Match m = db.lookup(key, r.problem);
     std::printf("  kept the DB's faster record (%s, %.2f us)\n",
                 m.record ? configText(m.record->config).c_str() : "?",
+                m.record ? m.record->timeUs : 0.0);
+  }
+  if (r.familyRecord && !stored) {
+    TuningDB::FamilyMatch m = std::visit(
+        [&](const auto &q) -> TuningDB::FamilyMatch {
+          if constexpr (std::is_same_v<std::decay_t<decltype(q)>, GemmProblem>)
+            return {};
+          else
+            return db.lookup(key, q);
+        },
+        problem);
+    std::printf("  kept the DB's faster record (%s, %.2f us)\n",
+                m.record ? familyConfigText(m.record->config).c_str() : "?",
                 m.record ? m.record->timeUs : 0.0);
   }
   std::fflush(stdout);
@@ -320,19 +389,54 @@ void printSummary(const std::vector<std::pair<std::string, TuneResult>> &rows) {
   std::printf("\n%-32s %-22s %10s %9s %9s %9s\n", "problem", "winner", "us",
               "TFLOP/s", "vs 2nd", "vs heur.");
   for (const auto &[label, r] : rows) {
-    if (!r.record) {
+    if (!r.record && !r.familyRecord) {
       std::printf("%-32s %-22s\n", label.c_str(), "(none passed)");
       continue;
     }
-    const TuningRecord &w = *r.record;
+    // One row shape for every family: time, rate, margins.
+    const double us = r.record ? r.record->timeUs : r.familyRecord->timeUs;
+    const double tflops = r.record ? r.record->tflops : r.familyRecord->tflops;
+    const double second =
+        r.record ? r.record->runnerUpUs : r.familyRecord->runnerUpUs;
+    const double heur =
+        r.record ? r.record->heuristicUs : r.familyRecord->heuristicUs;
+    const std::string config = r.record
+                                   ? configText(r.record->config)
+                                   : familyConfigText(r.familyRecord->config);
     auto pct = [&](double other) {
-      return other > 0 ? "+" + fixed(marginPercent(w.timeUs, other), 1) + "%"
+      return other > 0 ? "+" + fixed(marginPercent(us, other), 1) + "%"
                        : std::string("-");
     };
     std::printf("%-32s %-22s %10.2f %9.1f %9s %9s\n", label.c_str(),
-                configText(w.config).c_str(), w.timeUs, w.tflops,
-                pct(w.runnerUpUs).c_str(), pct(w.heuristicUs).c_str());
+                config.c_str(), us, tflops, pct(second).c_str(),
+                pct(heur).c_str());
   }
+}
+
+std::optional<std::string> checkOnTarget(const AnyProblem &p, Target t) {
+  if (auto *g = std::get_if<GemmProblem>(&p))
+    return checkProblemOnTarget(*g, t);
+  if (auto *a = std::get_if<AttentionProblem>(&p))
+    return checkProblemOnTarget(*a, t);
+  return checkProblem(std::get<MlstmProblem>(p));
+}
+
+size_t candidateCount(const AnyProblem &p, Target t) {
+  if (auto *g = std::get_if<GemmProblem>(&p))
+    return enumerateConfigs(tuningProblem(*g), t).size();
+  if (auto *a = std::get_if<AttentionProblem>(&p))
+    return enumerateConfigs(*a, t).size();
+  return enumerateConfigs(std::get<MlstmProblem>(p), t).size();
+}
+
+void writeCsv(const std::string &path,
+              const std::function<void(std::ostream &)> &f) {
+  std::ofstream out(path, std::ios::trunc);
+  if (!out)
+    throw Error("cannot write " + path);
+  f(out);
+  if (!out.flush())
+    throw Error("cannot write " + path);
 }
 
 } // namespace
@@ -345,20 +449,26 @@ int cmdTune(Args &args) {
   const bool asJson = args.flag("json"), force = args.flag("force");
   const bool misses = args.flag("misses");
   std::optional<std::string> dbArg = args.value("db");
-  std::vector<ProblemSpec> specs;
+  std::optional<std::string> csvArg = args.value("csv");
+  std::vector<AnySpec> specs;
   for (const std::string &name : args.values("preset")) {
     if (name.empty())
-      throw Error("option --preset needs a name (gemm-bench, llama3-8b)");
-    for (ProblemSpec &s : presetProblems(name))
+      throw Error("option --preset needs a name (gemm-bench, llama3-8b, "
+                  "attention-bench, mlstm-bench)");
+    for (AnySpec &s : anyPresetProblems(name))
       specs.push_back(std::move(s));
   }
   bool custom = false;
   for (const char *f : {"problem", "m", "n", "k", "dtype", "c-dtype", "layout",
                         "static", "align"})
     custom |= args.flag(f);
-  if (custom)
-    for (ProblemSpec &s : problemsFromArgs(args))
+  if (auto mixed = mixedProblemsFromArgs(args)) {
+    for (AnySpec &s : *mixed)
       specs.push_back(std::move(s));
+  } else if (custom) {
+    for (ProblemSpec &s : problemsFromArgs(args))
+      specs.push_back({s.label, s.problem, s.target, s.config});
+  }
   args.finish("tune");
   if (!args.positional().empty())
     throw Error("unexpected argument '" + args.positional()[0] +
@@ -382,29 +492,39 @@ int cmdTune(Args &args) {
   const DeviceKey key = deviceKey(rt);
   TuningDB db = TuningDB::load(dbPath);
   // Problems programs ran without a record (KGEN_TUNE=offline notes them).
-  if (misses)
+  if (misses) {
     for (const GemmProblem &p : db.misses(key))
       specs.push_back({"miss." + std::to_string(p.m) + "x" +
                            std::to_string(p.n) + "x" + std::to_string(p.k),
                        p, std::nullopt, std::nullopt});
+    for (const json &p : db.familyMisses(key, TuneFamily::Attention)) {
+      AttentionProblem a = attentionProblemFromJson(p);
+      specs.push_back({"miss." + shapeText(a), a, std::nullopt, std::nullopt});
+    }
+    for (const json &p : db.familyMisses(key, TuneFamily::Mlstm)) {
+      MlstmProblem m = mlstmProblemFromJson(p);
+      specs.push_back({"miss." + shapeText(m), m, std::nullopt, std::nullopt});
+    }
+  }
   if (specs.empty())
     throw Error("nothing to tune: the DB " + dbPath +
                 " notes no misses for this GPU");
 
-  std::vector<GemmProblem> problems;
-  for (const ProblemSpec &s : specs) {
+  std::vector<AnyProblem> problems;
+  for (const AnySpec &s : specs) {
     if (s.target && *s.target != target)
       throw Error(s.label + " is for " + std::string(toString(*s.target)) +
                   ", but this GPU is " + std::string(toString(target)) +
                   ": tune it on such a GPU");
-    if (auto e = checkProblemOnTarget(s.problem, target))
+    if (auto e = checkOnTarget(s.problem, target))
       throw Error(s.label + ": " + *e);
     problems.push_back(s.problem);
   }
-  const std::vector<size_t> pending = pendingProblems(db, key, problems, force);
+  const std::vector<size_t> pending =
+      pendingAnyProblems(db, key, problems, force);
   size_t candidates = 0;
   for (size_t i : pending)
-    candidates += enumerateConfigs(tuningProblem(problems[i]), target).size();
+    candidates += candidateCount(problems[i], target);
 
   FILE *info = asJson ? stderr : stdout;
   std::fprintf(info, "GPU: %s (%s, %d compute units, %zu MB L2) -> %s, %s %s\n",
@@ -413,7 +533,7 @@ int cmdTune(Args &args) {
                std::string(toString(target)).c_str(), key.compiler.c_str(),
                key.compilerVersion.c_str());
   std::fprintf(info, "DB: %s\n", dbPath.c_str());
-  const size_t distinct = pendingProblems(db, key, problems, true).size();
+  const size_t distinct = pendingAnyProblems(db, key, problems, true).size();
   std::fprintf(info,
                "%zu problems (%zu distinct): %zu to tune (%zu candidates), "
                "%zu with a record already%s\n\n",
@@ -447,13 +567,13 @@ int cmdTune(Args &args) {
         [&](size_t i, const TuneResult &r, bool kept) {
           bar.finishProblem(r.candidates.size());
           bar.clear();
-          noWinner += !r.record;
+          noWinner += !r.record && !r.familyRecord;
           stored += kept;
           if (asJson) {
             results.push_back(resultJson(specs[i].label, r, kept));
           } else {
-            printResult(ordinal, pending.size(), specs[i].label, r, kept, db,
-                        key);
+            printResult(ordinal, pending.size(), specs[i].label, problems[i], r,
+                        kept, db, key);
             summary.push_back({specs[i].label, r});
           }
         });
@@ -489,6 +609,15 @@ int cmdTune(Args &args) {
     printSummary(summary);
     std::printf("\n%zu problems tuned, %zu records written to %s\n",
                 pending.size(), stored, dbPath.c_str());
+  }
+  if (csvArg) {
+    writeCsv(*csvArg, [&](std::ostream &os) { db.exportCsv(os, key); });
+    writeCsv(*csvArg + ".attention.csv", [&](std::ostream &os) {
+      db.exportCsv(os, key, TuneFamily::Attention);
+    });
+    writeCsv(*csvArg + ".mlstm.csv", [&](std::ostream &os) {
+      db.exportCsv(os, key, TuneFamily::Mlstm);
+    });
   }
   if (noWinner) {
     std::fprintf(stderr,

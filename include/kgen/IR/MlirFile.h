@@ -10,6 +10,8 @@
 #ifndef KGEN_IR_MLIRFILE_H
 #define KGEN_IR_MLIRFILE_H
 
+#include "kgen/Attention.h"
+#include "kgen/Mlstm.h"
 #include "kgen/Problem.h"
 
 #include <optional>
@@ -37,6 +39,24 @@ bool readGemmsFromMlirFile(const std::string &path, std::vector<MlirGemm> &out,
 bool parseGemmFromMlirFile(const std::string &path, GemmProblem &problem,
                            std::optional<GemmConfig> &config, std::string &err,
                            std::optional<Target> *target = nullptr);
+
+/// The kgen.attention and kgen.mlstm ops of a file (for `kgen tune` and
+/// `kgen bundle`): symbol, problem and target of each, in order.
+struct MlirAttention {
+  std::string symbol;
+  AttentionProblem problem;
+  std::optional<Target> target;
+};
+struct MlirMlstm {
+  std::string symbol;
+  MlstmProblem problem;
+  std::optional<Target> target;
+};
+/// Parses and verifies `path` and appends its kgen.attention and kgen.mlstm
+/// ops. On failure returns false with the diagnostics in `err`.
+bool readFamiliesFromMlirFile(const std::string &path,
+                              std::vector<MlirAttention> &attention,
+                              std::vector<MlirMlstm> &mlstm, std::string &err);
 
 } // namespace kgen
 

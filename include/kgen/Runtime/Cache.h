@@ -64,6 +64,11 @@ struct CacheEntry {
   std::optional<std::string> problem; ///< set by verify(): what is wrong
 };
 
+/// Kernels compiled by this process so far (every DiskCache's misses that
+/// ran the compiler): what a benchmark run with a full cache and tuning DB
+/// must leave at 0.
+uint64_t compiledKernelCount();
+
 class DiskCache {
 public:
   explicit DiskCache(CacheOptions opts = CacheOptions::fromEnv());
