@@ -9,9 +9,10 @@
 // 8:1 and MQA (GQA-packed, split-KV), and for the prefill and a varlen
 // case also each candidate's twin with GQA packing flipped.
 //
-// The reference is a plain kernel (kRefSource below, compiled through
-// Runtime::compileSource like any kernel; NVIDIA only, as the project's GPUs
-// are), one block per query row:
+// The reference is a plain kernel (kgen::AttentionReference, which the tuner
+// checks attention candidates with; compiled through Runtime::compileSource
+// like any kernel; NVIDIA only, as the project's GPUs are), one block per
+// query row:
 //
 //   ref    the mask built explicitly from the problem's definition, scores
 //          and softmax in fp32 from the exact 16-bit inputs, O in fp32 and
@@ -28,7 +29,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kgen/Codegen/Reference.h"
-#include "kgen/Codegen/Templates.h"
+#include "kgen/Runtime/Tuner.h"
 #include "kgen/kgen.h"
 
 #include <gtest/gtest.h>
@@ -47,113 +48,6 @@
 using namespace kgen;
 
 namespace {
-
-#define KGEN_REF_ARGS                                                          \
-  struct RefArgs {                                                             \
-    const unsigned short *q, *k, *v, *bias;                                    \
-    const float *slopes;                                                       \
-    const int *cuQ, *cuK;                                                      \
-    float *refO, *refLse;                                                      \
-    unsigned short *naiveO;                                                    \
-    int f16, batch, hq, hkv, sq, sk, dqk, dv;                                  \
-    int causal, wl, wr, varlen, alibi, hasBias;                                \
-    long long sQ[3], sK[3], sV[3];                                             \
-    float scale;                                                               \
-  };
-KGEN_REF_ARGS
-#define KGEN_STR2(...) #__VA_ARGS__
-#define KGEN_STR(...) KGEN_STR2(__VA_ARGS__)
-
-const char *kRefBody = R"(
-__device__ float ld(const unsigned short *p, long long i, int f16) {
-  unsigned short b = p[i];
-  if (!f16) return __uint_as_float(((unsigned)b) << 16);
-  float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(b)); return f;
-}
-__device__ unsigned short rnd(float x, int f16) {
-  unsigned short h;
-  if (f16) asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
-  else asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(x));
-  return h;
-}
-__device__ float rt(float x, int f16) {
-  unsigned short h = rnd(x, f16);
-  if (!f16) return __uint_as_float(((unsigned)h) << 16);
-  float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
-}
-__device__ float blockMax(float x, float *red) {
-  red[threadIdx.x] = x; __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s /= 2) {
-    if (threadIdx.x < s) red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + s]);
-    __syncthreads();
-  }
-  float r = red[0]; __syncthreads(); return r;
-}
-__device__ float blockSum(float x, float *red) {
-  red[threadIdx.x] = x; __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s /= 2) {
-    if (threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
-    __syncthreads();
-  }
-  float r = red[0]; __syncthreads(); return r;
-}
-// One block of 128 threads per (row, head, batch); dynamic shared memory:
-// 2 * sk + 128 floats.
-extern "C" __global__ void kgen_attn_reference(RefArgs a) {
-  extern __shared__ float sm[];
-  float *s = sm, *sn = sm + a.sk, *red = sm + 2 * a.sk;
-  const int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-  int sq = a.sq, sk = a.sk; long long oq = 0, ok = 0;
-  if (a.varlen) { oq = a.cuQ[b]; ok = a.cuK[b]; sq = a.cuQ[b + 1] - oq; sk = a.cuK[b + 1] - ok; }
-  if (i >= sq) return;
-  const int hk = h / (a.hq / a.hkv);
-  const long long bq = a.varlen ? 0 : b;
-  const unsigned short *q = a.q + bq * a.sQ[0] + (oq + i) * a.sQ[1] + h * a.sQ[2];
-  const float ninf = __int_as_float(0xff800000);
-  float mx = ninf, mxn = ninf;
-  for (int j = threadIdx.x; j < sk; j += blockDim.x) {
-    const int off = sk - sq;
-    bool vis = true;
-    if (a.causal && j > i + off) vis = false;
-    if (a.wr >= 0 && j > i + off + a.wr) vis = false;
-    if (a.wl >= 0 && j < i + off - a.wl) vis = false;
-    float x = ninf, xn = ninf;
-    if (vis) {
-      const unsigned short *k = a.k + bq * a.sK[0] + (ok + j) * a.sK[1] + hk * a.sK[2];
-      float dot = 0.f;
-      for (int d = 0; d < a.dqk; ++d) dot = fmaf(ld(q, d, a.f16), ld(k, d, a.f16), dot);
-      float add = 0.f;
-      if (a.alibi) add -= a.slopes[h] * fabsf(float(i + off - j));
-      if (a.hasBias) add += ld(a.bias, (((long long)b * a.hq + h) * a.sq + i) * a.sk + j, a.f16);
-      x = dot * a.scale + add;
-      xn = rt(dot, a.f16) * a.scale + add;
-    }
-    s[j] = x; sn[j] = xn;
-    mx = fmaxf(mx, x); mxn = fmaxf(mxn, xn);
-  }
-  mx = blockMax(mx, red); mxn = blockMax(mxn, red);
-  float l = 0.f, ln = 0.f;
-  for (int j = threadIdx.x; j < sk; j += blockDim.x) {
-    const float e = mx == ninf ? 0.f : expf(s[j] - mx);
-    const float en = mxn == ninf ? 0.f : expf(sn[j] - mxn);
-    s[j] = e; sn[j] = en; l += e; ln += en;
-  }
-  l = blockSum(l, red); ln = blockSum(ln, red);
-  const long long row = ((long long)b * a.hq + h) * a.sq + i;
-  for (int d = threadIdx.x; d < a.dv; d += blockDim.x) {
-    float o = 0.f, on = 0.f;
-    for (int j = 0; j < sk; ++j) {
-      if (s[j] == 0.f && sn[j] == 0.f) continue;
-      const float vv = ld(a.v + bq * a.sV[0] + (ok + j) * a.sV[1] + hk * a.sV[2], d, a.f16);
-      o = fmaf(s[j] / l, vv, o);
-      on = fmaf(rt(sn[j] / ln, a.f16), vv, on);
-    }
-    a.refO[row * a.dv + d] = l > 0.f ? o : 0.f;
-    a.naiveO[row * a.dv + d] = rnd(ln > 0.f ? on : 0.f, a.f16);
-  }
-  if (threadIdx.x == 0) a.refLse[row] = l > 0.f ? mx + logf(l) : ninf;
-}
-)";
 
 /// A device buffer freed on scope exit.
 struct Dev {
@@ -214,7 +108,7 @@ struct Case {
 struct Gpu {
   std::unique_ptr<Runtime> rt;
   std::string whyNot;
-  Backend::Function ref = nullptr;
+  std::unique_ptr<AttentionReference> ref;
   static Gpu &get() {
     static Gpu g;
     return g;
@@ -235,13 +129,7 @@ private:
       whyNot = "the attention reference kernel is NVIDIA-only";
       return;
     }
-    KernelSource ks;
-    ks.name = "kgen_attn_reference";
-    ks.target = rt->target();
-    ks.headers = {std::string(kHipRuntimeNvidia)};
-    ks.source = std::string("#include <hip/hip_runtime.h>\n") +
-                KGEN_STR(KGEN_REF_ARGS) + "\n" + kRefBody;
-    ref = rt->compileSource(ks)->function;
+    ref = std::make_unique<AttentionReference>(*rt);
   }
 };
 
@@ -318,47 +206,6 @@ std::string runCase(const Case &cs, const AttentionConfig *config,
   Dev rO(be, refRows * p.headDimV * 4), rL(be, refRows * 4),
       nOut(be, refRows * p.headDimV * 2);
 
-  RefArgs ra{};
-  ra.q = static_cast<const unsigned short *>(dq.p);
-  ra.k = static_cast<const unsigned short *>(dk.p);
-  ra.v = static_cast<const unsigned short *>(dv.p);
-  ra.bias = static_cast<const unsigned short *>(db.p);
-  ra.slopes = static_cast<const float *>(ds.p);
-  ra.cuQ = static_cast<const int *>(dcq.p);
-  ra.cuK = static_cast<const int *>(dck.p);
-  ra.refO = static_cast<float *>(rO.p);
-  ra.refLse = static_cast<float *>(rL.p);
-  ra.naiveO = static_cast<unsigned short *>(nOut.p);
-  ra.f16 = t == DType::F16;
-  ra.batch = batch;
-  ra.hq = int(p.headsQ);
-  ra.hkv = int(p.headsKv);
-  ra.sq = maxSq;
-  ra.sk = maxSk;
-  ra.dqk = p.headDimQk;
-  ra.dv = p.headDimV;
-  ra.causal = p.causal;
-  ra.wl = p.windowLeft;
-  ra.wr = p.windowRight;
-  ra.varlen = p.varlen;
-  ra.alibi = p.alibi;
-  ra.hasBias = p.bias;
-  for (int i = 0; i < 3; ++i) {
-    ra.sQ[i] = sQ[i];
-    ra.sK[i] = sK[i];
-    ra.sV[i] = sV[i];
-  }
-  ra.scale = 1.f / std::sqrt(float(p.headDimQk));
-  LaunchDims rd{};
-  rd.grid[0] = unsigned(maxSq);
-  rd.grid[1] = unsigned(p.headsQ);
-  rd.grid[2] = unsigned(batch);
-  rd.block[0] = 128;
-  rd.block[1] = rd.block[2] = 1;
-  rd.smemBytes = unsigned((2 * maxSk + 128) * 4);
-  void *refParams[] = {&ra};
-  be->launch(g.ref, rd, refParams, nullptr);
-
   AttentionArgs a;
   a.q = dq.p;
   a.k = dk.p;
@@ -379,6 +226,8 @@ std::string runCase(const Case &cs, const AttentionConfig *config,
     a.strideV[i] = sV[i];
     a.strideO[i] = sO[i];
   }
+  g.ref->run(p, a, static_cast<float *>(rO.p), static_cast<float *>(rL.p),
+             nOut.p, nullptr);
   if (config)
     g.rt->launchAttention(p, *config, a, nullptr);
   else

@@ -37,7 +37,13 @@ def binding_without_gpu():
     inlined = kgen.emit(prob, {"block": [64, 64, 32], "warps": [2, 2], "stages": 2}, target="sm_90a", inline=True)
     assert "_b64x64x32_w2x2_s2_" in inlined and '#include "kgen/' not in inlined
     assert kgen.Runtime("gfx942").target == "gfx942"
+    before = kgen.compiled_kernels()
     info = kgen.Runtime("sm_90a").compile(prob, {"block": [64, 64, 32], "warps": [2, 2], "stages": 2})
+    again = kgen.Runtime("sm_90a").compile(prob, {"block": [64, 64, 32], "warps": [2, 2], "stages": 2})
+    # A cache hit compiles nothing: the count grows by one at most (zero when
+    # an earlier run left the kernel in the cache).
+    assert kgen.compiled_kernels() - before == (0 if info.cache_hit else 1) and again.cache_hit, \
+        (before, kgen.compiled_kernels(), info.cache_hit)
     assert info.name.startswith("kgen_gemm_bf16_nt_mdyn_n2048_k2048_b64x64x32") and info.binary_bytes > 0, info
     assert info.target == "sm_90a" and info.config["block"] == [64, 64, 32] and len(info.cache_key) == 64, info
     for what, fn, needle in [("bad JSON", lambda: kgen.emit("{"), "JSON"),

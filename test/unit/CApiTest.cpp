@@ -25,6 +25,7 @@ struct Api {
   std::string error; ///< why loading failed, empty when it worked
 #define KGEN_FN(name) decltype(&::name) name = nullptr;
   KGEN_FN(kgen_version)
+  KGEN_FN(kgen_compiled_kernels)
   KGEN_FN(kgen_last_error)
   KGEN_FN(kgen_status_name)
   KGEN_FN(kgen_runtime_create)
@@ -55,6 +56,7 @@ const Api &api() {
   if (!a.name)                                                                 \
     a.error += std::string(" ") + #name;
     KGEN_FN(kgen_version)
+    KGEN_FN(kgen_compiled_kernels)
     KGEN_FN(kgen_last_error)
     KGEN_FN(kgen_status_name)
     KGEN_FN(kgen_runtime_create)
@@ -242,6 +244,7 @@ TEST_F(CApi, CompileGoesThroughTheCache) {
 
   const char *config = R"({"block":[64,64,32],"warps":[2,2],"stages":2})";
   kgen_kernel_info_t info[2];
+  uint64_t compiled[3] = {c.kgen_compiled_kernels(), 0, 0};
   for (kgen_kernel_info_t &i : info) {
     kgen_runtime_t *rt = nullptr;
     ASSERT_EQ(c.kgen_runtime_create(nullptr, &rt), KGEN_OK)
@@ -252,7 +255,11 @@ TEST_F(CApi, CompileGoesThroughTheCache) {
     if (s != KGEN_OK && msg.find("nvrtc not found") != std::string::npos)
       GTEST_SKIP() << "no nvrtc on this machine: " << msg;
     ASSERT_EQ(s, KGEN_OK) << msg;
+    compiled[&i - info + 1] = c.kgen_compiled_kernels();
   }
+  // The process-wide count: the miss compiled once, the hit not at all.
+  EXPECT_EQ(compiled[1], compiled[0] + 1);
+  EXPECT_EQ(compiled[2], compiled[1]);
   kgen::GemmProblem p{.m = 532, .n = 2048, .k = 2048, .transB = true};
   kgen::GemmConfig cfg{.blockM = 64, .blockN = 64, .blockK = 32, .stages = 2};
   EXPECT_EQ(std::string(info[0].name),
