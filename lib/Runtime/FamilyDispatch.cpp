@@ -14,6 +14,7 @@
 #include "kgen/Runtime/Tuner.h"
 #include "kgen/kgen.h"
 
+#include <bit>
 #include <cstdio>
 
 namespace kgen {
@@ -88,6 +89,24 @@ tunedConfig(Runtime &rt, std::mutex &mu, std::optional<TuningDB> &db,
 
 namespace {
 
+int64_t pow2Up(int64_t v) {
+  return v <= 1 ? v : int64_t(std::bit_ceil(uint64_t(v)));
+}
+
+/// The problem a miss is noted as: sequence lengths rounded up to a power of
+/// two, the coarsest bucket a lookup tries. A decode loop meets a new seqlen_k
+/// every step; noting each would write the DB file every step, while the
+/// bucket's record, once tuned, serves all of them.
+AttentionProblem missProblem(AttentionProblem p) {
+  p.seqlenQ = pow2Up(p.seqlenQ);
+  p.seqlenK = pow2Up(p.seqlenK);
+  return p;
+}
+MlstmProblem missProblem(MlstmProblem p) {
+  p.s = pow2Up(p.s);
+  return p;
+}
+
 /// The config a bundle (KGEN_BUNDLE) was built with for `p` or the nearest
 /// bucket of it: a host program with a bundle runs what was bundled, with
 /// no DB and no compiler.
@@ -126,7 +145,7 @@ AttentionConfig Runtime::chooseAttentionConfig(const AttentionProblem &p,
     return db.lookup(k, p);
   };
   f.noteMiss = [&](TuningDB &db, const DeviceKey &k) {
-    return db.noteMiss(k, p);
+    return db.noteMiss(k, missProblem(p));
   };
   f.fits = [&](const nlohmann::json &c) {
     return !checkConfig(p, attentionConfigFromJson(c), target_);
@@ -154,7 +173,7 @@ MlstmConfig Runtime::chooseMlstmConfig(const MlstmProblem &p, void *stream) {
     return db.lookup(k, p);
   };
   f.noteMiss = [&](TuningDB &db, const DeviceKey &k) {
-    return db.noteMiss(k, p);
+    return db.noteMiss(k, missProblem(p));
   };
   f.fits = [&](const nlohmann::json &c) {
     return !checkConfig(p, mlstmConfigFromJson(c), target_);
