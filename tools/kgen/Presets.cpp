@@ -197,6 +197,8 @@ std::string familyConfigText(const nlohmann::json &c) {
   }
   std::string s = c.at("block")[0].dump() + "x" + c.at("block")[1].dump() +
                   " w" + c.at("warps").dump() + " s" + c.at("stages").dump();
+  if (c.contains("loop"))
+    s = c.at("loop").get<std::string>() + " " + s;
   if (c.value("preload_v", false))
     s += " pv";
   if (c.value("splits", 1) > 1)
