@@ -23,6 +23,7 @@
 #include "kgen/Runtime/Compiler.h"
 #include "kgen/Runtime/TuningDB.h"
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -183,6 +184,11 @@ public:
   std::shared_ptr<Kernel> compileSource(const KernelSource &src,
                                         void *captureStream = nullptr);
 
+  /// Kernels this runtime compiled with nvrtc/hiprtc so far (not counting
+  /// disk-cache, memory or bundle hits): benchmarks print it, and with a
+  /// warm cache and a tuned DB it stays 0.
+  int64_t compiledCount() const { return compiled_.load(); }
+
   /// C = alpha*op(A)*op(B) + beta*C on `stream` with the dispatcher's choice
   /// for this problem (lowered to the alignment the arguments allow).
   void gemm(const GemmProblem &p, const GemmArgs &args, void *stream = nullptr);
@@ -253,6 +259,7 @@ private:
   std::optional<CompilerIdentity> identities_[2];
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<Kernel>> loaded_; ///< by cache key
+  std::atomic<int64_t> compiled_{0}; ///< compiledCount()
   std::map<std::string, std::shared_ptr<Kernel>>
       dispatch_; ///< by resolved problem
   /// The tuning DB ($KGEN_TUNING_DB or <cache>/tuning.json) and this GPU's

@@ -90,6 +90,9 @@ KGEN_C_API void kgen_runtime_destroy(kgen_runtime_t *rt);
 KGEN_C_API int kgen_has_device(kgen_runtime_t *rt);
 /** The target `rt` compiles for ("sm_90a"); NULL for a NULL runtime. */
 KGEN_C_API const char *kgen_runtime_target(kgen_runtime_t *rt);
+/** Kernels `rt` compiled with nvrtc/hiprtc so far (cache and bundle hits
+ * not counted); -1 for a NULL runtime. */
+KGEN_C_API int64_t kgen_runtime_compiled_count(kgen_runtime_t *rt);
 
 /** C = alpha * op(A) * op(B) + beta * C on `stream` (CUstream / hipStream_t,
  *  NULL = the default stream), with the kernel the dispatcher picks for the

@@ -8,6 +8,7 @@
 
 #include "kgen/Mlstm.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace kgen {
@@ -63,6 +64,33 @@ std::vector<MlstmKernel> mlstmKernels(MlstmVariant v) {
   return {};
 }
 
+MlstmMmaSplit mlstmMmaSplit(const MlstmProblem &) { return {2, 2, 3}; }
+
+namespace {
+/// Must match ChunkMma<>::kBytes: the fp32 front (Chunk's, without Q, K,
+/// V), then the 16-bit operands with rows padded by 8 elements; P (scores,
+/// outputs) and diag(w) V (update) share one region.
+int64_t mmaSmemBytes(const MlstmProblem &p, const MlstmConfig &c) {
+  const int64_t L = c.chunk;
+  const int64_t floats =
+      int64_t(p.dqk) * c.blockDV + p.dqk + L * L + 8 * L + 8;
+  const MlstmMmaSplit sp = mlstmMmaSplit(p);
+  const int64_t rq = p.dqk + 8, rv = c.blockDV + 8, rl = L + 8;
+  return (4 * floats + 15) / 16 * 16 +
+         2 * (2 * L * rq + L * rv +
+              std::max(sp.scores * L * rl, sp.update * L * rv) +
+              sp.state * p.dqk * rv);
+}
+} // namespace
+
+bool mlstmUsesMma(const MlstmProblem &p, const MlstmConfig &c, MlstmKernel k,
+                  Target t) {
+  return k != MlstmKernel::Recurrent && p.dtype != DType::F32 &&
+         c.chunk % 32 == 0 && c.chunk > 0 && c.blockDV % 32 == 0 &&
+         c.blockDV > 0 && p.dqk % 32 == 0 &&
+         mmaSmemBytes(p, c) <= targetInfo(t).maxSharedBytes;
+}
+
 MlstmTraits mlstmTraits(const MlstmProblem &p, const MlstmConfig &c,
                         MlstmKernel k, Target t) {
   MlstmTraits tr{};
@@ -86,6 +114,8 @@ MlstmTraits mlstmTraits(const MlstmProblem &p, const MlstmConfig &c,
     int64_t bytes =
         4 * floats + int64_t(sizeOf(p.dtype)) * (2 * L * row + L * c.blockDV);
     tr.smemBytes = int(std::min<int64_t>((bytes + 15) / 16 * 16, INT32_MAX));
+    if (mlstmUsesMma(p, c, k, t))
+      tr.smemBytes = int(mmaSmemBytes(p, c));
     tr.rows = 0;
   }
   return tr;

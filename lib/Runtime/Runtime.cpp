@@ -222,6 +222,8 @@ std::shared_ptr<Kernel> Runtime::compileSource(const KernelSource &src,
       });
   k->binary = std::move(r.binary);
   k->cacheHit = r.hit;
+  if (!r.hit)
+    ++compiled_;
   k->compileMs = r.compileMs;
   if (backend_ && backend_->target() == t) {
     Backend::Module mod = backend_->loadModule(k->binary);

@@ -137,6 +137,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "kgen_runtime_destroy": (None, [c_void_p]),
         "kgen_has_device": (c_int, [c_void_p]),
         "kgen_runtime_target": (c_char_p, [c_void_p]),
+        "kgen_runtime_compiled_count": (c_int64, [c_void_p]),
         "kgen_gemm": (
             c_int,
             [c_void_p, c_char_p, c_void_p, c_void_p, c_void_p, c_int64, c_int64, c_int64, c_int64,
@@ -245,6 +246,12 @@ class Runtime:
     @property
     def target(self) -> str:
         return self._lib.kgen_runtime_target(self.handle).decode()
+
+    @property
+    def compiled_count(self) -> int:
+        """Kernels this runtime compiled so far (cache and bundle hits not
+        counted)."""
+        return int(self._lib.kgen_runtime_compiled_count(self.handle))
 
     def compile(self, problem, config=None, *, target: Optional[str] = None) -> KernelInfo:
         info = _KernelInfo()

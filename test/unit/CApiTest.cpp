@@ -31,6 +31,7 @@ struct Api {
   KGEN_FN(kgen_runtime_destroy)
   KGEN_FN(kgen_has_device)
   KGEN_FN(kgen_runtime_target)
+  KGEN_FN(kgen_runtime_compiled_count)
   KGEN_FN(kgen_gemm)
   KGEN_FN(kgen_emit)
   KGEN_FN(kgen_compile)
@@ -61,6 +62,7 @@ const Api &api() {
     KGEN_FN(kgen_runtime_destroy)
     KGEN_FN(kgen_has_device)
     KGEN_FN(kgen_runtime_target)
+    KGEN_FN(kgen_runtime_compiled_count)
     KGEN_FN(kgen_gemm)
     KGEN_FN(kgen_emit)
     KGEN_FN(kgen_compile)
@@ -181,6 +183,7 @@ TEST_F(CApi, RuntimeWorksWithoutAGpu) {
   if (!c.kgen_has_device(rt)) {
     EXPECT_EQ(target, "sm_90a"); // the default without a GPU
   }
+  EXPECT_EQ(c.kgen_runtime_compiled_count(rt), 0); // nothing built yet
   c.kgen_runtime_destroy(rt);
 
   ASSERT_EQ(c.kgen_runtime_create("gfx942", &rt), KGEN_OK)
@@ -196,6 +199,7 @@ TEST_F(CApi, RuntimeWorksWithoutAGpu) {
               KGEN_ERROR_INVALID_ARGUMENT, "out is NULL");
   c.kgen_runtime_destroy(nullptr); // a no-op
   EXPECT_EQ(c.kgen_has_device(nullptr), 0);
+  EXPECT_EQ(c.kgen_runtime_compiled_count(nullptr), -1);
 }
 
 TEST_F(CApi, GemmWithoutADeviceIsACleanError) {
@@ -242,12 +246,15 @@ TEST_F(CApi, CompileGoesThroughTheCache) {
 
   const char *config = R"({"block":[64,64,32],"warps":[2,2],"stages":2})";
   kgen_kernel_info_t info[2];
-  for (kgen_kernel_info_t &i : info) {
+  int64_t compiled[2] = {-1, -1};
+  for (int r = 0; r < 2; ++r) {
+    kgen_kernel_info_t &i = info[r];
     kgen_runtime_t *rt = nullptr;
     ASSERT_EQ(c.kgen_runtime_create(nullptr, &rt), KGEN_OK)
         << c.kgen_last_error();
     kgen_status_t s = c.kgen_compile(rt, kProblem, config, "sm_90a", &i);
     std::string msg = c.kgen_last_error();
+    compiled[r] = c.kgen_runtime_compiled_count(rt);
     c.kgen_runtime_destroy(rt);
     if (s != KGEN_OK && msg.find("nvrtc not found") != std::string::npos)
       GTEST_SKIP() << "no nvrtc on this machine: " << msg;
@@ -263,6 +270,9 @@ TEST_F(CApi, CompileGoesThroughTheCache) {
   EXPECT_EQ(info[0].cache_hit, 0);
   EXPECT_GT(info[0].compile_ms, 0);
   EXPECT_EQ(info[1].cache_hit, 1);
+  // The compiled count: one build, then a disk-cache hit that builds none.
+  EXPECT_EQ(compiled[0], 1);
+  EXPECT_EQ(compiled[1], 0);
   EXPECT_GT(info[0].binary_bytes, 0);
   EXPECT_EQ(info[0].binary_bytes, info[1].binary_bytes);
   EXPECT_NE(std::string(info[0].config_json).find("\"block\":[64,64,32]"),
