@@ -368,6 +368,19 @@ template <class T, bool kTransA, bool kTransB> struct WarpMma {
 #endif
   }
 
+  /// acc += s * o.acc (the same tile).
+  KGEN_DEVICE void addScaled(const WarpMma &o, float s) {
+#if KGEN_NVIDIA
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 4; ++j)
+        for (int e = 0; e < 4; ++e)
+          acc[i][j][e] += s * o.acc[i][j][e];
+#else
+    for (int e = 0; e < 16; ++e)
+      acc[e] += s * o.acc[e];
+#endif
+  }
+
   /// f(row, col, value&) for every element of the tile this lane holds.
   template <class F> KGEN_DEVICE void forEach(int m0, int n0, F f) {
 #if KGEN_NVIDIA
@@ -394,22 +407,26 @@ template <class T, bool kTransA, bool kTransB> struct WarpMma {
 /// then fall into distinct bank groups):
 ///   Q, K [kChunk][kDQK + 8]          the tokens (rows past the chunk zero)
 ///   V    [kChunk][kBlockDV + 8]      (rows past the chunk zero)
-///   Ph   [kChunk][kChunk + 8]        the decayed scores P, rounded
-///   Ch   [kDQK][kBlockDV + 8]        the state C, rounded
-///   Vh   [kChunk][kBlockDV + 8]      diag(exp(a - m^k)) V, rounded (in
-///                                    P's place: update comes after outputs)
-/// Each of the last three is an fp32 value that the atoms take in 16 bits.
-/// With kSplitC (kSplitP) C (P and Vw) is split into hi = round(x) and
-/// lo = round(x - hi), a second array (Cl, Pl, Vl) and a second product
-/// into the same accumulator, which keeps ~16 mantissa bits instead of 8.
+///   Pp   kPartsP x [kChunk][kChunk + 8]     the decayed scores P
+///   Wp   kPartsW x [kChunk][kBlockDV + 8]   diag(exp(a - m^k)) V, in P's
+///                                           place (update follows outputs)
+///   Cp   kPartsC x [kDQK][kBlockDV + 8]     the state C
+/// The last three are fp32 values the atoms take in 16 bits: each is split
+/// into parts, x ~ hi + mid + ..., each part the rounded rest of the ones
+/// before (put), and the product runs once per part into the same fp32
+/// accumulator. Two bf16 parts keep ~16 mantissa bits, three ~24 (fp32).
+/// The counts are mlstmMmaSplit's (lib/Codegen/MlstmProblem.cpp gives the
+/// emulator's errors that set them): C 2 and P 2 keep h within the bound,
+/// the update needs 3, since the returned C is fp32 and held to the fp32
+/// chunkwise implementation's error.
 /// Products (fp32 accumulators):
 ///   scores   S = Q K^T (tiles above the diagonal skipped), P = mask(scale S
 ///            * exp(log D - m^comb)) to fp32 P (the normalizer's row sums)
-///            and to Ph/Pl
-///   outputs  num = qfac * scale * Q C + P V, one accumulator: Q Ch (+ Q Cl)
-///            first, scaled per row, then Ph V (+ Pl V), k up to the diagonal
-///   update   C = decay C + K^T (diag(w) V): A = K read transposed, B = Vh
-///            (+ Vl); the epilogue writes C and its rounded copy Ch/Cl.
+///            and to its parts
+///   outputs  num = qfac * scale * Q C + P V in one accumulator: Q C first,
+///            scaled per row, then P V with k up to the tile's diagonal
+///   update   C = decay C + K^T (diag(w) V): A = K read transposed; the
+///            epilogue writes C and its parts.
 /// The state update is written as K^T (diag(w) V) rather than (K w)^T V so
 /// the fp32 factor lands in the small kChunk x kBlockDV operand.
 template <class Config> struct ChunkMma : Chunk<Config> {
@@ -452,15 +469,43 @@ template <class Config> struct ChunkMma : Chunk<Config> {
     Cp = Pp + kRegionPW;
   }
 
-  /// x as kParts 16-bit parts, x ~ sum of part[p * stride + e]: each part
-  /// the rounded rest of the ones before.
+  /// The parts after the first are kept scaled by kRest: x ~ part 0 +
+  /// (part 1 + part 2 + ...) / kRest. For f16 (5 exponent bits) the rest
+  /// would otherwise fall into the subnormals, whose spacing 2^-24 caps the
+  /// split's accuracy (the returned C of an S = 1 run erred 3.05e-8 against
+  /// a half-ulp bound of 2.98e-8 so); 2^11 lifts it by f16's precision.
+  /// bf16 has fp32's exponent range and needs no scale.
+  static constexpr float kRest = IsSame<T, f16>::value ? 2048.f : 1.f;
+
+  /// x as kParts 16-bit parts (x ~ part[0] + (part[1] + ...) / kRest, at
+  /// part[q * kStride + e]): each part the rounded rest of the ones before.
   template <int kParts, int kStride>
   KGEN_DEVICE static void put(T *part, int e, float x) {
+    const T h = Convert<T>::fromFloat(x);
+    part[e] = h;
+    x = (x - Convert<T>::toFloat(h)) * kRest;
 #pragma unroll
-    for (int q = 0; q < kParts; ++q) {
-      const T h = Convert<T>::fromFloat(x);
-      part[q * kStride + e] = h;
-      x -= Convert<T>::toFloat(h);
+    for (int q = 1; q < kParts; ++q) {
+      const T r = Convert<T>::fromFloat(x);
+      part[q * kStride + e] = r;
+      x -= Convert<T>::toFloat(r);
+    }
+  }
+
+  /// mma += A B over the parts of one operand (kParts arrays kStride apart,
+  /// the A side when kPartsOfA): part 0 directly, the rest through a second
+  /// accumulator scaled back by 1 / kRest.
+  template <int kParts, int kStride, bool kPartsOfA, bool kTA, bool kTB>
+  KGEN_DEVICE void runParts(WarpMma<T, kTA, kTB> &mma, const T *a, int lda,
+                            const T *b, int ldb, int m0, int n0,
+                            int kLen) const {
+    mma.run(a, lda, b, ldb, m0, n0, kLen);
+    if constexpr (kParts > 1) {
+      WarpMma<T, kTA, kTB> rest(lane);
+      for (int q = 1; q < kParts; ++q)
+        rest.run(kPartsOfA ? a + q * kStride : a, lda,
+                 kPartsOfA ? b : b + q * kStride, ldb, m0, n0, kLen);
+      mma.addScaled(rest, 1.f / kRest);
     }
   }
 
@@ -540,14 +585,14 @@ template <class Config> struct ChunkMma : Chunk<Config> {
     for (int tile = warp; tile < (kL / 32) * kTilesN; tile += kWarps) {
       const int m0 = 32 * (tile / kTilesN), n0 = 32 * (tile % kTilesN);
       WarpMma<T, false, true> mma(lane);
-      for (int q = 0; q < kPartsC; ++q)
-        mma.run(this->Q, kRowQ, Cp + q * kDQK * kRowV, kRowV, m0, n0, kDQK);
+      runParts<kPartsC, kDQK * kRowV, false>(mma, this->Q, kRowQ, Cp, kRowV,
+                                             m0, n0, kDQK);
       mma.forEach(m0, n0, [&](int t, int, float &x) {
         x *= this->qfac[t < len ? t : 0] * scale;
       });
       // P is zero right of the diagonal: k runs to the tile's last row.
-      for (int q = 0; q < kPartsP; ++q)
-        mma.run(Pp + q * kL * kRowL, kRowL, this->V, kRowV, m0, n0, m0 + 32);
+      runParts<kPartsP, kL * kRowL, true>(mma, Pp, kRowL, this->V, kRowV, m0,
+                                          n0, m0 + 32);
       mma.forEach(m0, n0, [&](int t, int j, float &x) {
         if (t < len) {
           const float den =
@@ -578,8 +623,8 @@ template <class Config> struct ChunkMma : Chunk<Config> {
     for (int tile = warp; tile < (kDQK / 32) * kTilesN; tile += kWarps) {
       const int m0 = 32 * (tile / kTilesN), n0 = 32 * (tile % kTilesN);
       WarpMma<T, true, true> mma(lane);
-      for (int q = 0; q < kPartsW; ++q)
-        mma.run(this->K, kRowQ, Wp + q * kL * kRowV, kRowV, m0, n0, kL);
+      runParts<kPartsW, kL * kRowV, false>(mma, this->K, kRowQ, Wp, kRowV, m0,
+                                           n0, kL);
       mma.forEach(m0, n0, [&](int i, int j, float &x) {
         const float c = decay * this->C[i * kVB + j] + x;
         this->C[i * kVB + j] = c;
