@@ -6,8 +6,9 @@
 // the compile test) always sees every variant the target allows.
 //
 // The model, in cycles of one GPU: a kernel runs its blocks in waves of
-// (compute units x resident blocks per unit); a block's time is its FMAs
-// over the 128 fp32 lanes of a unit (or its threads, if fewer), plus a
+// (compute units x resident blocks per unit); a wave's time is its resident
+// blocks' FMAs over the 128 fp32 lanes of a unit (or their threads, if
+// fewer), plus a
 // fixed latency per barrier-separated step (global loads, the barrier, the
 // one-thread gate scan), plus its global traffic at the GPU's bandwidth
 // share. The numbers are rough on purpose: they order configs, measurements
@@ -18,7 +19,8 @@
 // mma.sync on sm_90a (about half of wgmma's peak), 768 on sm_80 (A100's
 // mma.sync in practice), 512 per CU for MFMA 32x32x8 on gfx90a -- one
 // product per part of a split operand (mlstmMmaSplit), over whole 32x32 tiles (the
-// causal half of the scores skipped); the scalar rest (normalizer, the
+// causal half of the scores skipped) and at that rate only with ~8 warps
+// per unit in flight; the scalar rest (normalizer, the
 // exp per score, the rounding of C and diag(w) V, n's update) stays on the
 // fp32 lanes.
 //
@@ -115,8 +117,13 @@ double kernelCycles(const MlstmProblem &p, const MlstmConfig &c, MlstmKernel k,
     fmas = outFmasOverride;
   const double waves =
       std::ceil(blocks / (targetInfo(t).computeUnits * resident));
-  // A unit's resident blocks share its matrix units.
-  return waves * (fmas / lanes + resident * mmaFmas / mmaRate +
+  // A unit's resident blocks share its fp32 lanes and its matrix units;
+  // their barrier latencies overlap.
+  const double shared = std::min<double>(resident, blocks);
+  // mma.sync / MFMA reach their rate with ~8 warps per unit in flight.
+  const double mmaIssue = std::min(1.0, shared * c.warps / 8.0);
+  return waves * (shared * fmas / std::min(128.0, shared * lanes) +
+                  shared * mmaFmas / (mmaRate * mmaIssue) +
                   steps * kStepLatency) +
          bytes / bytesPerCycle(t);
 }

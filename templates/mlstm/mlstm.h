@@ -46,6 +46,7 @@
 #pragma once
 
 #include "kgen/common/prelude.h"
+#include "kgen/common/shuffle.h"
 #include "kgen/mlstm/params.h"
 #if KGEN_NVIDIA
 #include "kgen/common/mma_sm80.h"
@@ -184,21 +185,26 @@ template <class Config> struct Chunk {
     }
   }
 
-  /// The gate prefix sums of the chunk, by one thread (kChunk steps of
-  /// scalar work next to kChunk^2 * DQK of matrix work): b, the combined
-  /// stabilizer m^comb, the decays of the outputs and of the state update.
-  /// Sets *mState to m^k (the m leaving the chunk) and scal[0] to the decay
-  /// of C^{k-1}.
+  /// The gate prefix sums of the chunk: b, the combined stabilizer m^comb,
+  /// the decays of the outputs and of the state update. The gate loads and
+  /// log-sigmoids run in parallel (zden holds l_t until normalizer() writes
+  /// it), the scan by one thread (kChunk additions). Call with every
+  /// thread. Sets *mState to m^k (the m leaving the chunk) and scal[0] to
+  /// the decay of C^{k-1}.
   KGEN_DEVICE void gates(const Params &p, long long row0, int len) const {
+    for (int t = tid; t < len; t += kThreads) {
+      zden[t] = logSigmoid(load<T>(p.f, row0 + t));
+      ig[t] = load<T>(p.i, row0 + t);
+    }
+    __syncthreads();
     if (tid != 0)
       return;
     const double mPrev = *mState;
     double b = 0, best = mPrev; // best = max(m^{k-1}, max_{s<=t} (i_s - b_s))
     for (int t = 0; t < len; ++t) {
-      b += double(logSigmoid(load<T>(p.f, row0 + t)));
-      const float it = load<T>(p.i, row0 + t);
+      b += double(zden[t]);
+      const float it = ig[t];
       bcum[t] = b;
-      ig[t] = it;
       best = fmax(best, double(it) - b);
       // m^comb_t = max(b_t + m^{k-1}, max_{s<=t} (b_t - b_s + i_s))
       mcomb[t] = b + best;
@@ -284,6 +290,11 @@ template <class Config> struct Chunk {
       n[i] = decay * n[i] + acc;
     }
   }
+};
+
+/// 16 bytes, for vector copies.
+struct alignas(16) Vec16 {
+  uint32_t w[4];
 };
 
 /// One warp's (wavefront's) 32x32 fp32 tile of D += A B from shared memory,
@@ -531,6 +542,33 @@ template <class Config> struct ChunkMma : Chunk<Config> {
     const T *q = static_cast<const T *>(p.q), *k = static_cast<const T *>(p.k),
             *v = static_cast<const T *>(p.v);
     const T zero = Convert<T>::fromFloat(0.f);
+    // 16 bytes (8 elements) at a time where the tensors are 16-byte aligned
+    // (rows are: DQK and DV are multiples of 16, slices of 32).
+    using Vec = Vec16;
+    if (((unsigned long long)(q) | (unsigned long long)(k) |
+         (unsigned long long)(v)) %
+            16 ==
+        0) {
+      constexpr int kQv = kDQK / 8, kVv = kVB / 8;
+      for (int e = this->tid; e < kL * kQv; e += kThreads) {
+        const int t = e / kQv, i = 8 * (e % kQv);
+        const bool in = t < len;
+        const long long src = (row0 + t) * kDQK + i;
+        *reinterpret_cast<Vec *>(this->K + t * kRowQ + i) =
+            in ? *reinterpret_cast<const Vec *>(k + src) : Vec{};
+        if constexpr (kWithQ)
+          *reinterpret_cast<Vec *>(this->Q + t * kRowQ + i) =
+              in ? *reinterpret_cast<const Vec *>(q + src) : Vec{};
+      }
+      for (int e = this->tid; e < kL * kVv; e += kThreads) {
+        const int t = e / kVv, j = 8 * (e % kVv);
+        *reinterpret_cast<Vec *>(this->V + t * kRowV + j) =
+            t < len ? *reinterpret_cast<const Vec *>(
+                          v + (row0 + t) * Config::kDV + j0 + j)
+                    : Vec{};
+      }
+      return;
+    }
     for (int e = this->tid; e < kL * kDQK; e += kThreads) {
       const int t = e / kDQK, i = e % kDQK;
       const bool in = t < len;
@@ -565,16 +603,23 @@ template <class Config> struct ChunkMma : Chunk<Config> {
     }
   }
 
+  /// z_t as Chunk::normalizer, one warp per row: the lanes split q_t . n
+  /// and the row of P, then a butterfly sum.
   KGEN_DEVICE void normalizer(int len) const {
     const float scale = 1.f / sqrtf(float(kDQK));
-    for (int t = this->tid; t < len; t += kThreads) {
-      float dot = 0.f;
-      for (int i = 0; i < kDQK; ++i)
+    for (int t = warp; t < len; t += kWarps) {
+      float dot = 0.f, row = 0.f;
+      for (int i = lane; i < kDQK; i += kWaveSize)
         dot += Convert<T>::toFloat(this->Q[t * kRowQ + i]) * this->n[i];
-      float z = this->qfac[t] * scale * dot;
-      for (int s = 0; s <= t; ++s)
-        z += this->P[t * kL + s];
-      this->zden[t] = z;
+      for (int s = lane; s <= t; s += kWaveSize)
+        row += this->P[t * kL + s];
+#pragma unroll
+      for (int m = kWaveSize / 2; m > 0; m /= 2) {
+        dot += shuffleXor(dot, m);
+        row += shuffleXor(row, m);
+      }
+      if (lane == 0)
+        this->zden[t] = this->qfac[t] * scale * dot + row;
     }
   }
 
@@ -703,6 +748,8 @@ template <class Config> KGEN_DEVICE void fused(const Params &p) {
     __syncthreads();
     ch.update(len);
   }
+  // ChunkMma's update writes C in the warp tiles' layout, not storeState's.
+  __syncthreads();
   const bool last = (p.nT || p.mT) &&
                     lastOfHead(p, bh, BlockIndex<Config>::kSlices, ch.scal + 1);
   ch.storeState(p.cT ? p.cT + bh * dqk * dv : nullptr, dv, at.j0,
@@ -737,6 +784,8 @@ template <class Config> KGEN_DEVICE void states(const Params &p) {
     __syncthreads();
     ch.update(len);
   }
+  // ChunkMma's update writes C in the warp tiles' layout, not storeState's.
+  __syncthreads();
   const bool last = (p.nT || p.mT) &&
                     lastOfHead(p, bh, BlockIndex<Config>::kSlices, ch.scal + 1);
   ch.storeState(p.cT ? p.cT + bh * dqk * dv : nullptr, dv, at.j0,
