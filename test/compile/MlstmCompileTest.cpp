@@ -3,8 +3,8 @@
 // The candidates of every variant (recurrent, fused, two-phase) for a few
 // problems, and each dtype, through the real compilers: nvrtc for sm_80 and
 // sm_90a, hiprtc (Debian's ROCm 5.2) for gfx90a. AMD code is compiled only.
-// With 16-bit inputs the model ranks the tensor-core kernels (mma.sync /
-// MFMA) first; a few fp32-FMA configs of 16-bit problems are added.
+// Tensor-core configs (mma.sync / MFMA) of both 16-bit dtypes and a few
+// fp32-FMA configs of 16-bit problems are added to the model's candidates.
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,6 +42,21 @@ std::vector<Job> jobsFor(Target t) {
                                 problem(16, 1, 128, 128, DType::BF16)})
     for (const MlstmConfig &c : enumerateConfigs(p, t))
       jobs.push_back({p, c});
+  // Tensor-core configs of each chunkwise variant and 16-bit dtype at the
+  // three head sizes, where they fit the target (gfx90a's 64 KiB LDS takes
+  // the 64/64 ones only): the model may rank FMA configs above them (on
+  // gfx90a and sm_80 it does for short problems).
+  const int mmaShapes[][5] = {
+      {64, 64, 32, 32, 4}, {128, 128, 64, 64, 8}, {256, 512, 32, 64, 8}};
+  for (DType d : {DType::BF16, DType::F16})
+    for (MlstmVariant v : {MlstmVariant::Fused, MlstmVariant::TwoPhase})
+      for (const auto &x : mmaShapes) {
+        MlstmProblem p = problem(2, 4096, x[0], x[1], d);
+        MlstmConfig c{v, x[2], x[3], x[4]};
+        if (!checkConfig(p, c, t) &&
+            mlstmUsesMma(p, c, mlstmKernels(v).back(), t))
+          jobs.push_back({p, c});
+      }
   // 16-bit inputs on the fp32 FMA path (chunk 16: no tensor-core tiles),
   // which the model ranks below the tensor-core configs.
   for (MlstmVariant v : {MlstmVariant::Fused, MlstmVariant::TwoPhase}) {
