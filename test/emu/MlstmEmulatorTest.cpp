@@ -15,7 +15,7 @@
 // soft to saturated (f~ uniform in [-5, 10], i~ in [-10, 15]). Outputs and
 // final states start as NaN, shared memory starts as NaN in every block, the
 // workspace's states start as NaN; the per-head counters must be zero after
-// every launch. The 256/512 plans run S = 7 and S = 100 on one head only
+// every launch. The 256/512 plans run S = 7 and S = 70 on one head only
 // (host time). Each plan prints its worst error / bound for h, C, n, m.
 //
 //===----------------------------------------------------------------------===//
@@ -80,8 +80,8 @@ TEST_P(MlstmEmulator, MatchesRecurrentReference) {
   };
   // The xLSTM-7B head (256/512) costs the emulator ~30x a 64/64 one per
   // token (every mma.sync is a 32-thread rendezvous): one head, and two runs
-  // -- S = 7 from zero states, S = 100 (a ragged last chunk) from initial
-  // ones -- keep it within the host's time.
+  // -- S = 7 from zero states, S = 70 (two chunks of 64, or three of 32,
+  // the last ragged) from initial ones -- keep it within the host's time.
   const bool heavy = dqk * dv > 128 * 128;
   int run = 0;
   for (int64_t S : {1, 7, 64, 100})
@@ -89,6 +89,8 @@ TEST_P(MlstmEmulator, MatchesRecurrentReference) {
       ++run;
       if (heavy && !((S == 7 && !initial) || (S == 100 && initial)))
         continue;
+      if (heavy && S == 100)
+        S = 70;
       const int64_t B = heavy ? 1 : 1 + run % 2, NH = heavy ? 1 : 2,
                     BH = B * NH;
       const bool final = !(S == 7 && !initial);

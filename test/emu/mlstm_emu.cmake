@@ -33,4 +33,4 @@ target_include_directories(MlstmEmulatorTest PRIVATE
   ${KGEN_EMU_SRC} ${KGEN_EMU_SRC}/include ${KGEN_EMU_GEN}/templates ${KGEN_EMU_GEN})
 target_link_libraries(MlstmEmulatorTest PRIVATE kgen_codegen GTest::gtest GTest::gtest_main Threads::Threads)
 add_test(NAME MlstmEmulatorTest COMMAND MlstmEmulatorTest)
-set_tests_properties(MlstmEmulatorTest PROPERTIES LABELS unit TIMEOUT 900)
+set_tests_properties(MlstmEmulatorTest PROPERTIES LABELS unit TIMEOUT 1800)
