@@ -69,6 +69,23 @@ struct MlstmTraits {
   int rows;      ///< C registers per thread (recurrent)
 };
 
+/// Whether kernel k of config c does its matrix work on tensor cores
+/// (mma.sync / MFMA; templates/mlstm/mlstm.h ChunkMma): the chunkwise
+/// kernels with bf16/f16 inputs whose chunk, blockDV and dqk are multiples
+/// of the 32x32 warp tile and whose 16-bit operand copies fit the target's
+/// shared memory. Others (fp32 inputs among them) keep the fp32 FMA path.
+bool mlstmUsesMma(const MlstmProblem &p, const MlstmConfig &c, MlstmKernel k,
+                  Target t);
+/// Into how many 16-bit parts the tensor-core kernels split each fp32
+/// operand (x ~ hi + mid + lo, one product per part): the state C for
+/// q^T C, the decayed scores P for P V, the decayed values diag(exp(a - m))
+/// V for the state update. MlstmProblem.cpp gives the errors that decided
+/// the counts.
+struct MlstmMmaSplit {
+  int state, scores, update;
+};
+MlstmMmaSplit mlstmMmaSplit(const MlstmProblem &p);
+
 MlstmTraits mlstmTraits(const MlstmProblem &p, const MlstmConfig &c,
                         MlstmKernel k, Target t);
 

@@ -23,6 +23,7 @@
 #include "kgen/Runtime/Compiler.h"
 #include "kgen/Runtime/TuningDB.h"
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>

@@ -199,6 +199,7 @@ const char *kgen_runtime_target(kgen_runtime_t *rt) {
   return rt ? rt->target.c_str() : nullptr;
 }
 
+
 kgen_status_t kgen_gemm(kgen_runtime_t *rt, const char *problem_json,
                         const void *a, const void *b, void *c, int64_t m,
                         int64_t lda, int64_t ldb, int64_t ldc, float alpha,

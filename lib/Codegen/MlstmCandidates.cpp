@@ -6,12 +6,23 @@
 // the compile test) always sees every variant the target allows.
 //
 // The model, in cycles of one GPU: a kernel runs its blocks in waves of
-// (compute units x resident blocks per unit); a block's time is its FMAs
-// over the 128 fp32 lanes of a unit (or its threads, if fewer), plus a
+// (compute units x resident blocks per unit); a wave's time is its resident
+// blocks' FMAs over the 128 fp32 lanes of a unit (or their threads, if
+// fewer), plus a
 // fixed latency per barrier-separated step (global loads, the barrier, the
 // one-thread gate scan), plus its global traffic at the GPU's bandwidth
 // share. The numbers are rough on purpose: they order configs, measurements
 // decide.
+//
+// Tensor-core kernels (mlstmUsesMma) run their four products at a unit's
+// 16-bit matrix rate instead -- assumed 1024 FMAs per cycle per SM with
+// mma.sync on sm_90a (about half of wgmma's peak), 768 on sm_80 (A100's
+// mma.sync in practice), 512 per CU for MFMA 32x32x8 on gfx90a -- one
+// product per part of a split operand (mlstmMmaSplit), over whole 32x32 tiles (the
+// causal half of the scores skipped) and at that rate only with ~8 warps
+// per unit in flight; the scalar rest (normalizer, the
+// exp per score, the rounding of C and diag(w) V, n's update) stays on the
+// fp32 lanes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -51,6 +62,36 @@ double kernelCycles(const MlstmProblem &p, const MlstmConfig &c, MlstmKernel k,
       L * L / 2 * dqk + L * dqk + L * vb * dqk + L * L / 2 * vb;
   const double updFmas = L * dqk * vb + L * dqk;
   const double wsBytes = bh * chunks * (dqk * dv + dqk) * 4;
+  double outFmasOverride = -1; // the scalar work of a tensor-core kernel
+  // Tensor-core products per chunk and block, as FMAs.
+  double mmaFmas = 0, mmaRate = 1;
+  if (mlstmUsesMma(p, c, k, t)) {
+    const MlstmMmaSplit sp = mlstmMmaSplit(p);
+    const double pc = sp.state, pp = sp.scores, pw = sp.update;
+    const double tiles = L / 32;
+    const double scoresM = (tiles * (tiles + 1) / 2) * 32 * 32 * dqk;
+    const double outM = pc * L * vb * dqk + pp * (tiles + 1) / 2 * L * vb * L;
+    const double updM = pw * dqk * vb * L;
+    const double scalarOut = L * dqk + 8 * L * L + L * vb;
+    const double scalarUpd = (pc + 1) * dqk * vb + L * vb * (pw + 1) + L * dqk;
+    mmaRate = t == Target::SM90A ? 1024 : t == Target::SM80 ? 768 : 512;
+    switch (k) {
+    case MlstmKernel::Fused:
+      mmaFmas = chunks * (scoresM + outM + updM);
+      outFmasOverride = chunks * (scalarOut + scalarUpd);
+      break;
+    case MlstmKernel::States:
+      mmaFmas = chunks * updM;
+      outFmasOverride = chunks * scalarUpd;
+      break;
+    case MlstmKernel::Outputs:
+      mmaFmas = scoresM + outM;
+      outFmasOverride = scalarOut + (pc + 1) * dqk * vb;
+      break;
+    default:
+      break;
+    }
+  }
   switch (k) {
   case MlstmKernel::Recurrent:
     fmas = S * 3 * dqk * vb;
@@ -72,9 +113,18 @@ double kernelCycles(const MlstmProblem &p, const MlstmConfig &c, MlstmKernel k,
     bytes = bh * S * (2 * dqk + 2 * dv) * sizeOf(p.dtype) + wsBytes;
     break;
   }
+  if (outFmasOverride >= 0)
+    fmas = outFmasOverride;
   const double waves =
       std::ceil(blocks / (targetInfo(t).computeUnits * resident));
-  return waves * (fmas / lanes + steps * kStepLatency) +
+  // A unit's resident blocks share its fp32 lanes and its matrix units;
+  // their barrier latencies overlap.
+  const double shared = std::min<double>(resident, blocks);
+  // mma.sync / MFMA reach their rate with ~8 warps per unit in flight.
+  const double mmaIssue = std::min(1.0, shared * c.warps / 8.0);
+  return waves * (shared * fmas / std::min(128.0, shared * lanes) +
+                  shared * mmaFmas / (mmaRate * mmaIssue) +
+                  steps * kStepLatency) +
          bytes / bytesPerCycle(t);
 }
 

@@ -69,7 +69,20 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
      << "// config: " << toString(c.variant);
   if (k != MlstmKernel::Recurrent)
     os << ", chunk " << c.chunk;
-  os << ", " << c.blockDV << " DV columns per block, " << c.warps << " warps\n"
+  const bool mma = mlstmUsesMma(p, c, k, t);
+  const MlstmMmaSplit split = mlstmMmaSplit(p);
+  os << ", " << c.blockDV << " DV columns per block, " << c.warps << " warps\n";
+  if (k != MlstmKernel::Recurrent) {
+    os << "// matrix work: ";
+    if (mma)
+      os << (nvidia ? "mma.sync m16n8k16 + ldmatrix" : "MFMA 32x32x8")
+         << ", fp32 accumulators; fp32 operands in " << toString(p.dtype)
+         << " parts: C " << split.state << ", P " << split.scores
+         << ", diag(w) V " << split.update << "\n";
+    else
+      os << "fp32 FMAs from shared memory\n";
+  }
+  os
      << "// launch: grid (" << tr.slices
      << (k == MlstmKernel::Outputs ? " * chunks" : "") << ", B * NH), "
      << tr.threads << " threads, " << tr.smemBytes
@@ -90,6 +103,10 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
      << (k == MlstmKernel::Recurrent ? 0 : c.chunk)
      << ", kBlockDV = " << c.blockDV << ";\n"
      << "  static constexpr int kThreads = " << tr.threads << ";\n"
+     << "  static constexpr bool kMma = " << (mma ? "true" : "false") << ";\n"
+     << "  static constexpr int kPartsC = " << (mma ? split.state : 1)
+     << ", kPartsP = " << (mma ? split.scores : 1)
+     << ", kPartsW = " << (mma ? split.update : 1) << ";\n"
      << "  static constexpr int kSmemBytes = " << tr.smemBytes << ";\n"
      << "};\n"
      << "} // namespace\n\n"

@@ -253,6 +253,7 @@ class Runtime:
     def target(self) -> str:
         return self._lib.kgen_runtime_target(self.handle).decode()
 
+
     def compile(self, problem, config=None, *, target: Optional[str] = None) -> KernelInfo:
         info = _KernelInfo()
         _check(self._lib.kgen_compile(self.handle, _encode(problem), _encode(config), _encode(target),

@@ -33,15 +33,26 @@
 // m^comb_t) v_s, z likewise with n and 1 for v_s,
 // h_t = num / (max(|z|, exp(-m^comb_t)) + eps).
 //
-// Matrix work is plain fp32 FMAs from shared memory (no tensor-core atoms
-// yet); gate math and states are fp32 throughout.
+// Matrix work: with bf16/f16 inputs and tiles that fit the atoms
+// (Config::kMma, see mlstmUsesMma) the chunkwise kernels do their four
+// products on tensor cores -- mma.sync m16n8k16 + ldmatrix on NVIDIA, MFMA
+// 32x32x8 on AMD, one warp tile of 32x32 on both (WarpMma) -- with fp32
+// accumulators (ChunkMma). Otherwise (fp32 inputs, chunk 16, narrow slices)
+// they are plain fp32 FMAs from shared memory (Chunk). Gate math and states
+// are fp32 throughout.
 //
 //===----------------------------------------------------------------------===//
 
 #pragma once
 
 #include "kgen/common/prelude.h"
+#include "kgen/common/shuffle.h"
 #include "kgen/mlstm/params.h"
+#if KGEN_NVIDIA
+#include "kgen/common/mma_sm80.h"
+#else
+#include "kgen/common/mfma_cdna.h"
+#endif
 
 namespace kgen::mlstm {
 
@@ -94,7 +105,7 @@ template <class Config> struct Chunk {
   static constexpr int kBytes =
       (4 * kFloats + int(sizeof(T)) * (2 * kL * kRow + kL * kVB) + 15) / 16 *
       16;
-  static_assert(kBytes == Config::kSmemBytes,
+  static_assert(Config::kMma || kBytes == Config::kSmemBytes,
                 "kSmemBytes disagrees with the template's smem layout");
   static_assert(kDV % kVB == 0, "kBlockDV divides DV");
   static_assert((kDQK * kVB + kDQK) % 2 == 0 && kL % 2 == 0,
@@ -174,21 +185,26 @@ template <class Config> struct Chunk {
     }
   }
 
-  /// The gate prefix sums of the chunk, by one thread (kChunk steps of
-  /// scalar work next to kChunk^2 * DQK of matrix work): b, the combined
-  /// stabilizer m^comb, the decays of the outputs and of the state update.
-  /// Sets *mState to m^k (the m leaving the chunk) and scal[0] to the decay
-  /// of C^{k-1}.
+  /// The gate prefix sums of the chunk: b, the combined stabilizer m^comb,
+  /// the decays of the outputs and of the state update. The gate loads and
+  /// log-sigmoids run in parallel (zden holds l_t until normalizer() writes
+  /// it), the scan by one thread (kChunk additions). Call with every
+  /// thread. Sets *mState to m^k (the m leaving the chunk) and scal[0] to
+  /// the decay of C^{k-1}.
   KGEN_DEVICE void gates(const Params &p, long long row0, int len) const {
+    for (int t = tid; t < len; t += kThreads) {
+      zden[t] = logSigmoid(load<T>(p.f, row0 + t));
+      ig[t] = load<T>(p.i, row0 + t);
+    }
+    __syncthreads();
     if (tid != 0)
       return;
     const double mPrev = *mState;
     double b = 0, best = mPrev; // best = max(m^{k-1}, max_{s<=t} (i_s - b_s))
     for (int t = 0; t < len; ++t) {
-      b += double(logSigmoid(load<T>(p.f, row0 + t)));
-      const float it = load<T>(p.i, row0 + t);
+      b += double(zden[t]);
+      const float it = ig[t];
       bcum[t] = b;
-      ig[t] = it;
       best = fmax(best, double(it) - b);
       // m^comb_t = max(b_t + m^{k-1}, max_{s<=t} (b_t - b_s + i_s))
       mcomb[t] = b + best;
@@ -276,6 +292,398 @@ template <class Config> struct Chunk {
   }
 };
 
+/// 16 bytes, for vector copies.
+struct alignas(16) Vec16 {
+  uint32_t w[4];
+};
+
+/// One warp's (wavefront's) 32x32 fp32 tile of D += A B from shared memory,
+/// the same tile on both vendors: on NVIDIA 2 x 4 mma.sync m16n8k16 per 16
+/// of k with ldmatrix fragments, on AMD one MFMA 32x32x8 per 8 of k. A is
+/// [m][k] at a[m * lda + k] (kTransA: a[k * lda + m]); B is [k][n] at
+/// b[n * ldb + k] (k contiguous) or, kTransB, at b[k * ldb + n]. Leading
+/// dimensions are in elements and keep rows 16-byte aligned; m0, n0, k are
+/// multiples of 32, 32 and 16. Every lane of the warp calls together.
+template <class T, bool kTransA, bool kTransB> struct WarpMma {
+#if KGEN_NVIDIA
+  float acc[2][4][4];
+#else
+  cdna::f32x16 acc;
+#endif
+  int lane;
+
+  KGEN_DEVICE explicit WarpMma(int laneId) : lane(laneId) {
+#if KGEN_NVIDIA
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 4; ++j)
+        for (int e = 0; e < 4; ++e)
+          acc[i][j][e] = 0.f;
+#else
+    acc = cdna::f32x16{};
+#endif
+  }
+
+  KGEN_DEVICE void run(const T *a, int lda, const T *b, int ldb, int m0,
+                       int n0, int kLen) {
+#if KGEN_NVIDIA
+    const int q = lane / 8, r = lane % 8;
+    for (int k0 = 0; k0 < kLen; k0 += 16) {
+      uint32_t af[2][4], bf[2][4];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        // a[0..3] = A[g][k..], A[g+8][k..], A[g][k+8..], A[g+8][k+8..].
+        const int m = m0 + 16 * i;
+        const T *at = kTransA ? a + (k0 + r + 8 * (q / 2)) * lda + m + 8 * (q % 2)
+                              : a + (m + lane % 16) * lda + k0 + 8 * (lane / 16);
+        sm80::ldmatrixX4<kTransA>(af[i], sm80::smemAddress(at));
+      }
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        // Two n8 tiles: {b[0], b[1]} of tile 2j and of tile 2j+1.
+        const int n = n0 + 16 * j;
+        const T *bt = kTransB ? b + (k0 + r + 8 * (q % 2)) * ldb + n + 8 * (q / 2)
+                              : b + (n + r + 8 * (q / 2)) * ldb + k0 + 8 * (q % 2);
+        sm80::ldmatrixX4<kTransB>(bf[j], sm80::smemAddress(bt));
+      }
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const uint32_t bb[2] = {bf[j / 2][2 * (j % 2)],
+                                  bf[j / 2][2 * (j % 2) + 1]};
+          sm80::mma16816<T>(acc[i][j], af[i], bb);
+        }
+    }
+#else
+    const uint16_t *a16 = reinterpret_cast<const uint16_t *>(a);
+    const uint16_t *b16 = reinterpret_cast<const uint16_t *>(b);
+    const int mn = lane % 32, kq = 4 * (lane / 32);
+    for (int k0 = 0; k0 < kLen; k0 += 8) {
+      cdna::u16x4 av, bv;
+      if constexpr (kTransA) {
+        const uint16_t *c = a16 + (k0 + kq) * lda + m0 + mn;
+        av = cdna::u16x4{c[0], c[lda], c[2 * lda], c[3 * lda]};
+      } else {
+        av = *reinterpret_cast<const cdna::u16x4 *>(a16 + (m0 + mn) * lda +
+                                                    k0 + kq);
+      }
+      if constexpr (kTransB) {
+        const uint16_t *c = b16 + (k0 + kq) * ldb + n0 + mn;
+        bv = cdna::u16x4{c[0], c[ldb], c[2 * ldb], c[3 * ldb]};
+      } else {
+        bv = *reinterpret_cast<const cdna::u16x4 *>(b16 + (n0 + mn) * ldb +
+                                                    k0 + kq);
+      }
+      acc = cdna::mfma32x32x8<T>(av, bv, acc);
+    }
+#endif
+  }
+
+  /// acc += s * o.acc (the same tile).
+  KGEN_DEVICE void addScaled(const WarpMma &o, float s) {
+#if KGEN_NVIDIA
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 4; ++j)
+        for (int e = 0; e < 4; ++e)
+          acc[i][j][e] += s * o.acc[i][j][e];
+#else
+    for (int e = 0; e < 16; ++e)
+      acc[e] += s * o.acc[e];
+#endif
+  }
+
+  /// f(row, col, value&) for every element of the tile this lane holds.
+  template <class F> KGEN_DEVICE void forEach(int m0, int n0, F f) {
+#if KGEN_NVIDIA
+    const int g = lane / 4, t = lane % 4;
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 4; ++j)
+        for (int e = 0; e < 4; ++e)
+          f(m0 + 16 * i + g + 8 * (e / 2), n0 + 8 * j + 2 * t + e % 2,
+            acc[i][j][e]);
+#else
+    for (int e = 0; e < 16; ++e) {
+      float x = acc[e];
+      f(m0 + 8 * (e / 4) + 4 * (lane / 32) + e % 4, n0 + lane % 32, x);
+      acc[e] = x;
+    }
+#endif
+  }
+};
+
+/// The chunkwise steps on tensor cores (16-bit inputs; Config::kMma). Same
+/// interface and per-token vectors as Chunk, whose gates() and storeState()
+/// it reuses; the matrix operands live in shared memory in the input dtype
+/// with rows padded by 8 elements (16 bytes: ldmatrix's eight row addresses
+/// then fall into distinct bank groups):
+///   Q, K [kChunk][kDQK + 8]          the tokens (rows past the chunk zero)
+///   V    [kChunk][kBlockDV + 8]      (rows past the chunk zero)
+///   Pp   kPartsP x [kChunk][kChunk + 8]     the decayed scores P
+///   Wp   kPartsW x [kChunk][kBlockDV + 8]   diag(exp(a - m^k)) V, in P's
+///                                           place (update follows outputs)
+///   Cp   kPartsC x [kDQK][kBlockDV + 8]     the state C
+/// The last three are fp32 values the atoms take in 16 bits: each is split
+/// into parts, x ~ hi + mid + ..., each part the rounded rest of the ones
+/// before (put), and the product runs once per part into the same fp32
+/// accumulator. Two bf16 parts keep ~16 mantissa bits, three ~24 (fp32).
+/// The counts are mlstmMmaSplit's (lib/Codegen/MlstmProblem.cpp gives the
+/// emulator's errors that set them): C 2 and P 2 keep h within the bound,
+/// the update needs 3, since the returned C is fp32 and held to the fp32
+/// chunkwise implementation's error.
+/// Products (fp32 accumulators):
+///   scores   S = Q K^T (tiles above the diagonal skipped), P = mask(scale S
+///            * exp(log D - m^comb)) to fp32 P (the normalizer's row sums)
+///            and to its parts
+///   outputs  num = qfac * scale * Q C + P V in one accumulator: Q C first,
+///            scaled per row, then P V with k up to the tile's diagonal
+///   update   C = decay C + K^T (diag(w) V): A = K read transposed; the
+///            epilogue writes C and its parts.
+/// The state update is written as K^T (diag(w) V) rather than (K w)^T V so
+/// the fp32 factor lands in the small kChunk x kBlockDV operand.
+template <class Config> struct ChunkMma : Chunk<Config> {
+  using Base = Chunk<Config>;
+  using T = typename Config::Type;
+  static constexpr int kL = Config::kChunk, kDQK = Config::kDQK,
+                       kVB = Config::kBlockDV, kThreads = Config::kThreads;
+  static constexpr int kWarps = kThreads / kWaveSize;
+  static constexpr int kRowQ = kDQK + 8, kRowL = kL + 8, kRowV = kVB + 8;
+  static constexpr int kPartsC = Config::kPartsC, kPartsP = Config::kPartsP,
+                       kPartsW = Config::kPartsW;
+  static_assert(kPartsC >= 1 && kPartsP >= 1 && kPartsW >= 1,
+                "every operand has a part");
+  static constexpr int kFront = (4 * Base::kFloats + 15) / 16 * 16;
+  /// P (scores, outputs) and diag(w) V (update) share one region.
+  static constexpr int kRegionPW = kPartsP * kL * kRowL > kPartsW * kL * kRowV
+                                       ? kPartsP * kL * kRowL
+                                       : kPartsW * kL * kRowV;
+  static constexpr int kBytes =
+      kFront + 2 * (2 * kL * kRowQ + kL * kRowV + kRegionPW +
+                    kPartsC * kDQK * kRowV);
+  static_assert(kBytes == Config::kSmemBytes,
+                "kSmemBytes disagrees with ChunkMma's smem layout");
+  static_assert(kL % 32 == 0 && kDQK % 32 == 0 && kVB % 32 == 0,
+                "the 32x32 warp tiles cover the chunk, DQK and the slice");
+  static_assert(!IsSame<T, float>::value, "tensor cores take 16-bit inputs");
+
+  T *Pp, *Cp, *Wp; // the parts of P, C, diag(w) V, one array after another
+  int warp, lane;
+
+  KGEN_DEVICE explicit ChunkMma(unsigned char *smem)
+      : Base(smem), warp(int(threadIdx.x) / kWaveSize),
+        lane(int(threadIdx.x) % kWaveSize) {
+    T *x = reinterpret_cast<T *>(smem + kFront);
+    this->Q = x;
+    this->K = this->Q + kL * kRowQ;
+    this->V = this->K + kL * kRowQ;
+    Pp = this->V + kL * kRowV;
+    Wp = Pp;
+    Cp = Pp + kRegionPW;
+  }
+
+  /// The parts after the first are kept scaled by kRest: x ~ part 0 +
+  /// (part 1 + part 2 + ...) / kRest. For f16 (5 exponent bits) the rest
+  /// would otherwise fall into the subnormals, whose spacing 2^-24 caps the
+  /// split's accuracy (the returned C of an S = 1 run erred 3.05e-8 against
+  /// a half-ulp bound of 2.98e-8 so); 2^11 lifts it by f16's precision.
+  /// bf16 has fp32's exponent range and needs no scale.
+  static constexpr float kRest = IsSame<T, f16>::value ? 2048.f : 1.f;
+
+  /// x as kParts 16-bit parts (x ~ part[0] + (part[1] + ...) / kRest, at
+  /// part[q * kStride + e]): each part the rounded rest of the ones before.
+  template <int kParts, int kStride>
+  KGEN_DEVICE static void put(T *part, int e, float x) {
+    const T h = Convert<T>::fromFloat(x);
+    part[e] = h;
+    x = (x - Convert<T>::toFloat(h)) * kRest;
+#pragma unroll
+    for (int q = 1; q < kParts; ++q) {
+      const T r = Convert<T>::fromFloat(x);
+      part[q * kStride + e] = r;
+      x -= Convert<T>::toFloat(r);
+    }
+  }
+
+  /// mma += A B over the parts of one operand (kParts arrays kStride apart,
+  /// the A side when kPartsOfA): part 0 directly, the rest through a second
+  /// accumulator scaled back by 1 / kRest.
+  template <int kParts, int kStride, bool kPartsOfA, bool kTA, bool kTB>
+  KGEN_DEVICE void runParts(WarpMma<T, kTA, kTB> &mma, const T *a, int lda,
+                            const T *b, int ldb, int m0, int n0,
+                            int kLen) const {
+    mma.run(a, lda, b, ldb, m0, n0, kLen);
+    if constexpr (kParts > 1) {
+      WarpMma<T, kTA, kTB> rest(lane);
+      for (int q = 1; q < kParts; ++q)
+        rest.run(kPartsOfA ? a + q * kStride : a, lda,
+                 kPartsOfA ? b : b + q * kStride, ldb, m0, n0, kLen);
+      mma.addScaled(rest, 1.f / kRest);
+    }
+  }
+
+  KGEN_DEVICE void loadState(const float *c, long long cStride, int j0,
+                             const float *nn, const float *m) const {
+    for (int e = this->tid; e < kDQK * kVB; e += kThreads) {
+      const int i = e / kVB, j = e % kVB;
+      const float x = c ? c[i * cStride + j0 + j] : 0.f;
+      this->C[e] = x;
+      put<kPartsC, kDQK * kRowV>(Cp, i * kRowV + j, x);
+    }
+    for (int i = this->tid; i < kDQK; i += kThreads)
+      this->n[i] = nn ? nn[i] : 0.f;
+    if (this->tid == 0)
+      *this->mState = m ? *m : 0.f;
+  }
+
+  /// The chunk's rows of K and the V slice (and Q when kWithQ); rows past
+  /// len are zero, since the products run over whole tiles.
+  template <bool kWithQ>
+  KGEN_DEVICE void loadTokens(const Params &p, long long row0, int j0,
+                              int len) const {
+    const T *q = static_cast<const T *>(p.q), *k = static_cast<const T *>(p.k),
+            *v = static_cast<const T *>(p.v);
+    const T zero = Convert<T>::fromFloat(0.f);
+    // 16 bytes (8 elements) at a time where the tensors are 16-byte aligned
+    // (rows are: DQK and DV are multiples of 16, slices of 32).
+    using Vec = Vec16;
+    if (((unsigned long long)(q) | (unsigned long long)(k) |
+         (unsigned long long)(v)) %
+            16 ==
+        0) {
+      constexpr int kQv = kDQK / 8, kVv = kVB / 8;
+      for (int e = this->tid; e < kL * kQv; e += kThreads) {
+        const int t = e / kQv, i = 8 * (e % kQv);
+        const bool in = t < len;
+        const long long src = (row0 + t) * kDQK + i;
+        *reinterpret_cast<Vec *>(this->K + t * kRowQ + i) =
+            in ? *reinterpret_cast<const Vec *>(k + src) : Vec{};
+        if constexpr (kWithQ)
+          *reinterpret_cast<Vec *>(this->Q + t * kRowQ + i) =
+              in ? *reinterpret_cast<const Vec *>(q + src) : Vec{};
+      }
+      for (int e = this->tid; e < kL * kVv; e += kThreads) {
+        const int t = e / kVv, j = 8 * (e % kVv);
+        *reinterpret_cast<Vec *>(this->V + t * kRowV + j) =
+            t < len ? *reinterpret_cast<const Vec *>(
+                          v + (row0 + t) * Config::kDV + j0 + j)
+                    : Vec{};
+      }
+      return;
+    }
+    for (int e = this->tid; e < kL * kDQK; e += kThreads) {
+      const int t = e / kDQK, i = e % kDQK;
+      const bool in = t < len;
+      this->K[t * kRowQ + i] = in ? k[row0 * kDQK + e] : zero;
+      if constexpr (kWithQ)
+        this->Q[t * kRowQ + i] = in ? q[row0 * kDQK + e] : zero;
+    }
+    for (int e = this->tid; e < kL * kVB; e += kThreads) {
+      const int t = e / kVB, j = e % kVB;
+      this->V[t * kRowV + j] =
+          t < len ? v[(row0 + t) * Config::kDV + j0 + j] : zero;
+    }
+  }
+
+  KGEN_DEVICE void scores(int len) const {
+    const float scale = 1.f / sqrtf(float(kDQK));
+    constexpr int kTiles = kL / 32;
+    for (int tile = warp; tile < kTiles * kTiles; tile += kWarps) {
+      const int m0 = 32 * (tile / kTiles), n0 = 32 * (tile % kTiles);
+      WarpMma<T, false, false> mma(lane);
+      if (n0 <= m0) // above the diagonal every s > t: P = 0
+        mma.run(this->Q, kRowQ, this->K, kRowQ, m0, n0, kDQK);
+      mma.forEach(m0, n0, [&](int t, int s, float &x) {
+        float y = 0.f;
+        if (t < len && s <= t)
+          y = scale * x *
+              expf(float(this->bcum[t] - this->bcum[s] + this->ig[s] -
+                         this->mcomb[t]));
+        this->P[t * kL + s] = y;
+        put<kPartsP, kL * kRowL>(Pp, t * kRowL + s, y);
+      });
+    }
+  }
+
+  /// z_t as Chunk::normalizer, one warp per row: the lanes split q_t . n
+  /// and the row of P, then a butterfly sum.
+  KGEN_DEVICE void normalizer(int len) const {
+    const float scale = 1.f / sqrtf(float(kDQK));
+    for (int t = warp; t < len; t += kWarps) {
+      float dot = 0.f, row = 0.f;
+      for (int i = lane; i < kDQK; i += kWaveSize)
+        dot += Convert<T>::toFloat(this->Q[t * kRowQ + i]) * this->n[i];
+      for (int s = lane; s <= t; s += kWaveSize)
+        row += this->P[t * kL + s];
+#pragma unroll
+      for (int m = kWaveSize / 2; m > 0; m /= 2) {
+        dot += shuffleXor(dot, m);
+        row += shuffleXor(row, m);
+      }
+      if (lane == 0)
+        this->zden[t] = this->qfac[t] * scale * dot + row;
+    }
+  }
+
+  KGEN_DEVICE void outputs(const Params &p, long long row0, int j0,
+                           int len) const {
+    const float scale = 1.f / sqrtf(float(kDQK));
+    constexpr int kTilesN = kVB / 32;
+    for (int tile = warp; tile < (kL / 32) * kTilesN; tile += kWarps) {
+      const int m0 = 32 * (tile / kTilesN), n0 = 32 * (tile % kTilesN);
+      WarpMma<T, false, true> mma(lane);
+      runParts<kPartsC, kDQK * kRowV, false>(mma, this->Q, kRowQ, Cp, kRowV,
+                                             m0, n0, kDQK);
+      mma.forEach(m0, n0, [&](int t, int, float &x) {
+        x *= this->qfac[t < len ? t : 0] * scale;
+      });
+      // P is zero right of the diagonal: k runs to the tile's last row.
+      runParts<kPartsP, kL * kRowL, true>(mma, Pp, kRowL, this->V, kRowV, m0,
+                                          n0, m0 + 32);
+      mma.forEach(m0, n0, [&](int t, int j, float &x) {
+        if (t < len) {
+          const float den =
+              fmaxf(fabsf(this->zden[t]), expf(float(-this->mcomb[t]))) +
+              p.eps;
+          store<T>(p.h, (row0 + t) * Config::kDV + j0 + j, x / den);
+        }
+      });
+    }
+  }
+
+  KGEN_DEVICE void update(int len) const {
+    const float decay = this->scal[0];
+    for (int e = this->tid; e < kL * kVB; e += kThreads) {
+      const int t = e / kVB, j = e % kVB;
+      const float w = t < len ? this->wa[t] : 0.f;
+      put<kPartsW, kL * kRowV>(
+          Wp, t * kRowV + j, w * Convert<T>::toFloat(this->V[t * kRowV + j]));
+    }
+    for (int i = this->tid; i < kDQK; i += kThreads) {
+      float acc = 0.f;
+      for (int t = 0; t < len; ++t)
+        acc += Convert<T>::toFloat(this->K[t * kRowQ + i]) * this->wa[t];
+      this->n[i] = decay * this->n[i] + acc;
+    }
+    __syncthreads();
+    constexpr int kTilesN = kVB / 32;
+    for (int tile = warp; tile < (kDQK / 32) * kTilesN; tile += kWarps) {
+      const int m0 = 32 * (tile / kTilesN), n0 = 32 * (tile % kTilesN);
+      WarpMma<T, true, true> mma(lane);
+      runParts<kPartsW, kL * kRowV, false>(mma, this->K, kRowQ, Wp, kRowV, m0,
+                                           n0, kL);
+      mma.forEach(m0, n0, [&](int i, int j, float &x) {
+        const float c = decay * this->C[i * kVB + j] + x;
+        this->C[i * kVB + j] = c;
+        put<kPartsC, kDQK * kRowV>(Cp, i * kRowV + j, c);
+      });
+    }
+  }
+};
+
+/// The chunkwise steps a kernel uses: on tensor cores where Config::kMma.
+template <class Config>
+using ChunkOf =
+    typename Select<Config::kMma, ChunkMma<Config>, Chunk<Config>>::type;
+
 /// Tokens of the chunk starting at t0; the last chunk may be short.
 template <class Config> KGEN_DEVICE int chunkLength(const Params &p, int t0) {
   return p.seq - t0 < Config::kChunk ? p.seq - t0 : Config::kChunk;
@@ -314,7 +722,7 @@ KGEN_DEVICE bool lastOfHead(const Params &p, long long bh, int slices,
 
 /// Walks every chunk of one head and slice; grid (DV / kBlockDV, B * NH).
 template <class Config> KGEN_DEVICE void fused(const Params &p) {
-  using Ch = Chunk<Config>;
+  using Ch = ChunkOf<Config>;
   extern __shared__ __attribute__((aligned(16))) unsigned char kgen_smem[];
   const Ch ch(kgen_smem);
   const BlockIndex<Config> at;
@@ -340,6 +748,8 @@ template <class Config> KGEN_DEVICE void fused(const Params &p) {
     __syncthreads();
     ch.update(len);
   }
+  // ChunkMma's update writes C in the warp tiles' layout, not storeState's.
+  __syncthreads();
   const bool last = (p.nT || p.mT) &&
                     lastOfHead(p, bh, BlockIndex<Config>::kSlices, ch.scal + 1);
   ch.storeState(p.cT ? p.cT + bh * dqk * dv : nullptr, dv, at.j0,
@@ -350,7 +760,7 @@ template <class Config> KGEN_DEVICE void fused(const Params &p) {
 /// Two-phase, first kernel: the state recurrence alone, writing the state
 /// entering each chunk to the workspace; grid (DV / kBlockDV, B * NH).
 template <class Config> KGEN_DEVICE void states(const Params &p) {
-  using Ch = Chunk<Config>;
+  using Ch = ChunkOf<Config>;
   extern __shared__ __attribute__((aligned(16))) unsigned char kgen_smem[];
   const Ch ch(kgen_smem);
   const BlockIndex<Config> at;
@@ -374,6 +784,8 @@ template <class Config> KGEN_DEVICE void states(const Params &p) {
     __syncthreads();
     ch.update(len);
   }
+  // ChunkMma's update writes C in the warp tiles' layout, not storeState's.
+  __syncthreads();
   const bool last = (p.nT || p.mT) &&
                     lastOfHead(p, bh, BlockIndex<Config>::kSlices, ch.scal + 1);
   ch.storeState(p.cT ? p.cT + bh * dqk * dv : nullptr, dv, at.j0,
@@ -384,7 +796,7 @@ template <class Config> KGEN_DEVICE void states(const Params &p) {
 /// Two-phase, second kernel: one chunk's outputs from the state `states`
 /// left in the workspace; grid (DV / kBlockDV * chunks, B * NH).
 template <class Config> KGEN_DEVICE void outputs(const Params &p) {
-  using Ch = Chunk<Config>;
+  using Ch = ChunkOf<Config>;
   extern __shared__ __attribute__((aligned(16))) unsigned char kgen_smem[];
   const Ch ch(kgen_smem);
   const BlockIndex<Config> at;

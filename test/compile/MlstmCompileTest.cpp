@@ -3,6 +3,8 @@
 // The candidates of every variant (recurrent, fused, two-phase) for a few
 // problems, and each dtype, through the real compilers: nvrtc for sm_80 and
 // sm_90a, hiprtc (Debian's ROCm 5.2) for gfx90a. AMD code is compiled only.
+// Tensor-core configs (mma.sync / MFMA) of both 16-bit dtypes and a few
+// fp32-FMA configs of 16-bit problems are added to the model's candidates.
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,6 +42,30 @@ std::vector<Job> jobsFor(Target t) {
                                 problem(16, 1, 128, 128, DType::BF16)})
     for (const MlstmConfig &c : enumerateConfigs(p, t))
       jobs.push_back({p, c});
+  // Tensor-core configs of each chunkwise variant and 16-bit dtype at the
+  // three head sizes, where they fit the target (gfx90a's 64 KiB LDS takes
+  // the 64/64 ones only): the model may rank FMA configs above them (on
+  // gfx90a and sm_80 it does for short problems).
+  const int mmaShapes[][5] = {
+      {64, 64, 32, 32, 4}, {128, 128, 64, 64, 8}, {256, 512, 32, 64, 8}};
+  for (DType d : {DType::BF16, DType::F16})
+    for (MlstmVariant v : {MlstmVariant::Fused, MlstmVariant::TwoPhase})
+      for (const auto &x : mmaShapes) {
+        MlstmProblem p = problem(2, 4096, x[0], x[1], d);
+        MlstmConfig c{v, x[2], x[3], x[4]};
+        if (!checkConfig(p, c, t) &&
+            mlstmUsesMma(p, c, mlstmKernels(v).back(), t))
+          jobs.push_back({p, c});
+      }
+  // 16-bit inputs on the fp32 FMA path (chunk 16: no tensor-core tiles),
+  // which the model ranks below the tensor-core configs.
+  for (MlstmVariant v : {MlstmVariant::Fused, MlstmVariant::TwoPhase}) {
+    MlstmProblem p = problem(1, 2048, 64, 64, DType::BF16);
+    MlstmConfig c{v, 16, 32, 4};
+    if (!checkConfig(p, c, t) &&
+        !mlstmUsesMma(p, c, mlstmKernels(v).back(), t))
+      jobs.push_back({p, c});
+  }
   for (DType d : {DType::F16, DType::F32}) {
     MlstmProblem p = problem(2, 4096, 128, 256, d);
     std::set<MlstmVariant> seen;
@@ -76,15 +102,19 @@ TEST(MlstmCompile, EveryVariantCompiles) {
 
   std::vector<std::vector<std::string>> failures(targets.size());
   std::vector<std::set<MlstmVariant>> variants(targets.size());
-  std::vector<size_t> counts(targets.size());
+  std::vector<size_t> counts(targets.size()), mmaCounts(targets.size());
   std::vector<std::thread> threads;
   for (size_t n = 0; n < targets.size(); ++n)
     threads.emplace_back([&, n] {
       for (const Job &j : jobsFor(targets[n])) {
         try {
           auto plan = rt.compileMlstm(j.p, j.c, targets[n]);
-          for (const auto &k : plan->kernels) {
+          for (size_t i = 0; i < plan->kernels.size(); ++i) {
+            const auto &k = plan->kernels[i];
             ++counts[n];
+            if (mlstmUsesMma(j.p, j.c, mlstmKernels(j.c.variant)[i],
+                             targets[n]))
+              ++mmaCounts[n];
             if (k->binary.empty())
               failures[n].push_back(k->source.name + ": empty binary");
           }
@@ -97,10 +127,12 @@ TEST(MlstmCompile, EveryVariantCompiles) {
   for (std::thread &th : threads)
     th.join();
   for (size_t n = 0; n < targets.size(); ++n) {
-    std::printf("%s: %zu mlstm kernels compiled, %zu failed\n",
+    std::printf("%s: %zu mlstm kernels compiled (%zu on tensor cores), %zu "
+                "failed\n",
                 std::string(toString(targets[n])).c_str(), counts[n],
-                failures[n].size());
+                mmaCounts[n], failures[n].size());
     EXPECT_GT(counts[n], 20u);
+    EXPECT_GT(mmaCounts[n], 4u) << "tensor-core kernels among them";
     EXPECT_EQ(variants[n].size(), 3u) << "every variant has a candidate";
     for (const std::string &f : failures[n])
       ADD_FAILURE() << toString(targets[n]) << ": " << f;

@@ -47,6 +47,15 @@ const Plan kPlans[] = {
     {Target::GFX90A, DType::BF16, 64, 64, {MlstmVariant::Fused, 16, 64, 2}},
     {Target::GFX90A, DType::F32, 64, 128, {MlstmVariant::Recurrent, 0, 128, 2}},
     {Target::GFX90A, DType::F16, 128, 64, {MlstmVariant::TwoPhase, 16, 16, 1}},
+    // Tensor cores (mlstmUsesMma): mma.sync + ldmatrix, MFMA on gfx90a; DQK/DV
+    // 64/64, 128/128 and the xLSTM-7B head 256/512.
+    {Target::SM90A, DType::BF16, 64, 64, {MlstmVariant::Fused, 32, 32, 4}},
+    {Target::SM80, DType::F16, 128, 128, {MlstmVariant::TwoPhase, 64, 64, 4}},
+    {Target::SM90A, DType::BF16, 128, 128, {MlstmVariant::Fused, 64, 64, 8}},
+    {Target::SM90A, DType::BF16, 256, 512, {MlstmVariant::Fused, 64, 32, 8}},
+    {Target::SM90A, DType::F16, 256, 512, {MlstmVariant::TwoPhase, 32, 64, 8}},
+    {Target::GFX90A, DType::BF16, 64, 64, {MlstmVariant::Fused, 32, 32, 2}},
+    {Target::GFX90A, DType::F16, 64, 64, {MlstmVariant::TwoPhase, 32, 32, 4}},
 };
 
 void writeIfChanged(const std::string &path, const std::string &text) {
@@ -124,7 +133,13 @@ int main(int argc, char **argv) {
       launchers << "nullptr, ";
     table << "    {\"" << toString(pl.target) << " "
           << toString(pl.config.variant) << " " << toString(pl.dtype) << " "
-          << pl.dqk << "/" << pl.dv << "\", kgen::Target(" << int(pl.target)
+          << pl.dqk << "/" << pl.dv << " c" << pl.config.chunk << " d"
+          << pl.config.blockDV << " w" << pl.config.warps
+          << (mlstmUsesMma(p, pl.config, mlstmKernels(pl.config.variant).back(),
+                           pl.target)
+                  ? " mma"
+                  : "")
+          << "\", kgen::Target(" << int(pl.target)
           << "), kgen::DType(" << int(pl.dtype) << "), " << pl.dqk << ", "
           << pl.dv << ", {kgen::MlstmVariant(" << int(pl.config.variant)
           << "), " << pl.config.chunk << ", " << pl.config.blockDV << ", "

@@ -15,7 +15,8 @@
 // soft to saturated (f~ uniform in [-5, 10], i~ in [-10, 15]). Outputs and
 // final states start as NaN, shared memory starts as NaN in every block, the
 // workspace's states start as NaN; the per-head counters must be zero after
-// every launch.
+// every launch. The 256/512 plans run S = 7 and S = 70 on one head only
+// (host time). Each plan prints its worst error / bound for h, C, n, m.
 //
 //===----------------------------------------------------------------------===//
 
@@ -70,11 +71,28 @@ TEST_P(MlstmEmulator, MatchesRecurrentReference) {
   std::uniform_real_distribution<float> unit(-1.f, 1.f), fDist(-5.f, 10.f),
       iDist(-10.f, 15.f), mDist(-2.f, 6.f);
 
+  // The worst error / bound over the runs, per output: printed at the end,
+  // so the margin each plan keeps stays visible when it passes.
+  double worstRatio[4] = {0, 0, 0, 0}; // h, C, n, m
+  auto note = [&](int which, const Check &c) {
+    if (c.bound() > 0)
+      worstRatio[which] = std::max(worstRatio[which], c.errOurs / c.bound());
+  };
+  // The xLSTM-7B head (256/512) costs the emulator ~30x a 64/64 one per
+  // token (every mma.sync is a 32-thread rendezvous): one head, and two runs
+  // -- S = 7 from zero states, S = 70 (two chunks of 64, or three of 32,
+  // the last ragged) from initial ones -- keep it within the host's time.
+  const bool heavy = dqk * dv > 128 * 128;
   int run = 0;
   for (int64_t S : {1, 7, 64, 100})
     for (bool initial : {false, true}) {
       ++run;
-      const int64_t B = 1 + run % 2, NH = 2, BH = B * NH;
+      if (heavy && !((S == 7 && !initial) || (S == 100 && initial)))
+        continue;
+      if (heavy && S == 100)
+        S = 70;
+      const int64_t B = heavy ? 1 : 1 + run % 2, NH = heavy ? 1 : 2,
+                    BH = B * NH;
       const bool final = !(S == 7 && !initial);
       const bool inPlace = initial && final && run % 4 == 0;
       SCOPED_TRACE("S = " + std::to_string(S) + ", B = " + std::to_string(B) +
@@ -201,11 +219,13 @@ TEST_P(MlstmEmulator, MatchesRecurrentReference) {
           [&](size_t i) { return roundTo(dt, same.h[i]); },
           [&](size_t i) { return roundTo(dt, other.h[i]); });
       EXPECT_TRUE(ch.pass()) << ch.describe("h");
+      note(0, ch);
       if (final) {
         const std::vector<float> &oc = inPlace ? cIo : cT,
                                  &on = inPlace ? nIo : nT,
                                  &om = inPlace ? mIo : mT;
-        auto states = [&](const char *what, const std::vector<float> &ours,
+        auto states = [&](int which, const char *what,
+                          const std::vector<float> &ours,
                           const std::vector<double> &r,
                           const std::vector<float> &a,
                           const std::vector<float> &b) {
@@ -215,12 +235,16 @@ TEST_P(MlstmEmulator, MatchesRecurrentReference) {
               [&](size_t i) { return double(a[i]); },
               [&](size_t i) { return double(b[i]); });
           EXPECT_TRUE(c.pass()) << c.describe(what);
+          note(which, c);
         };
-        states("C", oc, ref.C, same.C, other.C);
-        states("n", on, ref.n, same.n, other.n);
-        states("m", om, ref.m, same.m, other.m);
+        states(1, "C", oc, ref.C, same.C, other.C);
+        states(2, "n", on, ref.n, same.n, other.n);
+        states(3, "m", om, ref.m, same.m, other.m);
       }
     }
+  std::printf("%s: worst error / bound: h %.3f, C %.3f, n %.3f, m %.3f\n",
+              pl.label, worstRatio[0], worstRatio[1], worstRatio[2],
+              worstRatio[3]);
 }
 
 INSTANTIATE_TEST_SUITE_P(Plans, MlstmEmulator,

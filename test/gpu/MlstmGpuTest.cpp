@@ -23,6 +23,7 @@
 #include "kgen/kgen.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <cstdio>
@@ -72,14 +73,16 @@ struct Case {
   DType dtype = DType::BF16;
   bool initial = false, final = true, inPlace = false;
   std::optional<MlstmVariant> variant; ///< forced, else the dispatcher's
+  std::optional<MlstmConfig> config;   ///< forced exactly (over variant)
   std::string describe() const {
     return "B=" + std::to_string(b) + " NH=" + std::to_string(nh) +
            " S=" + std::to_string(s) + " " + std::to_string(dqk) + "/" +
            std::to_string(dv) + " " + std::string(toString(dtype)) +
            (initial ? " initial" : "") + (final ? " final" : "") +
            (inPlace ? " in-place" : "") +
-           (variant ? " variant " + std::string(toString(*variant))
-                    : std::string(" dispatched"));
+           (config    ? " config " + toJson(*config).dump()
+            : variant ? " variant " + std::string(toString(*variant))
+                      : std::string(" dispatched"));
   }
 };
 
@@ -172,7 +175,11 @@ void runCase(const Case &cs) {
     a.mT = static_cast<float *>(cs.inPlace ? dm0.p : dmT.p);
   }
   std::shared_ptr<const MlstmPlan> plan;
-  if (cs.variant) {
+  if (cs.config) {
+    if (auto e = checkConfig(p, *cs.config, rt.target()))
+      GTEST_SKIP() << *e;
+    plan = rt.compileMlstm(p, *cs.config);
+  } else if (cs.variant) {
     std::optional<MlstmConfig> best;
     for (const MlstmConfig &c : enumerateConfigs(p, rt.target()))
       if (c.variant == *cs.variant) {
@@ -188,9 +195,13 @@ void runCase(const Case &cs) {
   rt.launchMlstm(*plan, a);
   be->synchronize();
   const MlstmConfig &cfg = plan->config;
-  std::printf("[ mlstm    ] %s: %s (%s, chunk %d)\n", cs.describe().c_str(),
+  std::printf("[ mlstm    ] %s: %s (%s, chunk %d%s)\n", cs.describe().c_str(),
               plan->kernels[0]->source.name.c_str(),
-              std::string(toString(cfg.variant)).c_str(), cfg.chunk);
+              std::string(toString(cfg.variant)).c_str(), cfg.chunk,
+              mlstmUsesMma(p, cfg, mlstmKernels(cfg.variant).back(),
+                           rt.target())
+                  ? ", tensor cores"
+                  : ", fp32 FMAs");
 
   const MlstmInputs in{BH,
                        S,
@@ -310,6 +321,24 @@ TEST_F(MlstmGpu, OtherDtypes) {
       c.variant = var;
       runCase(c);
     }
+}
+
+TEST_F(MlstmGpu, TensorCoreAndFmaPaths) {
+  // 16-bit inputs take the tensor-core path where the tiles fit
+  // (mlstmUsesMma) and the FMA path otherwise: both, per chunkwise variant,
+  // with a ragged last chunk and initial states, at the three head sizes.
+  const int dims[][3] = {{64, 64, 64}, {128, 128, 64}, {256, 512, 32}};
+  for (MlstmVariant var : {MlstmVariant::Fused, MlstmVariant::TwoPhase})
+    for (auto &d : dims)
+      for (bool mma : {true, false})
+        for (DType dt : {DType::BF16, DType::F16}) {
+          Case c{2, 2, std::min<int64_t>(300, maxS()), d[0], d[1]};
+          c.dtype = dt;
+          c.initial = true;
+          c.config = mma ? MlstmConfig{var, 64, d[2], 4}
+                         : MlstmConfig{var, 16, 16, 4};
+          runCase(c);
+        }
 }
 
 TEST_F(MlstmGpu, DecodeStepInPlace) {
