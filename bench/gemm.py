@@ -130,7 +130,9 @@ def time_calls(torch, calls, use_graph: bool, min_ms: float = 30.0, min_trials: 
     stream.synchronize()
     if use_graph:
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        # Captured on the stream that warmed up: kgen's split-K workspace is
+        # per stream and cannot be allocated during a capture.
+        with torch.cuda.graph(graph, stream=stream):
             for fn in seq:
                 fn()
         trial = graph.replay
