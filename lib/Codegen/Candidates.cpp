@@ -14,20 +14,20 @@
 // each run 1/S of the k-slices, and the model charges the fix-up (each
 // block writes its fp32 tile, the last reads the others). Up to
 // kMaxSplitCandidates of them are added to the list for the tuner to
-// measure; the heuristic default (no measurement) stays a config without
-// split-K.
+// measure; the heuristic default is the best-ranked config of the list,
+// split-K included, gemv and stream-K excepted (defaultConfig).
 //
 // Stream-K (wgmma loop) joins on sm_90a under the same condition: the
 // persistent CTAs share out all tiles' k-iterations in equal runs, so the
 // time is that of total / multiprocessors iterations plus the fix-up of
 // the tiles split between CTAs (two partial tiles per CTA at most). Up to
-// kMaxSplitCandidates of them join the list as split-K's do, and the
-// heuristic default is the best-ranked of all but split-K, so it picks
-// stream-K where the model says so (mid-size shapes such as 532x2048x2048).
+// kMaxSplitCandidates of them join the list as split-K's do, for the
+// tuner.
 //
 // The gemv loop (NVIDIA, M <= 64, A 'N') joins for small M, ranked by its
-// own model (gemvSeconds: bytes over bandwidth; see there) and placed first:
-// it is the heuristic's choice for those shapes. Up to kMaxGemvCandidates.
+// own model (gemvSeconds: bytes over bandwidth; see there) and placed first
+// for the tuner, up to kMaxGemvCandidates. defaultConfig takes neither it nor
+// stream-K (measured slower as defaults; see there).
 //
 //===----------------------------------------------------------------------===//
 
@@ -311,12 +311,16 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
 }
 
 GemmConfig defaultConfig(const GemmProblem &p, Target t) {
-  // Split-K candidates of the tiled loop wait for a measurement (the
-  // tuner's numeric check and timing) before the dispatcher uses them;
-  // stream-K ones compete, and the gemv loop, split or not, is the
-  // heuristic's choice for small M.
+  // The best-ranked config of the tiled and wgmma loops, split-K included,
+  // but neither the gemv loop nor stream-K: measured on an H200 (kgen tune
+  // on issue 3's shapes, 2026-11-21; bench/results/nvidia-h200.md), on the
+  // 10 shapes where the heuristic had picked one of them (gemv for M <= 64,
+  // stream-K for 532x2048x2048 and 532x2048x16384) its pick ran 15-199%
+  // slower than the winner, another loop's in 9 of them. They stay
+  // candidates, and the tuner takes them where they win (gemv at
+  // 1x4096x4096, stream-K at 64x4096x4096).
   for (const GemmConfig &c : enumerateConfigs(p, t))
-    if (c.splitK == 1 || c.loop == GemmLoop::Gemv)
+    if (c.loop != GemmLoop::Gemv && !c.streamK)
       return c;
   // The enumerated space always contains a 64x64x32, 2-stage config that is
   // valid for every well-formed problem; reaching here means the problem

@@ -84,8 +84,9 @@ TEST(Candidates, SplitKForIdleMultiprocessorsOnly) {
   }
   EXPECT_GT(split, 0u);
   EXPECT_LE(split, 4u + 4u); // the tiled loop's, and the gemv loop's
-  // The heuristic: the gemv loop for small M on NVIDIA; elsewhere no split.
-  EXPECT_EQ(defaultConfig(decode, Target::SM80).loop, GemmLoop::Gemv);
+  // The heuristic takes neither the gemv loop nor stream-K (measured slower
+  // as defaults; see defaultConfig), and here no split either.
+  EXPECT_NE(defaultConfig(decode, Target::SM80).loop, GemmLoop::Gemv);
   EXPECT_EQ(defaultConfig(decode, Target::GFX90A).splitK, 1);
   // 4096^3 fills the GPU many times over: no split-K.
   for (const GemmConfig &c :
@@ -263,10 +264,10 @@ TEST(Candidates, EveryCandidateIsValidAndThereIsOne) {
           EXPECT_LE(gemv, 4u);
           EXPECT_EQ(gemv > 0, d[0] <= 64 && layout[0] == 'n' &&
                                   targetInfo(t).vendor == Vendor::NVIDIA);
-          // The default: the best gemv config, else the best-ranked one
-          // without split-K.
+          // The default: the best-ranked one that is neither the gemv
+          // loop nor stream-K.
           GemmConfig first = *std::find_if(cs.begin(), cs.end(), [](auto &c) {
-            return c.splitK == 1 || c.loop == GemmLoop::Gemv;
+            return c.loop != GemmLoop::Gemv && !c.streamK;
           });
           EXPECT_EQ(defaultConfig(p, t), first);
           if (gemv)
@@ -387,7 +388,10 @@ TEST(Candidates, StreamKForMidShapesOnSm90a) {
         }
       }
       EXPECT_GT(streamK, 0u) << d.m << "x" << d.n << "x" << d.k;
-      EXPECT_EQ(defaultConfig(p, Target::SM90A).streamK, d.picked)
+      // Candidates only: as the heuristic's pick, stream-K measured slower
+      // than the plain wgmma loop on an H200 (see defaultConfig).
+      (void)d.picked;
+      EXPECT_FALSE(defaultConfig(p, Target::SM90A).streamK)
           << d.m << "x" << d.n << "x" << d.k << " " << layout;
     }
   // Enough tiles, or no persistent loop: none.
@@ -591,7 +595,9 @@ TEST(Gemv, CandidatesFillTheGpuAndTheEmitterNamesTheLoop) {
     for (int64_t nk : {4096, 8192})
       for (const char *layout : {"nt", "nn"}) {
         GemmProblem p = problem(m, nk, nk, layout);
-        GemmConfig c = defaultConfig(p, Target::SM90A);
+        // The enumerator ranks its gemv configs first (the tuner measures
+        // them; the heuristic does not take them).
+        GemmConfig c = enumerateConfigs(p, Target::SM90A).front();
         ASSERT_EQ(c.loop, GemmLoop::Gemv) << m << " " << layout;
         EXPECT_EQ(c.blockM, std::max<int64_t>(8, m));
         // Enough blocks for every multiprocessor of an H100/H200.
@@ -611,13 +617,12 @@ TEST(Gemv, CandidatesFillTheGpuAndTheEmitterNamesTheLoop) {
                                             c.splitK * c.blockM * c.blockN * 4
                                       : 0);
       }
-  // Larger M, AMD, A stored 'T', TF32: no gemv.
-  EXPECT_NE(defaultConfig(problem(65, 4096, 4096), Target::SM90A).loop,
-            GemmLoop::Gemv);
-  EXPECT_NE(defaultConfig(problem(16, 4096, 4096), Target::GFX942).loop,
-            GemmLoop::Gemv);
-  EXPECT_NE(defaultConfig(problem(16, 4096, 4096, "tn"), Target::SM90A).loop,
-            GemmLoop::Gemv);
+  // Larger M, AMD, A stored 'T': no gemv candidate.
+  for (auto [q, t] : {std::pair{problem(65, 4096, 4096), Target::SM90A},
+                      {problem(16, 4096, 4096), Target::GFX942},
+                      {problem(16, 4096, 4096, "tn"), Target::SM90A}})
+    for (const GemmConfig &g : enumerateConfigs(q, t))
+      EXPECT_NE(g.loop, GemmLoop::Gemv);
 }
 
 TEST(Gemv, ConfigJsonRoundTrip) {
