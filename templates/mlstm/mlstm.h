@@ -297,6 +297,17 @@ struct alignas(16) Vec16 {
   uint32_t w[4];
 };
 
+// WarpMma's members differ by vendor and do not depend on a kernel's
+// Config, so in the host emulator, which links NVIDIA and AMD kernels into
+// one program, the two layouts would share one symbol (ASan caught the AMD
+// kernels' frames written by the NVIDIA constructor). An inline namespace
+// per vendor keeps them apart; a device compile sees one vendor only.
+#if KGEN_NVIDIA
+inline namespace nvidia {
+#else
+inline namespace amd {
+#endif
+
 /// One warp's (wavefront's) 32x32 fp32 tile of D += A B from shared memory,
 /// the same tile on both vendors: on NVIDIA 2 x 4 mma.sync m16n8k16 per 16
 /// of k with ldmatrix fragments, on AMD one MFMA 32x32x8 per 8 of k. A is
@@ -410,6 +421,8 @@ template <class T, bool kTransA, bool kTransB> struct WarpMma {
 #endif
   }
 };
+
+} // inline namespace nvidia / amd
 
 /// The chunkwise steps on tensor cores (16-bit inputs; Config::kMma). Same
 /// interface and per-token vectors as Chunk, whose gates() and storeState()
