@@ -287,7 +287,8 @@ KernelSource emitGemm(const GemmProblem &p, const GemmConfig &c, Target t,
     os << "#include <hip/hip_runtime.h>\n";
     os << "#include \"" << familyHeader << "\"\n";
   }
-  if (gemv) {
+  // The Config lines the gemv and wgmma loops share (A is K-major there).
+  auto configOpening = [&] {
     os << "\nnamespace {\n"
        << "struct Config {\n"
        << "  using TypeA = " << ta << ";\n"
@@ -298,8 +299,11 @@ KernelSource emitGemm(const GemmProblem &p, const GemmConfig &c, Target t,
        << "  static constexpr int kM = " << dimText(p.staticM, p.m)
        << "; // 0: taken at run time\n"
        << "  static constexpr int kN = " << dimText(p.staticN, p.n) << ";\n"
-       << "  static constexpr int kK = " << dimText(p.staticK, p.k) << ";\n"
-       << "  static constexpr int kBlockM = " << c.blockM
+       << "  static constexpr int kK = " << dimText(p.staticK, p.k) << ";\n";
+  };
+  if (gemv) {
+    configOpening();
+    os << "  static constexpr int kBlockM = " << c.blockM
        << ", kBlockN = " << c.blockN << "; // rows of A, columns of B\n"
        << "  static constexpr int kWarps = " << c.warpsN
        << ", kRowTiles = " << c.blockN / (16 * c.warpsN)
@@ -331,18 +335,8 @@ KernelSource emitGemm(const GemmProblem &p, const GemmConfig &c, Target t,
     return ks;
   }
   if (wgmma) {
-    os << "\nnamespace {\n"
-       << "struct Config {\n"
-       << "  using TypeA = " << ta << ";\n"
-       << "  using TypeB = " << ta << ";\n"
-       << "  using TypeC = " << tc << ";\n"
-       << "  static constexpr bool kTransA = false;\n"
-       << "  static constexpr bool kTransB = " << boolStr(p.transB) << ";\n"
-       << "  static constexpr int kM = " << dimText(p.staticM, p.m)
-       << "; // 0: taken at run time\n"
-       << "  static constexpr int kN = " << dimText(p.staticN, p.n) << ";\n"
-       << "  static constexpr int kK = " << dimText(p.staticK, p.k) << ";\n"
-       << "  static constexpr int kBlockM = " << c.blockM
+    configOpening();
+    os << "  static constexpr int kBlockM = " << c.blockM
        << ", kBlockN = " << c.blockN << ", kBlockK = " << c.blockK << ";\n"
        << "  static constexpr int kConsumers = " << c.warpsM
        << "; // warpgroups, after the producer's\n"

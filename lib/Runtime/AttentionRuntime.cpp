@@ -281,10 +281,8 @@ void Runtime::launchAttention(const AttentionProblem &p,
     // TMA reads Q, K and V as (dim, head, sequence, batch) through the
     // call's strides, in boxes of 64 dims (one 128-byte swizzle row) by
     // one tile of rows; rows past a sequence read as zeros.
-    struct alignas(64) TensorMap {
-      unsigned long long words[16];
-    } maps[3];
-    auto encode = [&](TensorMap &m, const void *base, int64_t dim,
+    Backend::TensorMap maps[3];
+    auto encode = [&](Backend::TensorMap &m, const void *base, int64_t dim,
                       int64_t heads, int64_t seqlen, const long long (&st)[3],
                       int rows) {
       const uint64_t dims[4] = {uint64_t(dim), uint64_t(heads),

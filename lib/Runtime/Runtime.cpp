@@ -255,11 +255,6 @@ std::shared_ptr<Kernel> Runtime::loadBundled(const BundleEntry &e,
 
 namespace {
 
-/// Host image of kgen::sm90::TensorMap (CUtensorMap): 128 opaque bytes.
-struct alignas(64) sm90TensorMap {
-  unsigned long long words[16];
-};
-
 /// A stored operand: its extent and strides and its name, for messages.
 struct Operand {
   const char *name;
@@ -567,7 +562,7 @@ void Runtime::launch(const Kernel &k, const GemmArgs &args, void *stream) {
     // TMA reads A and B through tensor maps of this call's pointers and
     // extents (rows past M, N or K read as zeros); boxes are one 128-byte
     // swizzle row wide.
-    sm90TensorMap mapA, mapB;
+    Backend::TensorMap mapA, mapB;
     const GemmConfig &cf = k.config;
     backend_->encodeTensorMap2d(&mapA, prm.a, kp.ab, uint64_t(prm.k),
                               uint64_t(prm.m), uint64_t(prm.lda), 64,

@@ -1176,6 +1176,28 @@ std::vector<unsigned char> randomElements(DType t, size_t n, uint64_t seed,
   return out;
 }
 
+/// The winner of an attention or mLSTM tune as its DB record, with the
+/// runner-up's and the heuristic's times; nothing when no candidate passed.
+void recordWinner(TuneFamily family, nlohmann::json problem, TuneResult &res) {
+  const std::vector<CandidateResult> &ranked = res.candidates;
+  if (ranked.empty() || !ranked[0].ok())
+    return;
+  FamilyRecord r;
+  r.family = family;
+  r.problem = std::move(problem);
+  r.config = ranked[0].familyConfig;
+  r.kernel = ranked[0].kernel;
+  r.timeUs = ranked[0].us;
+  r.tflops = ranked[0].tflops;
+  r.gbs = ranked[0].gbs;
+  if (ranked.size() > 1 && ranked[1].ok())
+    r.runnerUpUs = ranked[1].us;
+  for (const CandidateResult &c : ranked)
+    if (c.heuristic && c.ok())
+      r.heuristicUs = c.us;
+  res.familyRecord = r;
+}
+
 class AttentionCase : public Tuner::Case {
 public:
   AttentionCase(Runtime &rt, Backend &be, const TunerOptions &o, Target t,
@@ -1314,23 +1336,7 @@ public:
                   : 0;
   }
   void record(TuneResult &res) const override {
-    const std::vector<CandidateResult> &ranked = res.candidates;
-    if (ranked.empty() || !ranked[0].ok())
-      return;
-    FamilyRecord r;
-    r.family = TuneFamily::Attention;
-    r.problem = tuningProblemJson(p_);
-    r.config = ranked[0].familyConfig;
-    r.kernel = ranked[0].kernel;
-    r.timeUs = ranked[0].us;
-    r.tflops = ranked[0].tflops;
-    r.gbs = ranked[0].gbs;
-    if (ranked.size() > 1 && ranked[1].ok())
-      r.runnerUpUs = ranked[1].us;
-    for (const CandidateResult &c : ranked)
-      if (c.heuristic && c.ok())
-        r.heuristicUs = c.us;
-    res.familyRecord = r;
+    recordWinner(TuneFamily::Attention, tuningProblemJson(p_), res);
   }
 
 private:
@@ -1659,23 +1665,7 @@ public:
     return us > 0 ? bytes / (us * 1e3) : 0;
   }
   void record(TuneResult &res) const override {
-    const std::vector<CandidateResult> &ranked = res.candidates;
-    if (ranked.empty() || !ranked[0].ok())
-      return;
-    FamilyRecord r;
-    r.family = TuneFamily::Mlstm;
-    r.problem = tuningProblemJson(p_);
-    r.config = ranked[0].familyConfig;
-    r.kernel = ranked[0].kernel;
-    r.timeUs = ranked[0].us;
-    r.tflops = ranked[0].tflops;
-    r.gbs = ranked[0].gbs;
-    if (ranked.size() > 1 && ranked[1].ok())
-      r.runnerUpUs = ranked[1].us;
-    for (const CandidateResult &c : ranked)
-      if (c.heuristic && c.ok())
-        r.heuristicUs = c.us;
-    res.familyRecord = r;
+    recordWinner(TuneFamily::Mlstm, tuningProblemJson(p_), res);
   }
 
 private:

@@ -42,6 +42,12 @@ public:
   /// driver cannot say.
   virtual int residentClusters(Function f, const LaunchDims &d) = 0;
 
+  /// The host image of a CUtensorMap (kgen::sm90::TensorMap in the
+  /// templates): what encodeTensorMap writes and a kernel takes by value.
+  struct alignas(64) TensorMap {
+    unsigned long long words[16];
+  };
+
   /// TMA (sm_90): writes the 128-byte tensor map (CUtensorMap) of a tensor
   /// of `rank` (1..5) dimensions of 2-byte elements (`t`): dims[0] is the
   /// contiguous one, strides[i] (elements, i >= 1; strides[0] is ignored)
