@@ -1724,13 +1724,24 @@ private:
 
 } // namespace
 
+namespace {
+/// The compile pool's key of an mLSTM candidate. A plan carries its problem
+/// (the launch checks the state pointers and sizes the workspace from it),
+/// so the key holds the whole problem: kernel names do not say whether the
+/// problem has initial or final states, and two problems of one list that
+/// differ only there must not share a plan.
+std::string mlstmBuildKey(const MlstmProblem &p, const MlstmConfig &c) {
+  return mlstmKernelName(p, c, mlstmKernels(c.variant).front()) + "|" +
+         toJson(c).dump() + "|" + toJson(p).dump();
+}
+} // namespace
+
 void Tuner::prefetch(const MlstmProblem &p) {
   Impl &I = *impl_;
   if (checkProblem(p))
     return; // tune() reports it
   for (const MlstmConfig &c : enumerateConfigs(p, I.target))
-    I.build(mlstmKernelName(p, c, mlstmKernels(c.variant).front()) + "|" +
-                toJson(c).dump(),
+    I.build(mlstmBuildKey(p, c),
             [&rt = I.rt, p, c] { return rt.compileMlstm(p, c); });
 }
 
@@ -1747,9 +1758,7 @@ TuneResult Tuner::tune(const MlstmProblem &p) {
   prefetch(p);
   std::vector<std::shared_future<Built>> builds;
   for (const MlstmConfig &c : enumerateConfigs(p, I.target))
-    builds.push_back(
-        I.kernels.at(mlstmKernelName(p, c, mlstmKernels(c.variant).front()) +
-                     "|" + toJson(c).dump()));
+    builds.push_back(I.kernels.at(mlstmBuildKey(p, c)));
   MlstmCase tc(I.rt, *I.be, I.o, I.target, p, std::move(builds));
   if (tc.candidates().empty())
     throw Error("mlstm: no candidate config for " + toJson(p).dump() + " on " +

@@ -374,3 +374,29 @@ TEST_F(TunerGpu, TunesAnMlstmProblemAndTheDispatcherUsesTheWinner) {
   EXPECT_EQ(TuningDB::load(dbPath()).lookup(key, other).kind,
             TuningDB::Match::None);
 }
+
+// One tuner, two problems of one shape, the second with initial and final
+// states (the decoding step): every candidate of the second must launch with
+// its own plan. Kernel names do not say whether a problem has states, and
+// the compile pool once keyed plans by name and config only, so the second
+// problem got the first one's plans and every shared candidate failed
+// ("initial state pointers given but the problem has none").
+TEST_F(TunerGpu, MlstmProblemsDifferingOnlyInStatesGetTheirOwnPlans) {
+  MlstmProblem plain;
+  plain.b = 1;
+  plain.nh = 2;
+  plain.s = 64;
+  plain.dqk = plain.dv = 64;
+  MlstmProblem step = plain;
+  step.s = 1;
+  step.initialState = step.finalState = true;
+  MlstmProblem withStates = plain;
+  withStates.initialState = withStates.finalState = true;
+  TunerOptions o = shortTiming();
+  Tuner tuner(*rt, o);
+  for (const MlstmProblem &p : {plain, withStates, step}) {
+    SCOPED_TRACE(toJson(p).dump());
+    expectFamilyTune(tuner.tune(p), o,
+                     enumerateConfigs(p, rt->target()).size());
+  }
+}
