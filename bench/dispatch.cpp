@@ -6,7 +6,10 @@
 // (a) Hot path: host time per call of Runtime::gemm on a problem already
 //     dispatched, of Runtime::launch on the resolved kernel, of
 //     Backend::launch and of the vendor's raw launch (cuLaunchKernel /
-//     hipModuleLaunchKernel) on the same function and arguments. Calls go
+//     hipModuleLaunchKernel) on the same function and arguments; then
+//     Runtime::attention (decode) and Runtime::mlstm (the step) and their
+//     launches with the choice given, against the raw launch's time per
+//     kernel they launch. Calls go
 //     in batches of B, timed with a steady clock, and the stream is drained
 //     between batches (untimed), so the launch queue never fills and the
 //     GPU is never what is measured. Target: gemm adds <= 2 us over raw.
@@ -147,6 +150,17 @@ struct Buffers {
   GemmArgs args(int64_t m) const {
     return GemmArgs{.a = a, .b = bb, .c = c, .m = m};
   }
+};
+
+/// A zero-filled device buffer of `bytes`, freed with the scope.
+struct DeviceZeros {
+  Backend &b;
+  void *p;
+  DeviceZeros(Backend &be, size_t bytes) : b(be), p(be.alloc(bytes)) {
+    std::vector<char> zeros(bytes);
+    b.copyToDevice(p, zeros.data(), bytes);
+  }
+  ~DeviceZeros() { b.free(p); }
 };
 
 /// The vendor's own launch entry point, from the library the backend opened
@@ -409,6 +423,85 @@ int runBench(const Options &o) {
                                      " failed: " + std::to_string(rc));
                      },
                      {}});
+  // The attention and mLSTM hot paths, where a host program pays dispatch
+  // per token: the decode attention of bench/attention.py (B 1, 32 query
+  // heads on 8 KV heads, Sk 4096, D 128) and the mLSTM decoding step of
+  // bench/mlstm.py (B 1, NH 8, DQK 256, DV 512, states updated in place),
+  // each on zeroed inputs, with the dispatcher's choice (no DB: the
+  // heuristic), and the same choice launched directly. A call may launch
+  // more than one kernel (split-KV's combine, the two-phase mLSTM); the
+  // table charges each call that many raw launches.
+  AttentionProblem ap;
+  ap.batch = 1;
+  ap.headsQ = 32;
+  ap.headsKv = 8;
+  ap.seqlenQ = 1;
+  ap.seqlenK = 4096;
+  ap.headDimQk = ap.headDimV = 128;
+  const size_t qBytes = size_t(ap.headsQ * ap.headDimQk) * 2,
+               kvBytes = size_t(ap.seqlenK * ap.headsKv * ap.headDimQk) * 2;
+  DeviceZeros aq(b, qBytes), ak(b, kvBytes), av(b, kvBytes), ao(b, qBytes);
+  AttentionArgs aa;
+  aa.q = aq.p;
+  aa.k = ak.p;
+  aa.v = av.p;
+  aa.o = ao.p;
+  rt.attention(ap, aa); // compiles, allocates the split workspace
+  const AttentionConfig ac = rt.selectAttention(ap, aa);
+
+  MlstmProblem mp;
+  mp.b = 1;
+  mp.nh = 8;
+  mp.s = 1;
+  mp.dqk = 256;
+  mp.dv = 512;
+  mp.initialState = mp.finalState = true;
+  const size_t bh = size_t(mp.b * mp.nh);
+  DeviceZeros mq(b, bh * mp.dqk * 2), mk(b, bh * mp.dqk * 2),
+      mv(b, bh * mp.dv * 2), mi(b, bh * 2), mf(b, bh * 2),
+      mh(b, bh * mp.dv * 2), mc(b, bh * mp.dqk * mp.dv * 4),
+      mn(b, bh * mp.dqk * 4), mm(b, bh * 4);
+  MlstmArgs ma;
+  ma.q = mq.p;
+  ma.k = mk.p;
+  ma.v = mv.p;
+  ma.i = mi.p;
+  ma.f = mf.p;
+  ma.h = mh.p;
+  ma.c0 = ma.cT = static_cast<float *>(mc.p);
+  ma.n0 = ma.nT = static_cast<float *>(mn.p);
+  ma.m0 = ma.mT = static_cast<float *>(mm.p);
+  rt.mlstm(mp, ma); // compiles
+  std::shared_ptr<const MlstmPlan> plan = rt.selectMlstm(mp, ma);
+  b.synchronize();
+
+  std::vector<Path> familyPaths = {
+      {"Runtime::attention (decode, dispatch + launch)",
+       [&] { rt.attention(ap, aa); },
+       {}},
+      {"Runtime::launchAttention (config given)",
+       [&] { rt.launchAttention(ap, ac, aa); },
+       {}},
+      {"Runtime::mlstm (step, dispatch + launch)",
+       [&] { rt.mlstm(mp, ma); },
+       {}},
+      {"Runtime::launchMlstm (resolved plan)",
+       [&] { rt.launchMlstm(*plan, ma); },
+       {}}};
+  const int attnLaunches = ac.splits > 1 ? 2 : 1;
+  const int mlstmLaunches = int(mlstmKernels(plan->config.variant).size());
+  const int familyLaunches[] = {attnLaunches, attnLaunches, mlstmLaunches,
+                                mlstmLaunches};
+  const std::string familyKernels[] = {
+      attentionKernelName(ap, ac, k->source.target) +
+          (ac.splits > 1 ? " + combine" : ""),
+      mlstmKernelName(mp, plan->config,
+                      mlstmKernels(plan->config.variant).front()) +
+          (mlstmLaunches > 1 ? " + outputs" : "")};
+  const size_t gemmPaths = paths.size();
+  for (Path &pt : familyPaths)
+    paths.push_back(std::move(pt));
+
   // Warm-up, then batches interleaved across the paths so drift (clocks,
   // other tenants) hits them alike.
   for (Path &pt : paths)
@@ -483,7 +576,8 @@ int runBench(const Options &o) {
         "|\n|---|---:|---:|---:|---:|\n";
   double rawUs = raw ? quantile(paths.back().perCallUs, 0.5) : 0;
   double gemmOver = 0;
-  for (const Path &pt : paths) {
+  for (size_t i = 0; i < gemmPaths; ++i) {
+    const Path &pt = paths[i];
     double med = quantile(pt.perCallUs, 0.5);
     md << "| " << pt.name << " | " << fmt("%.2f", med) << " | "
        << fmt("%.2f", quantile(pt.perCallUs, 0.1)) << " | "
@@ -496,6 +590,29 @@ int runBench(const Options &o) {
     md << "\nRuntime::gemm adds " << fmt("%.2f", gemmOver)
        << " µs per call over the raw launch (target <= 2 µs: "
        << (gemmOver <= 2.0 ? "met" : "NOT met") << ").\n";
+
+  md << "\nAttention and mLSTM (kernels: attention `" << familyKernels[0]
+     << "`, mLSTM `" << familyKernels[1]
+     << "`; over raw = µs/call - launches x the raw launch above):\n\n"
+     << "| hot path | launches/call | µs/call | p10 | p90 | over raw | over "
+        "raw per launch |\n|---|---:|---:|---:|---:|---:|---:|\n";
+  double worstPerLaunch = 0;
+  for (size_t i = gemmPaths; i < paths.size(); ++i) {
+    const Path &pt = paths[i];
+    const int n = familyLaunches[i - gemmPaths];
+    const double med = quantile(pt.perCallUs, 0.5), over = med - n * rawUs;
+    md << "| " << pt.name << " | " << n << " | " << fmt("%.2f", med) << " | "
+       << fmt("%.2f", quantile(pt.perCallUs, 0.1)) << " | "
+       << fmt("%.2f", quantile(pt.perCallUs, 0.9)) << " | "
+       << (raw ? fmt("%+.2f", over) : std::string("-")) << " | "
+       << (raw ? fmt("%+.2f", over / n) : std::string("-")) << " |\n";
+    worstPerLaunch = std::max(worstPerLaunch, over / n);
+  }
+  if (raw)
+    md << "\nThe attention and mLSTM paths add at most "
+       << fmt("%.2f", worstPerLaunch)
+       << " µs per launch over a raw launch (target <= 2 µs: "
+       << (worstPerLaunch <= 2.0 ? "met" : "NOT met") << ").\n";
 
   md << "\n| warm start | exec ms | Runtime() ms | compiler identity ms | first "
         "select ms | first gemm ms | kernel ready ms | Runtime() to first "
