@@ -10,7 +10,7 @@
 // blocks' FMAs over the 128 fp32 lanes of a unit (or their threads, if
 // fewer), plus a
 // fixed latency per barrier-separated step (global loads, the barrier, the
-// one-thread gate scan), plus its global traffic at the GPU's bandwidth
+// one-warp gate scan), plus its global traffic at the GPU's bandwidth
 // share. The numbers are rough on purpose: they order configs, measurements
 // decide.
 //

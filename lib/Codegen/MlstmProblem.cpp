@@ -81,19 +81,36 @@ std::vector<MlstmKernel> mlstmKernels(MlstmVariant v) {
 MlstmMmaSplit mlstmMmaSplit(const MlstmProblem &) { return {2, 2, 3}; }
 
 namespace {
+/// Must match ChunkMma<>::splitOf: the warps per tile of a product of
+/// `tiles` warp tiles over `steps` k-steps.
+int64_t mmaSplit(int64_t warps, int64_t tiles, int64_t steps) {
+  int64_t split = 1;
+  while (2 * split * tiles <= warps && 2 * split <= steps)
+    split *= 2;
+  return split;
+}
+
 /// Must match ChunkMma<>::kBytes: the fp32 front (Chunk's, without Q, K,
 /// V), then the 16-bit operands with rows padded by 8 elements; P (scores,
-/// outputs) and diag(w) V (update) share one region.
+/// outputs) and diag(w) V (update) share one region; then the split-k
+/// scratch, 4 KiB per 32x32 fp32 partial tile.
 int64_t mmaSmemBytes(const MlstmProblem &p, const MlstmConfig &c) {
   const int64_t L = c.chunk;
   const int64_t floats =
       int64_t(p.dqk) * c.blockDV + p.dqk + L * L + 8 * L + 8;
   const MlstmMmaSplit sp = mlstmMmaSplit(p);
   const int64_t rq = p.dqk + 8, rv = c.blockDV + 8, rl = L + 8;
+  const int64_t tl = L / 32, tv = c.blockDV / 32;
+  const int64_t ts = tl * (tl + 1) / 2, to = tl * tv, tu = p.dqk / 32 * tv;
+  const int64_t scratchTiles =
+      std::max({ts * (mmaSplit(c.warps, ts, p.dqk / 16) - 1),
+                to * (mmaSplit(c.warps, to, p.dqk / 16) - 1),
+                tu * (mmaSplit(c.warps, tu, L / 16) - 1)});
   return (4 * floats + 15) / 16 * 16 +
          2 * (2 * L * rq + L * rv +
               std::max(sp.scores * L * rl, sp.update * L * rv) +
-              sp.state * p.dqk * rv);
+              sp.state * p.dqk * rv) +
+         4096 * scratchTiles;
 }
 } // namespace
 

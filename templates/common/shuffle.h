@@ -21,4 +21,13 @@ KGEN_DEVICE float shuffleXor(float v, int mask) {
 #endif
 }
 
+/// The same for fp64 (the mLSTM gate scan keeps its prefix sums in fp64).
+KGEN_DEVICE double shuffleXor(double v, int mask) {
+#if KGEN_NVIDIA
+  return __shfl_xor_sync(0xffffffffu, v, mask);
+#else
+  return __shfl_xor(v, mask);
+#endif
+}
+
 } // namespace kgen

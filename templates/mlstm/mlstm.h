@@ -83,7 +83,7 @@ template <class A, class B> struct Select<false, A, B> { using type = B; };
 /// differences of them (b_t - b_s, b_t + m - m^comb_t): in fp32 a sum of 64
 /// log-gates near -30 carries an absolute error of ~2e-6, which every decay
 /// factor would inherit as a relative error, several times the error of
-/// the recurrent form in fp32. One thread computes them, kChunk additions.
+/// the recurrent form in fp32. One warp computes them (gates()).
 template <class Config> struct Chunk {
   using T = typename Config::Type;
   /// The scores and the output sums. With fp32 inputs they are fp64: where
@@ -186,38 +186,88 @@ template <class Config> struct Chunk {
   }
 
   /// The gate prefix sums of the chunk: b, the combined stabilizer m^comb,
-  /// the decays of the outputs and of the state update. The gate loads and
-  /// log-sigmoids run in parallel (zden holds l_t until normalizer() writes
-  /// it), the scan by one thread (kChunk additions). Call with every
-  /// thread. Sets *mState to m^k (the m leaving the chunk) and scal[0] to
-  /// the decay of C^{k-1}.
+  /// the decays of the outputs and of the state update, by warp 0 alone:
+  /// lane l takes kPer consecutive tokens (serial within the lane), and
+  /// butterfly scans over the lanes give each lane the sum and the max of
+  /// the lanes before it, so the dependent chain is kPer + 3 log2(wave)
+  /// steps, not 3 kChunk. The other warps return at once. Call with every
+  /// thread (the caller's barrier publishes the results). Sets *mState to
+  /// m^k (the m leaving the chunk) and scal[0] to the decay of C^{k-1}.
   KGEN_DEVICE void gates(const Params &p, long long row0, int len) const {
-    for (int t = tid; t < len; t += kThreads) {
-      zden[t] = logSigmoid(load<T>(p.f, row0 + t));
-      ig[t] = load<T>(p.i, row0 + t);
-    }
-    __syncthreads();
-    if (tid != 0)
+    constexpr int kPer = (kL + kWaveSize - 1) / kWaveSize;
+    constexpr double kNone = -1e300; // below every max taken here
+    if (tid >= kWaveSize)
       return;
-    const double mPrev = *mState;
-    double b = 0, best = mPrev; // best = max(m^{k-1}, max_{s<=t} (i_s - b_s))
-    for (int t = 0; t < len; ++t) {
-      b += double(zden[t]);
-      const float it = ig[t];
-      bcum[t] = b;
-      best = fmax(best, double(it) - b);
-      // m^comb_t = max(b_t + m^{k-1}, max_{s<=t} (b_t - b_s + i_s))
-      mcomb[t] = b + best;
-      qfac[t] = expf(float(mPrev - best)); // exp(b_t + m^{k-1} - m^comb_t)
+    const int lane = tid, t0 = lane * kPer;
+    float it[kPer];
+    double b[kPer], sum = 0; // b: the lane's own prefix sums of l_t
+#pragma unroll
+    for (int r = 0; r < kPer; ++r) {
+      const int t = t0 + r;
+      const bool in = t < len;
+      it[r] = in ? load<T>(p.i, row0 + t) : 0.f;
+      sum += in ? double(logSigmoid(load<T>(p.f, row0 + t))) : 0.0;
+      b[r] = sum;
     }
-    const double g = b;
-    double mNext = g + mPrev;
-    for (int t = 0; t < len; ++t)
-      mNext = fmax(mNext, ig[t] + (g - bcum[t])); // a_t
-    for (int t = 0; t < len; ++t)
-      wa[t] = expf(float(ig[t] + (g - bcum[t]) - mNext));
-    scal[0] = expf(float(g + mPrev - mNext));
-    *mState = mNext;
+    // before = the sum of the lanes below, g = every lane's (b_L); lane 0
+    // reads m^{k-1} and the max spreads it to every lane exactly, so no
+    // lane reads *mState, which lane 0 overwrites below.
+    double before = 0, g = sum, mPrev = lane == 0 ? double(*mState) : kNone;
+#pragma unroll
+    for (int m = 1; m < kWaveSize; m *= 2) {
+      const double other = shuffleXor(g, m);
+      if (lane & m)
+        before += other;
+      g += other;
+      mPrev = fmax(mPrev, shuffleXor(mPrev, m));
+    }
+    // best_t = max(m^{k-1}, max_{s<=t} (i_s - b_s)): the lane's own running
+    // max, then the max of the lanes below.
+    double run = kNone, own[kPer];
+#pragma unroll
+    for (int r = 0; r < kPer; ++r) {
+      if (t0 + r < len)
+        run = fmax(run, double(it[r]) - (before + b[r]));
+      own[r] = run;
+    }
+    double below = kNone, all = run;
+#pragma unroll
+    for (int m = 1; m < kWaveSize; m *= 2) {
+      const double other = shuffleXor(all, m);
+      if (lane & m)
+        below = fmax(below, other);
+      all = fmax(all, other);
+    }
+    // m^k = max(g + m^{k-1}, max_t a_t), a_t = i_t + g - b_t.
+    double aMax = kNone;
+#pragma unroll
+    for (int r = 0; r < kPer; ++r) {
+      const int t = t0 + r;
+      if (t >= len)
+        continue;
+      const double bt = before + b[r];
+      const double best = fmax(mPrev, fmax(below, own[r]));
+      bcum[t] = bt;
+      ig[t] = it[r];
+      // m^comb_t = max(b_t + m^{k-1}, max_{s<=t} (b_t - b_s + i_s))
+      mcomb[t] = bt + best;
+      qfac[t] = expf(float(mPrev - best)); // exp(b_t + m^{k-1} - m^comb_t)
+      aMax = fmax(aMax, double(it[r]) + (g - bt));
+    }
+#pragma unroll
+    for (int m = 1; m < kWaveSize; m *= 2)
+      aMax = fmax(aMax, shuffleXor(aMax, m));
+    const double mNext = fmax(g + mPrev, aMax);
+#pragma unroll
+    for (int r = 0; r < kPer; ++r) {
+      const int t = t0 + r;
+      if (t < len)
+        wa[t] = expf(float(it[r] + (g - (before + b[r])) - mNext));
+    }
+    if (lane == 0) {
+      scal[0] = expf(float(g + mPrev - mNext));
+      *mState = mNext;
+    }
   }
 
   /// P[t][s] = (s q_t . k_s) exp(log D_ts - m^comb_t) for s <= t < len, else
@@ -314,7 +364,9 @@ inline namespace amd {
 /// [m][k] at a[m * lda + k] (kTransA: a[k * lda + m]); B is [k][n] at
 /// b[n * ldb + k] (k contiguous) or, kTransB, at b[k * ldb + n]. Leading
 /// dimensions are in elements and keep rows 16-byte aligned; m0, n0, k are
-/// multiples of 32, 32 and 16. Every lane of the warp calls together.
+/// multiples of 32, 32 and 16. run() takes the k-steps of 16 from kBegin
+/// every kStep (split-k: the warps of one tile take every kStep-th step,
+/// see ChunkMma::splitK). Every lane of the warp calls together.
 template <class T, bool kTransA, bool kTransB> struct WarpMma {
 #if KGEN_NVIDIA
   float acc[2][4][4];
@@ -334,11 +386,11 @@ template <class T, bool kTransA, bool kTransB> struct WarpMma {
 #endif
   }
 
-  KGEN_DEVICE void run(const T *a, int lda, const T *b, int ldb, int m0,
-                       int n0, int kLen) {
+  KGEN_DEVICE void run(const T *a, int lda, const T *b, int ldb, int m0, int n0,
+                       int kLen, int kBegin = 0, int kStep = 16) {
 #if KGEN_NVIDIA
     const int q = lane / 8, r = lane % 8;
-    for (int k0 = 0; k0 < kLen; k0 += 16) {
+    for (int k0 = kBegin; k0 < kLen; k0 += kStep) {
       uint32_t af[2][4], bf[2][4];
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
@@ -369,25 +421,56 @@ template <class T, bool kTransA, bool kTransB> struct WarpMma {
     const uint16_t *a16 = reinterpret_cast<const uint16_t *>(a);
     const uint16_t *b16 = reinterpret_cast<const uint16_t *>(b);
     const int mn = lane % 32, kq = 4 * (lane / 32);
-    for (int k0 = 0; k0 < kLen; k0 += 8) {
-      cdna::u16x4 av, bv;
-      if constexpr (kTransA) {
-        const uint16_t *c = a16 + (k0 + kq) * lda + m0 + mn;
-        av = cdna::u16x4{c[0], c[lda], c[2 * lda], c[3 * lda]};
-      } else {
-        av = *reinterpret_cast<const cdna::u16x4 *>(a16 + (m0 + mn) * lda +
-                                                    k0 + kq);
+    for (int k1 = kBegin; k1 < kLen; k1 += kStep) {
+#pragma unroll
+      for (int k0 = k1; k0 < k1 + 16; k0 += 8) {
+        cdna::u16x4 av, bv;
+        if constexpr (kTransA) {
+          const uint16_t *c = a16 + (k0 + kq) * lda + m0 + mn;
+          av = cdna::u16x4{c[0], c[lda], c[2 * lda], c[3 * lda]};
+        } else {
+          av = *reinterpret_cast<const cdna::u16x4 *>(a16 + (m0 + mn) * lda +
+                                                      k0 + kq);
+        }
+        if constexpr (kTransB) {
+          const uint16_t *c = b16 + (k0 + kq) * ldb + n0 + mn;
+          bv = cdna::u16x4{c[0], c[ldb], c[2 * ldb], c[3 * ldb]};
+        } else {
+          bv = *reinterpret_cast<const cdna::u16x4 *>(b16 + (n0 + mn) * ldb +
+                                                      k0 + kq);
+        }
+        acc = cdna::mfma32x32x8<T>(av, bv, acc);
       }
-      if constexpr (kTransB) {
-        const uint16_t *c = b16 + (k0 + kq) * ldb + n0 + mn;
-        bv = cdna::u16x4{c[0], c[ldb], c[2 * ldb], c[3 * ldb]};
-      } else {
-        bv = *reinterpret_cast<const cdna::u16x4 *>(b16 + (n0 + mn) * ldb +
-                                                    k0 + kq);
-      }
-      acc = cdna::mfma32x32x8<T>(av, bv, acc);
     }
 #endif
+  }
+
+  /// Elements per lane: a 32x32 tile over the warp.
+  static constexpr int kPerLane = 32 * 32 / kWaveSize;
+
+  /// This lane's accumulators to a 32x32 fp32 scratch tile, element e at
+  /// e * wave + lane (the lanes of one store hit distinct banks); addFrom
+  /// adds such a tile of the same warp tile back.
+  KGEN_DEVICE void save(float *s) const {
+#if KGEN_NVIDIA
+    const float *x = &acc[0][0][0];
+#else
+    const cdna::f32x16 &x = acc;
+#endif
+#pragma unroll
+    for (int e = 0; e < kPerLane; ++e)
+      s[e * kWaveSize + lane] = x[e];
+  }
+
+  KGEN_DEVICE void addFrom(const float *s) {
+#if KGEN_NVIDIA
+    float *x = &acc[0][0][0];
+#else
+    cdna::f32x16 &x = acc;
+#endif
+#pragma unroll
+    for (int e = 0; e < kPerLane; ++e)
+      x[e] += s[e * kWaveSize + lane];
   }
 
   /// acc += s * o.acc (the same tile).
@@ -435,6 +518,7 @@ template <class T, bool kTransA, bool kTransB> struct WarpMma {
 ///   Wp   kPartsW x [kChunk][kBlockDV + 8]   diag(exp(a - m^k)) V, in P's
 ///                                           place (update follows outputs)
 ///   Cp   kPartsC x [kDQK][kBlockDV + 8]     the state C
+/// and, in fp32, the split-k scratch (splitK): kScratchTiles 32x32 tiles.
 /// The last three are fp32 values the atoms take in 16 bits: each is split
 /// into parts, x ~ hi + mid + ..., each part the rounded rest of the ones
 /// before (put), and the product runs once per part into the same fp32
@@ -453,6 +537,16 @@ template <class T, bool kTransA, bool kTransB> struct WarpMma {
 ///            epilogue writes C and its parts.
 /// The state update is written as K^T (diag(w) V) rather than (K w)^T V so
 /// the fp32 factor lands in the small kChunk x kBlockDV operand.
+///
+/// Each product has few 32x32 tiles next to the block's warps (the scores
+/// of a 32-token chunk are one tile, with k = DQK = 256 for xLSTM-7B), so
+/// the warps split k: a product of n tiles runs on n x split warps (splitOf),
+/// warp w taking tile w / split and the k-steps of 16 numbered w % split
+/// modulo split. Slices past the first leave their partial tile in the
+/// scratch, and after a barrier the first adds them in slice order (the
+/// result does not depend on timing) and runs the epilogue. Only the scores'
+/// causal tiles run: the ones above the diagonal are never read (the
+/// normalizer stops at s = t, P V at the tile's diagonal).
 template <class Config> struct ChunkMma : Chunk<Config> {
   using Base = Chunk<Config>;
   using T = typename Config::Type;
@@ -469,9 +563,32 @@ template <class Config> struct ChunkMma : Chunk<Config> {
   static constexpr int kRegionPW = kPartsP * kL * kRowL > kPartsW * kL * kRowV
                                        ? kPartsP * kL * kRowL
                                        : kPartsW * kL * kRowV;
-  static constexpr int kBytes =
-      kFront + 2 * (2 * kL * kRowQ + kL * kRowV + kRegionPW +
-                    kPartsC * kDQK * kRowV);
+  /// The largest power of two with tiles x split <= kWarps, split <= steps.
+  static constexpr int splitOf(int tiles, int steps) {
+    int split = 1;
+    while (2 * split * tiles <= kWarps && 2 * split <= steps)
+      split *= 2;
+    return split;
+  }
+  /// Tiles and split of the three products: the scores' causal tiles over
+  /// DQK, outputs (num) over DQK, the update over the chunk.
+  static constexpr int kTilesL = kL / 32, kTilesV = kVB / 32;
+  static constexpr int kTilesS = kTilesL * (kTilesL + 1) / 2,
+                       kTilesO = kTilesL * kTilesV,
+                       kTilesU = kDQK / 32 * kTilesV;
+  static constexpr int kSplitS = splitOf(kTilesS, kDQK / 16),
+                       kSplitO = splitOf(kTilesO, kDQK / 16),
+                       kSplitU = splitOf(kTilesU, kL / 16);
+  static constexpr int max3(int a, int b, int c) {
+    return a > b ? (a > c ? a : c) : (b > c ? b : c);
+  }
+  static constexpr int kPartialsS = kTilesS * (kSplitS - 1),
+                       kPartialsO = kTilesO * (kSplitO - 1),
+                       kPartialsU = kTilesU * (kSplitU - 1);
+  static constexpr int kScratchTiles = max3(kPartialsS, kPartialsO, kPartialsU);
+  static constexpr int kOperands =
+      2 * (2 * kL * kRowQ + kL * kRowV + kRegionPW + kPartsC * kDQK * kRowV);
+  static constexpr int kBytes = kFront + kOperands + 4 * 1024 * kScratchTiles;
   static_assert(kBytes == Config::kSmemBytes,
                 "kSmemBytes disagrees with ChunkMma's smem layout");
   static_assert(kL % 32 == 0 && kDQK % 32 == 0 && kVB % 32 == 0,
@@ -479,6 +596,7 @@ template <class Config> struct ChunkMma : Chunk<Config> {
   static_assert(!IsSame<T, float>::value, "tensor cores take 16-bit inputs");
 
   T *Pp, *Cp, *Wp; // the parts of P, C, diag(w) V, one array after another
+  float *scratch;  // kScratchTiles tiles of 32x32 (WarpMma::save's order)
   int warp, lane;
 
   KGEN_DEVICE explicit ChunkMma(unsigned char *smem)
@@ -491,6 +609,39 @@ template <class Config> struct ChunkMma : Chunk<Config> {
     Pp = this->V + kL * kRowV;
     Wp = Pp;
     Cp = Pp + kRegionPW;
+    scratch = reinterpret_cast<float *>(smem + kFront + kOperands);
+  }
+
+  /// One product of kTiles warp tiles split kSplit ways (see above):
+  /// product(tile, mma, kBegin, kStep) accumulates the warp's k-steps,
+  /// epilogue(tile, mma) consumes the whole tile. Call with every thread;
+  /// with kSplit > 1 it holds one barrier.
+  template <int kTiles, int kSplit, class Mma, class Product, class Epilogue>
+  KGEN_DEVICE void splitK(Product product, Epilogue epilogue) const {
+    if constexpr (kSplit == 1) {
+      for (int tile = warp; tile < kTiles; tile += kWarps) {
+        Mma mma(lane);
+        product(tile, mma, 0, 16);
+        epilogue(tile, mma);
+      }
+    } else {
+      static_assert(kTiles * kSplit <= kWarps, "one item per warp");
+      const int tile = warp / kSplit, slice = warp % kSplit;
+      const bool mine = tile < kTiles;
+      float *const part = scratch + tile * (kSplit - 1) * 1024;
+      Mma mma(lane);
+      if (mine) {
+        product(tile, mma, 16 * slice, 16 * kSplit);
+        if (slice > 0)
+          mma.save(part + (slice - 1) * 1024);
+      }
+      __syncthreads();
+      if (mine && slice == 0) {
+        for (int q = 1; q < kSplit; ++q)
+          mma.addFrom(part + (q - 1) * 1024);
+        epilogue(tile, mma);
+      }
+    }
   }
 
   /// The parts after the first are kept scaled by kRest: x ~ part 0 +
@@ -521,14 +672,15 @@ template <class Config> struct ChunkMma : Chunk<Config> {
   /// accumulator scaled back by 1 / kRest.
   template <int kParts, int kStride, bool kPartsOfA, bool kTA, bool kTB>
   KGEN_DEVICE void runParts(WarpMma<T, kTA, kTB> &mma, const T *a, int lda,
-                            const T *b, int ldb, int m0, int n0,
-                            int kLen) const {
-    mma.run(a, lda, b, ldb, m0, n0, kLen);
+                            const T *b, int ldb, int m0, int n0, int kLen,
+                            int kBegin, int kStep) const {
+    mma.run(a, lda, b, ldb, m0, n0, kLen, kBegin, kStep);
     if constexpr (kParts > 1) {
       WarpMma<T, kTA, kTB> rest(lane);
       for (int q = 1; q < kParts; ++q)
         rest.run(kPartsOfA ? a + q * kStride : a, lda,
-                 kPartsOfA ? b : b + q * kStride, ldb, m0, n0, kLen);
+                 kPartsOfA ? b : b + q * kStride, ldb, m0, n0, kLen, kBegin,
+                 kStep);
       mma.addScaled(rest, 1.f / kRest);
     }
   }
@@ -562,23 +714,46 @@ template <class Config> struct ChunkMma : Chunk<Config> {
          (unsigned long long)(v)) %
             16 ==
         0) {
+      // One index space over K, Q, V; each thread issues kBatch loads
+      // before it stores them, so their latencies overlap.
       constexpr int kQv = kDQK / 8, kVv = kVB / 8;
-      for (int e = this->tid; e < kL * kQv; e += kThreads) {
-        const int t = e / kQv, i = 8 * (e % kQv);
-        const bool in = t < len;
-        const long long src = (row0 + t) * kDQK + i;
-        *reinterpret_cast<Vec *>(this->K + t * kRowQ + i) =
-            in ? *reinterpret_cast<const Vec *>(k + src) : Vec{};
-        if constexpr (kWithQ)
-          *reinterpret_cast<Vec *>(this->Q + t * kRowQ + i) =
-              in ? *reinterpret_cast<const Vec *>(q + src) : Vec{};
-      }
-      for (int e = this->tid; e < kL * kVv; e += kThreads) {
-        const int t = e / kVv, j = 8 * (e % kVv);
-        *reinterpret_cast<Vec *>(this->V + t * kRowV + j) =
-            t < len ? *reinterpret_cast<const Vec *>(
-                          v + (row0 + t) * Config::kDV + j0 + j)
-                    : Vec{};
+      constexpr int kNK = kL * kQv, kNQ = kWithQ ? kNK : 0, kNV = kL * kVv;
+      constexpr int kN = kNK + kNQ + kNV, kBatch = 8;
+      for (int e0 = this->tid; e0 < kN; e0 += kBatch * kThreads) {
+        Vec x[kBatch];
+#pragma unroll
+        for (int r = 0; r < kBatch; ++r) {
+          int e = e0 + r * kThreads;
+          x[r] = Vec{};
+          if (e < kNK + kNQ) {
+            const T *src = e < kNK ? k : q;
+            e = e < kNK ? e : e - kNK;
+            const int t = e / kQv, i = 8 * (e % kQv);
+            if (t < len)
+              x[r] =
+                  *reinterpret_cast<const Vec *>(src + (row0 + t) * kDQK + i);
+          } else if (e < kN) {
+            e -= kNK + kNQ;
+            const int t = e / kVv, j = 8 * (e % kVv);
+            if (t < len)
+              x[r] = *reinterpret_cast<const Vec *>(
+                  v + (row0 + t) * Config::kDV + j0 + j);
+          }
+        }
+#pragma unroll
+        for (int r = 0; r < kBatch; ++r) {
+          int e = e0 + r * kThreads;
+          if (e < kNK + kNQ) {
+            T *dst = e < kNK ? this->K : this->Q;
+            e = e < kNK ? e : e - kNK;
+            *reinterpret_cast<Vec *>(dst + e / kQv * kRowQ + 8 * (e % kQv)) =
+                x[r];
+          } else if (e < kN) {
+            e -= kNK + kNQ;
+            *reinterpret_cast<Vec *>(this->V + e / kVv * kRowV +
+                                     8 * (e % kVv)) = x[r];
+          }
+        }
       }
       return;
     }
@@ -598,22 +773,34 @@ template <class Config> struct ChunkMma : Chunk<Config> {
 
   KGEN_DEVICE void scores(int len) const {
     const float scale = 1.f / sqrtf(float(kDQK));
-    constexpr int kTiles = kL / 32;
-    for (int tile = warp; tile < kTiles * kTiles; tile += kWarps) {
-      const int m0 = 32 * (tile / kTiles), n0 = 32 * (tile % kTiles);
-      WarpMma<T, false, false> mma(lane);
-      if (n0 <= m0) // above the diagonal every s > t: P = 0
-        mma.run(this->Q, kRowQ, this->K, kRowQ, m0, n0, kDQK);
-      mma.forEach(m0, n0, [&](int t, int s, float &x) {
-        float y = 0.f;
-        if (t < len && s <= t)
-          y = scale * x *
-              expf(float(this->bcum[t] - this->bcum[s] + this->ig[s] -
-                         this->mcomb[t]));
-        this->P[t * kL + s] = y;
-        put<kPartsP, kL * kRowL>(Pp, t * kRowL + s, y);
-      });
-    }
+    using Mma = WarpMma<T, false, false>;
+    // Causal tile c is (mi, ni) with c = mi (mi + 1) / 2 + ni, ni <= mi.
+    auto origin = [](int c, int &m0, int &n0) {
+      int mi = 0;
+      while ((mi + 1) * (mi + 2) / 2 <= c)
+        ++mi;
+      m0 = 32 * mi;
+      n0 = 32 * (c - mi * (mi + 1) / 2);
+    };
+    splitK<kTilesS, kSplitS, Mma>(
+        [&](int tile, Mma &mma, int kBegin, int kStep) {
+          int m0, n0;
+          origin(tile, m0, n0);
+          mma.run(this->Q, kRowQ, this->K, kRowQ, m0, n0, kDQK, kBegin, kStep);
+        },
+        [&](int tile, Mma &mma) {
+          int m0, n0;
+          origin(tile, m0, n0);
+          mma.forEach(m0, n0, [&](int t, int s, float &x) {
+            float y = 0.f;
+            if (t < len && s <= t)
+              y = scale * x *
+                  expf(float(this->bcum[t] - this->bcum[s] + this->ig[s] -
+                             this->mcomb[t]));
+            this->P[t * kL + s] = y;
+            put<kPartsP, kL * kRowL>(Pp, t * kRowL + s, y);
+          });
+        });
   }
 
   /// z_t as Chunk::normalizer, one warp per row: the lanes split q_t . n
@@ -639,27 +826,32 @@ template <class Config> struct ChunkMma : Chunk<Config> {
   KGEN_DEVICE void outputs(const Params &p, long long row0, int j0,
                            int len) const {
     const float scale = 1.f / sqrtf(float(kDQK));
-    constexpr int kTilesN = kVB / 32;
-    for (int tile = warp; tile < (kL / 32) * kTilesN; tile += kWarps) {
-      const int m0 = 32 * (tile / kTilesN), n0 = 32 * (tile % kTilesN);
-      WarpMma<T, false, true> mma(lane);
-      runParts<kPartsC, kDQK * kRowV, false>(mma, this->Q, kRowQ, Cp, kRowV,
-                                             m0, n0, kDQK);
-      mma.forEach(m0, n0, [&](int t, int, float &x) {
-        x *= this->qfac[t < len ? t : 0] * scale;
-      });
-      // P is zero right of the diagonal: k runs to the tile's last row.
-      runParts<kPartsP, kL * kRowL, true>(mma, Pp, kRowL, this->V, kRowV, m0,
-                                          n0, m0 + 32);
-      mma.forEach(m0, n0, [&](int t, int j, float &x) {
-        if (t < len) {
-          const float den =
-              fmaxf(fabsf(this->zden[t]), expf(float(-this->mcomb[t]))) +
-              p.eps;
-          store<T>(p.h, (row0 + t) * Config::kDV + j0 + j, x / den);
-        }
-      });
-    }
+    using Mma = WarpMma<T, false, true>;
+    // num = qfac * scale * Q C + P V is linear in the k-steps: every slice
+    // scales its own part of Q C.
+    splitK<kTilesO, kSplitO, Mma>(
+        [&](int tile, Mma &mma, int kBegin, int kStep) {
+          const int m0 = 32 * (tile / kTilesV), n0 = 32 * (tile % kTilesV);
+          runParts<kPartsC, kDQK * kRowV, false>(mma, this->Q, kRowQ, Cp, kRowV,
+                                                 m0, n0, kDQK, kBegin, kStep);
+          mma.forEach(m0, n0, [&](int t, int, float &x) {
+            x *= this->qfac[t < len ? t : 0] * scale;
+          });
+          // P is zero right of the diagonal: k runs to the tile's last row.
+          runParts<kPartsP, kL * kRowL, true>(mma, Pp, kRowL, this->V, kRowV,
+                                              m0, n0, m0 + 32, kBegin, kStep);
+        },
+        [&](int tile, Mma &mma) {
+          const int m0 = 32 * (tile / kTilesV), n0 = 32 * (tile % kTilesV);
+          mma.forEach(m0, n0, [&](int t, int j, float &x) {
+            if (t < len) {
+              const float den =
+                  fmaxf(fabsf(this->zden[t]), expf(float(-this->mcomb[t]))) +
+                  p.eps;
+              store<T>(p.h, (row0 + t) * Config::kDV + j0 + j, x / den);
+            }
+          });
+        });
   }
 
   KGEN_DEVICE void update(int len) const {
@@ -677,18 +869,21 @@ template <class Config> struct ChunkMma : Chunk<Config> {
       this->n[i] = decay * this->n[i] + acc;
     }
     __syncthreads();
-    constexpr int kTilesN = kVB / 32;
-    for (int tile = warp; tile < (kDQK / 32) * kTilesN; tile += kWarps) {
-      const int m0 = 32 * (tile / kTilesN), n0 = 32 * (tile % kTilesN);
-      WarpMma<T, true, true> mma(lane);
-      runParts<kPartsW, kL * kRowV, false>(mma, this->K, kRowQ, Wp, kRowV, m0,
-                                           n0, kL);
-      mma.forEach(m0, n0, [&](int i, int j, float &x) {
-        const float c = decay * this->C[i * kVB + j] + x;
-        this->C[i * kVB + j] = c;
-        put<kPartsC, kDQK * kRowV>(Cp, i * kRowV + j, c);
-      });
-    }
+    using Mma = WarpMma<T, true, true>;
+    splitK<kTilesU, kSplitU, Mma>(
+        [&](int tile, Mma &mma, int kBegin, int kStep) {
+          const int m0 = 32 * (tile / kTilesV), n0 = 32 * (tile % kTilesV);
+          runParts<kPartsW, kL * kRowV, false>(mma, this->K, kRowQ, Wp, kRowV,
+                                               m0, n0, kL, kBegin, kStep);
+        },
+        [&](int tile, Mma &mma) {
+          const int m0 = 32 * (tile / kTilesV), n0 = 32 * (tile % kTilesV);
+          mma.forEach(m0, n0, [&](int i, int j, float &x) {
+            const float c = decay * this->C[i * kVB + j] + x;
+            this->C[i * kVB + j] = c;
+            put<kPartsC, kDQK * kRowV>(Cp, i * kRowV + j, c);
+          });
+        });
   }
 };
 

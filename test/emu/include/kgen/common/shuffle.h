@@ -13,16 +13,19 @@
 
 namespace kgen {
 
-inline float shuffleXor(float v, int mask) {
+template <class V> inline V shuffleXorAny(V v, int mask) {
   const unsigned char *slots = emu::exchange(&v, sizeof(v));
   const int from = emu::lane() ^ mask;
   if (from >= emu::waveSize())
     emu::fail("shuffleXor: lane %d ^ %d is outside the warp", emu::lane(),
               mask);
-  float r;
+  V r;
   __builtin_memcpy(&r, slots + (from % emu::waveSize()) * emu::kSlotBytes,
                    sizeof(r));
   return r;
 }
+
+inline float shuffleXor(float v, int mask) { return shuffleXorAny(v, mask); }
+inline double shuffleXor(double v, int mask) { return shuffleXorAny(v, mask); }
 
 } // namespace kgen
