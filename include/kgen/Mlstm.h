@@ -85,6 +85,17 @@ struct MlstmMmaSplit {
   int state, scores, update;
 };
 MlstmMmaSplit mlstmMmaSplit(const MlstmProblem &p);
+/// How many warps share each 32x32 tile of the tensor-core kernels'
+/// products (split-k over the k-steps; ChunkMma::splitK): the scores, the
+/// outputs (q^T C + P V) and the state update. The most that the block's
+/// warps and the k-steps allow, halved (the product with the most partial
+/// tiles first) until the partial sums' scratch fits the target's shared
+/// memory. All 1 when kernel k does not use tensor cores.
+struct MlstmSplitK {
+  int scores, outputs, update;
+};
+MlstmSplitK mlstmSplitK(const MlstmProblem &p, const MlstmConfig &c,
+                        MlstmKernel k, Target t);
 
 MlstmTraits mlstmTraits(const MlstmProblem &p, const MlstmConfig &c,
                         MlstmKernel k, Target t);

@@ -71,6 +71,13 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
     os << ", chunk " << c.chunk;
   const bool mma = mlstmUsesMma(p, c, k, t);
   const MlstmMmaSplit split = mlstmMmaSplit(p);
+  const MlstmSplitK splitK = mlstmSplitK(p, c, k, t);
+  // Where shared memory admits one block per SM, say so: ptxas otherwise
+  // budgets registers for two blocks (128 each at 256 threads) and spills
+  // (the 128/128 c64 d32 w8 fused kernel: 4 bytes at 128 registers, none
+  // at 149 with one block).
+  const bool oneBlock = nvidia && k != MlstmKernel::Recurrent &&
+                        2 * tr.smemBytes > targetInfo(t).maxSharedBytes;
   os << ", " << c.blockDV << " DV columns per block, " << c.warps << " warps\n";
   if (k != MlstmKernel::Recurrent) {
     os << "// matrix work: ";
@@ -78,7 +85,9 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
       os << (nvidia ? "mma.sync m16n8k16 + ldmatrix" : "MFMA 32x32x8")
          << ", fp32 accumulators; fp32 operands in " << toString(p.dtype)
          << " parts: C " << split.state << ", P " << split.scores
-         << ", diag(w) V " << split.update << "\n";
+         << ", diag(w) V " << split.update << "; warps per tile (split-k): "
+         << "scores " << splitK.scores << ", outputs " << splitK.outputs
+         << ", update " << splitK.update << "\n";
     else
       os << "fp32 FMAs from shared memory\n";
   }
@@ -107,10 +116,14 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
      << "  static constexpr int kPartsC = " << (mma ? split.state : 1)
      << ", kPartsP = " << (mma ? split.scores : 1)
      << ", kPartsW = " << (mma ? split.update : 1) << ";\n"
+     << "  static constexpr int kSplitS = " << splitK.scores
+     << ", kSplitO = " << splitK.outputs << ", kSplitU = " << splitK.update
+     << ";\n"
      << "  static constexpr int kSmemBytes = " << tr.smemBytes << ";\n"
      << "};\n"
      << "} // namespace\n\n"
-     << "extern \"C\" __global__ void __launch_bounds__(" << tr.threads << ")\n"
+     << "extern \"C\" __global__ void __launch_bounds__(" << tr.threads
+     << (oneBlock ? ", 1" : "") << ")\n"
      << ks.name << "(kgen::mlstm::Params p) {\n"
      << "  kgen::mlstm::" << toString(k) << "<Config>(p);\n"
      << "}\n";

@@ -81,45 +81,94 @@ std::vector<MlstmKernel> mlstmKernels(MlstmVariant v) {
 MlstmMmaSplit mlstmMmaSplit(const MlstmProblem &) { return {2, 2, 3}; }
 
 namespace {
-/// Must match ChunkMma<>::splitOf: the warps per tile of a product of
-/// `tiles` warp tiles over `steps` k-steps.
-int64_t mmaSplit(int64_t warps, int64_t tiles, int64_t steps) {
-  int64_t split = 1;
-  while (2 * split * tiles <= warps && 2 * split <= steps)
-    split *= 2;
-  return split;
+/// The warp tiles of the three products (ChunkMma<>::kTiles*): the scores'
+/// causal tiles, the outputs', the state update's; and their k-steps of 16.
+struct MmaTiles {
+  int64_t tiles[3], steps[3];
+};
+MmaTiles mmaTiles(const MlstmProblem &p, const MlstmConfig &c) {
+  const int64_t tl = c.chunk / 32, tv = c.blockDV / 32;
+  return {{tl * (tl + 1) / 2, tl * tv, p.dqk / 32 * tv},
+          {p.dqk / 16, p.dqk / 16, c.chunk / 16}};
+}
+
+/// Scratch tiles of a product's partial sums (ChunkMma<>::partials).
+int64_t partials(int64_t tiles, int64_t split) {
+  return split > 1 ? tiles * split : 0;
 }
 
 /// Must match ChunkMma<>::kBytes: the fp32 front (Chunk's, without Q, K,
 /// V), then the 16-bit operands with rows padded by 8 elements; P (scores,
 /// outputs) and diag(w) V (update) share one region; then the split-k
 /// scratch, 4 KiB per 32x32 fp32 partial tile.
-int64_t mmaSmemBytes(const MlstmProblem &p, const MlstmConfig &c) {
+int64_t mmaSmemBytes(const MlstmProblem &p, const MlstmConfig &c,
+                     const int64_t (&split)[3]) {
   const int64_t L = c.chunk;
   const int64_t floats =
       int64_t(p.dqk) * c.blockDV + p.dqk + L * L + 8 * L + 8;
   const MlstmMmaSplit sp = mlstmMmaSplit(p);
   const int64_t rq = p.dqk + 8, rv = c.blockDV + 8, rl = L + 8;
-  const int64_t tl = L / 32, tv = c.blockDV / 32;
-  const int64_t ts = tl * (tl + 1) / 2, to = tl * tv, tu = p.dqk / 32 * tv;
-  const int64_t scratchTiles =
-      std::max({ts * (mmaSplit(c.warps, ts, p.dqk / 16) - 1),
-                to * (mmaSplit(c.warps, to, p.dqk / 16) - 1),
-                tu * (mmaSplit(c.warps, tu, L / 16) - 1)});
+  const MmaTiles mt = mmaTiles(p, c);
+  int64_t scratchTiles = 0;
+  for (int x = 0; x < 3; ++x)
+    scratchTiles = std::max(scratchTiles, partials(mt.tiles[x], split[x]));
   return (4 * floats + 15) / 16 * 16 +
          2 * (2 * L * rq + L * rv +
               std::max(sp.scores * L * rl, sp.update * L * rv) +
               sp.state * p.dqk * rv) +
          4096 * scratchTiles;
 }
+
+bool mmaShapes(const MlstmProblem &p, const MlstmConfig &c, MlstmKernel k) {
+  return k != MlstmKernel::Recurrent && p.dtype != DType::F32 &&
+         c.chunk % 32 == 0 && c.chunk > 0 && c.blockDV % 32 == 0 &&
+         c.blockDV > 0 && p.dqk % 32 == 0;
+}
+
+/// The splits (scores, outputs, update) before the shared-memory check.
+void widestSplits(const MlstmProblem &p, const MlstmConfig &c,
+                  int64_t (&split)[3]) {
+  const MmaTiles mt = mmaTiles(p, c);
+  for (int x = 0; x < 3; ++x) {
+    split[x] = 1;
+    while (2 * split[x] * mt.tiles[x] <= c.warps && 2 * split[x] <= mt.steps[x])
+      split[x] *= 2;
+  }
+}
+
+/// Halves the split with the most partial tiles until the layout fits;
+/// false when even no split does not.
+bool fitSplits(const MlstmProblem &p, const MlstmConfig &c, Target t,
+               int64_t (&split)[3]) {
+  widestSplits(p, c, split);
+  const MmaTiles mt = mmaTiles(p, c);
+  while (mmaSmemBytes(p, c, split) > targetInfo(t).maxSharedBytes) {
+    int worst = -1;
+    for (int x = 0; x < 3; ++x)
+      if (split[x] > 1 &&
+          (worst < 0 || partials(mt.tiles[x], split[x]) >
+                            partials(mt.tiles[worst], split[worst])))
+        worst = x;
+    if (worst < 0)
+      return false;
+    split[worst] /= 2;
+  }
+  return true;
+}
 } // namespace
+
+MlstmSplitK mlstmSplitK(const MlstmProblem &p, const MlstmConfig &c,
+                        MlstmKernel k, Target t) {
+  int64_t split[3];
+  if (!mmaShapes(p, c, k) || !fitSplits(p, c, t, split))
+    return {1, 1, 1};
+  return {int(split[0]), int(split[1]), int(split[2])};
+}
 
 bool mlstmUsesMma(const MlstmProblem &p, const MlstmConfig &c, MlstmKernel k,
                   Target t) {
-  return k != MlstmKernel::Recurrent && p.dtype != DType::F32 &&
-         c.chunk % 32 == 0 && c.chunk > 0 && c.blockDV % 32 == 0 &&
-         c.blockDV > 0 && p.dqk % 32 == 0 &&
-         mmaSmemBytes(p, c) <= targetInfo(t).maxSharedBytes;
+  int64_t split[3];
+  return mmaShapes(p, c, k) && fitSplits(p, c, t, split);
 }
 
 MlstmTraits mlstmTraits(const MlstmProblem &p, const MlstmConfig &c,
@@ -145,8 +194,11 @@ MlstmTraits mlstmTraits(const MlstmProblem &p, const MlstmConfig &c,
     int64_t bytes =
         4 * floats + int64_t(sizeOf(p.dtype)) * (2 * L * row + L * c.blockDV);
     tr.smemBytes = int(std::min<int64_t>((bytes + 15) / 16 * 16, INT32_MAX));
-    if (mlstmUsesMma(p, c, k, t))
-      tr.smemBytes = int(mmaSmemBytes(p, c));
+    if (mlstmUsesMma(p, c, k, t)) {
+      const MlstmSplitK sk = mlstmSplitK(p, c, k, t);
+      const int64_t split[3] = {sk.scores, sk.outputs, sk.update};
+      tr.smemBytes = int(mmaSmemBytes(p, c, split));
+    }
     tr.rows = 0;
   }
   return tr;

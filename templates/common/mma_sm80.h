@@ -6,7 +6,8 @@
 //   ldmatrix      four 8x8 b16 matrices from shared memory into the mma
 //                 fragment layout, .trans for tiles stored k-major;
 //   mma.sync      m16n8k16, bf16/f16 inputs, fp32 accumulators; m16n8k8
-//                 .tf32 for f32 inputs rounded by cvt.rna.tf32.f32.
+//                 .tf32 for f32 inputs rounded by cvt.rna.tf32.f32;
+//   prefetch.L2   a hint that brings a global line into L2 ahead of use.
 //
 //===----------------------------------------------------------------------===//
 
@@ -47,6 +48,12 @@ KGEN_DEVICE void cpAsyncCommit() {
 /// Waits until at most kPending committed groups are still in flight.
 template <int kPending> KGEN_DEVICE void cpAsyncWait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+/// Asks for the 128-byte line holding p (generic address of global memory)
+/// to be brought into L2: a hint, nothing written, nothing to wait for.
+KGEN_DEVICE void prefetchL2(const void *p) {
+  asm volatile("prefetch.L2 [%0];\n" ::"l"(p));
 }
 
 /// Loads four 8x8 b16 matrices. Lane 8*i + r gives the 16-byte-aligned

@@ -185,6 +185,36 @@ template <class Config> struct Chunk {
     }
   }
 
+  /// Asks L2 for the chunk at rows row0 .. row0+len (K, the V slice, the
+  /// gates, and Q when kWithQ), one 128-byte line per thread at a time, so
+  /// that its loadTokens, issued a chunk's work later, finds them there.
+  /// NVIDIA only (a hint; elsewhere nothing).
+  template <bool kWithQ>
+  KGEN_DEVICE void prefetch(const Params &p, long long row0, int j0,
+                            int len) const {
+#if KGEN_NVIDIA
+    constexpr int kLine = 128 / int(sizeof(T)); // elements per line
+    constexpr int kVLines = (kVB + kLine - 1) / kLine;
+    const T *q = static_cast<const T *>(p.q), *k = static_cast<const T *>(p.k),
+            *v = static_cast<const T *>(p.v);
+    const int nQK = (len * kDQK + kLine - 1) / kLine, nV = len * kVLines;
+    const int n = nQK * (kWithQ ? 2 : 1) + nV + 2;
+    for (int e = tid; e < n; e += kThreads) {
+      const void *at;
+      if (e < nQK)
+        at = k + row0 * kDQK + e * kLine;
+      else if (kWithQ && e < 2 * nQK)
+        at = q + row0 * kDQK + (e - nQK) * kLine;
+      else if (e < n - 2) {
+        const int x = e - nQK * (kWithQ ? 2 : 1);
+        at = v + (row0 + x / kVLines) * kDV + j0 + x % kVLines * kLine;
+      } else
+        at = static_cast<const T *>(e == n - 2 ? p.f : p.i) + row0;
+      sm80::prefetchL2(at);
+    }
+#endif
+  }
+
   /// The gate prefix sums of the chunk: b, the combined stabilizer m^comb,
   /// the decays of the outputs and of the state update, by warp 0 alone:
   /// lane l takes kPer consecutive tokens (serial within the lane), and
@@ -390,6 +420,9 @@ template <class T, bool kTransA, bool kTransB> struct WarpMma {
                        int kLen, int kBegin = 0, int kStep = 16) {
 #if KGEN_NVIDIA
     const int q = lane / 8, r = lane % 8;
+    // Two k-steps in flight, not the whole loop: fully unrolled, the 16-warp
+    // states kernel of 64/64 c128 spilled ~400 bytes at its 128 registers.
+#pragma unroll 2
     for (int k0 = kBegin; k0 < kLen; k0 += kStep) {
       uint32_t af[2][4], bf[2][4];
 #pragma unroll
@@ -449,8 +482,8 @@ template <class T, bool kTransA, bool kTransB> struct WarpMma {
   static constexpr int kPerLane = 32 * 32 / kWaveSize;
 
   /// This lane's accumulators to a 32x32 fp32 scratch tile, element e at
-  /// e * wave + lane (the lanes of one store hit distinct banks); addFrom
-  /// adds such a tile of the same warp tile back.
+  /// e * wave + lane (the lanes of one store hit distinct banks); at() gives
+  /// the element's row and column.
   KGEN_DEVICE void save(float *s) const {
 #if KGEN_NVIDIA
     const float *x = &acc[0][0][0];
@@ -462,15 +495,18 @@ template <class T, bool kTransA, bool kTransB> struct WarpMma {
       s[e * kWaveSize + lane] = x[e];
   }
 
-  KGEN_DEVICE void addFrom(const float *s) {
+  /// Row and column of element e of `lane` (save()'s order) in the tile at
+  /// (m0, n0): mma.sync's C fragment acc[i][j][e % 4] on NVIDIA, MFMA
+  /// 32x32's 16 rows per lane on AMD.
+  KGEN_DEVICE static void at(int lane, int e, int m0, int n0, int &row,
+                             int &col) {
 #if KGEN_NVIDIA
-    float *x = &acc[0][0][0];
+    row = m0 + 16 * (e / 16) + lane / 4 + 8 * (e % 4 / 2);
+    col = n0 + 8 * (e / 4 % 4) + 2 * (lane % 4) + e % 2;
 #else
-    cdna::f32x16 &x = acc;
+    row = m0 + 8 * (e / 4) + 4 * (lane / 32) + e % 4;
+    col = n0 + lane % 32;
 #endif
-#pragma unroll
-    for (int e = 0; e < kPerLane; ++e)
-      x[e] += s[e * kWaveSize + lane];
   }
 
   /// acc += s * o.acc (the same tile).
@@ -489,19 +525,18 @@ template <class T, bool kTransA, bool kTransB> struct WarpMma {
   /// f(row, col, value&) for every element of the tile this lane holds.
   template <class F> KGEN_DEVICE void forEach(int m0, int n0, F f) {
 #if KGEN_NVIDIA
-    const int g = lane / 4, t = lane % 4;
-    for (int i = 0; i < 2; ++i)
-      for (int j = 0; j < 4; ++j)
-        for (int e = 0; e < 4; ++e)
-          f(m0 + 16 * i + g + 8 * (e / 2), n0 + 8 * j + 2 * t + e % 2,
-            acc[i][j][e]);
+    float *x = &acc[0][0][0];
 #else
-    for (int e = 0; e < 16; ++e) {
-      float x = acc[e];
-      f(m0 + 8 * (e / 4) + 4 * (lane / 32) + e % 4, n0 + lane % 32, x);
-      acc[e] = x;
-    }
+    cdna::f32x16 &x = acc;
 #endif
+#pragma unroll
+    for (int e = 0; e < kPerLane; ++e) {
+      int row, col;
+      at(lane, e, m0, n0, row, col);
+      float y = x[e];
+      f(row, col, y);
+      x[e] = y;
+    }
   }
 };
 
@@ -540,11 +575,12 @@ template <class T, bool kTransA, bool kTransB> struct WarpMma {
 ///
 /// Each product has few 32x32 tiles next to the block's warps (the scores
 /// of a 32-token chunk are one tile, with k = DQK = 256 for xLSTM-7B), so
-/// the warps split k: a product of n tiles runs on n x split warps (splitOf),
+/// the warps split k: a product of n tiles runs on n x split warps (split:
+/// Config::kSplit*, chosen by mlstmSplitK in lib/Codegen/MlstmProblem.cpp),
 /// warp w taking tile w / split and the k-steps of 16 numbered w % split
-/// modulo split. Slices past the first leave their partial tile in the
-/// scratch, and after a barrier the first adds them in slice order (the
-/// result does not depend on timing) and runs the epilogue. Only the scores'
+/// modulo split. The slices leave their partial tiles in the scratch, and
+/// after a barrier each sums a 1 / split share of the tile's elements and
+/// runs the epilogue on them (splitK). Only the scores'
 /// causal tiles run: the ones above the diagonal are never read (the
 /// normalizer stops at s = t, P V at the tile's diagonal).
 template <class Config> struct ChunkMma : Chunk<Config> {
@@ -563,28 +599,25 @@ template <class Config> struct ChunkMma : Chunk<Config> {
   static constexpr int kRegionPW = kPartsP * kL * kRowL > kPartsW * kL * kRowV
                                        ? kPartsP * kL * kRowL
                                        : kPartsW * kL * kRowV;
-  /// The largest power of two with tiles x split <= kWarps, split <= steps.
-  static constexpr int splitOf(int tiles, int steps) {
-    int split = 1;
-    while (2 * split * tiles <= kWarps && 2 * split <= steps)
-      split *= 2;
-    return split;
-  }
-  /// Tiles and split of the three products: the scores' causal tiles over
-  /// DQK, outputs (num) over DQK, the update over the chunk.
+  /// Tiles and split (warps per tile, mlstmSplitK) of the three products:
+  /// the scores' causal tiles over DQK, outputs (num) over DQK, the update
+  /// over the chunk.
   static constexpr int kTilesL = kL / 32, kTilesV = kVB / 32;
   static constexpr int kTilesS = kTilesL * (kTilesL + 1) / 2,
                        kTilesO = kTilesL * kTilesV,
                        kTilesU = kDQK / 32 * kTilesV;
-  static constexpr int kSplitS = splitOf(kTilesS, kDQK / 16),
-                       kSplitO = splitOf(kTilesO, kDQK / 16),
-                       kSplitU = splitOf(kTilesU, kL / 16);
+  static constexpr int kSplitS = Config::kSplitS, kSplitO = Config::kSplitO,
+                       kSplitU = Config::kSplitU;
   static constexpr int max3(int a, int b, int c) {
     return a > b ? (a > c ? a : c) : (b > c ? b : c);
   }
-  static constexpr int kPartialsS = kTilesS * (kSplitS - 1),
-                       kPartialsO = kTilesO * (kSplitO - 1),
-                       kPartialsU = kTilesU * (kSplitU - 1);
+  /// Scratch tiles of a product's partial sums (splitK).
+  static constexpr int partials(int tiles, int split) {
+    return split > 1 ? tiles * split : 0;
+  }
+  static constexpr int kPartialsS = partials(kTilesS, kSplitS),
+                       kPartialsO = partials(kTilesO, kSplitO),
+                       kPartialsU = partials(kTilesU, kSplitU);
   static constexpr int kScratchTiles = max3(kPartialsS, kPartialsO, kPartialsU);
   static constexpr int kOperands =
       2 * (2 * kL * kRowQ + kL * kRowV + kRegionPW + kPartsC * kDQK * kRowV);
@@ -613,33 +646,47 @@ template <class Config> struct ChunkMma : Chunk<Config> {
   }
 
   /// One product of kTiles warp tiles split kSplit ways (see above):
-  /// product(tile, mma, kBegin, kStep) accumulates the warp's k-steps,
-  /// epilogue(tile, mma) consumes the whole tile. Call with every thread;
-  /// with kSplit > 1 it holds one barrier.
-  template <int kTiles, int kSplit, class Mma, class Product, class Epilogue>
-  KGEN_DEVICE void splitK(Product product, Epilogue epilogue) const {
+  /// origin(tile, m0, n0) places a tile, product(tile, mma, kBegin, kStep)
+  /// accumulates the warp's k-steps, epilogue(row, col, x) consumes each
+  /// element of the whole tile. Call with every thread; with kSplit > 1 it
+  /// holds one barrier, and the epilogue of a tile is spread over its
+  /// slices too: slice s sums elements s, s + kSplit, ... of every lane's
+  /// partials (in slice order: the result does not depend on timing).
+  template <int kTiles, int kSplit, class Mma, class Origin, class Product,
+            class Epilogue>
+  KGEN_DEVICE void splitK(Origin origin, Product product,
+                          Epilogue epilogue) const {
     if constexpr (kSplit == 1) {
       for (int tile = warp; tile < kTiles; tile += kWarps) {
         Mma mma(lane);
         product(tile, mma, 0, 16);
-        epilogue(tile, mma);
+        int m0, n0;
+        origin(tile, m0, n0);
+        mma.forEach(m0, n0, [&](int r, int c, float &x) { epilogue(r, c, x); });
       }
     } else {
       static_assert(kTiles * kSplit <= kWarps, "one item per warp");
+      static_assert(kSplit <= Mma::kPerLane, "every slice has elements");
       const int tile = warp / kSplit, slice = warp % kSplit;
       const bool mine = tile < kTiles;
-      float *const part = scratch + tile * (kSplit - 1) * 1024;
-      Mma mma(lane);
+      const float *const part = scratch + tile * kSplit * 1024;
       if (mine) {
+        Mma mma(lane);
         product(tile, mma, 16 * slice, 16 * kSplit);
-        if (slice > 0)
-          mma.save(part + (slice - 1) * 1024);
+        mma.save(scratch + (tile * kSplit + slice) * 1024);
       }
       __syncthreads();
-      if (mine && slice == 0) {
-        for (int q = 1; q < kSplit; ++q)
-          mma.addFrom(part + (q - 1) * 1024);
-        epilogue(tile, mma);
+      if (mine) {
+        int m0, n0;
+        origin(tile, m0, n0);
+        for (int e = slice; e < Mma::kPerLane; e += kSplit) {
+          float x = 0.f;
+          for (int q = 0; q < kSplit; ++q)
+            x += part[q * 1024 + e * kWaveSize + lane];
+          int row, col;
+          Mma::at(lane, e, m0, n0, row, col);
+          epilogue(row, col, x);
+        }
       }
     }
   }
@@ -687,11 +734,39 @@ template <class Config> struct ChunkMma : Chunk<Config> {
 
   KGEN_DEVICE void loadState(const float *c, long long cStride, int j0,
                              const float *nn, const float *m) const {
-    for (int e = this->tid; e < kDQK * kVB; e += kThreads) {
-      const int i = e / kVB, j = e % kVB;
-      const float x = c ? c[i * cStride + j0 + j] : 0.f;
-      this->C[e] = x;
-      put<kPartsC, kDQK * kRowV>(Cp, i * kRowV + j, x);
+    // Four columns per thread and step, kBatch steps' loads issued before
+    // their stores (the outputs kernel starts with a whole C slice to read).
+    struct alignas(16) F4 {
+      float x[4];
+    };
+    constexpr int kV4 = kVB / 4, kN = kDQK * kV4, kBatch = 8;
+    const bool vec = (((unsigned long long)(c) | (unsigned long long)(j0)*4 |
+                       (unsigned long long)(cStride)*4) %
+                      16) == 0;
+    for (int e0 = this->tid; e0 < kN; e0 += kBatch * kThreads) {
+      F4 v[kBatch];
+#pragma unroll
+      for (int r = 0; r < kBatch; ++r) {
+        const int e = e0 + r * kThreads, i = e / kV4, j = 4 * (e % kV4);
+        v[r] = F4{};
+        if (c && e < kN) {
+          const float *at = c + i * cStride + j0 + j;
+          if (vec)
+            v[r] = *reinterpret_cast<const F4 *>(at);
+          else
+            v[r] = F4{{at[0], at[1], at[2], at[3]}};
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < kBatch; ++r) {
+        const int e = e0 + r * kThreads, i = e / kV4, j = 4 * (e % kV4);
+        if (e < kN)
+#pragma unroll
+          for (int u = 0; u < 4; ++u) {
+            this->C[i * kVB + j + u] = v[r].x[u];
+            put<kPartsC, kDQK * kRowV>(Cp, i * kRowV + j + u, v[r].x[u]);
+          }
+      }
     }
     for (int i = this->tid; i < kDQK; i += kThreads)
       this->n[i] = nn ? nn[i] : 0.f;
@@ -783,23 +858,20 @@ template <class Config> struct ChunkMma : Chunk<Config> {
       n0 = 32 * (c - mi * (mi + 1) / 2);
     };
     splitK<kTilesS, kSplitS, Mma>(
+        origin,
         [&](int tile, Mma &mma, int kBegin, int kStep) {
           int m0, n0;
           origin(tile, m0, n0);
           mma.run(this->Q, kRowQ, this->K, kRowQ, m0, n0, kDQK, kBegin, kStep);
         },
-        [&](int tile, Mma &mma) {
-          int m0, n0;
-          origin(tile, m0, n0);
-          mma.forEach(m0, n0, [&](int t, int s, float &x) {
-            float y = 0.f;
-            if (t < len && s <= t)
-              y = scale * x *
-                  expf(float(this->bcum[t] - this->bcum[s] + this->ig[s] -
-                             this->mcomb[t]));
-            this->P[t * kL + s] = y;
-            put<kPartsP, kL * kRowL>(Pp, t * kRowL + s, y);
-          });
+        [&](int t, int s, float x) {
+          float y = 0.f;
+          if (t < len && s <= t)
+            y = scale * x *
+                expf(float(this->bcum[t] - this->bcum[s] + this->ig[s] -
+                           this->mcomb[t]));
+          this->P[t * kL + s] = y;
+          put<kPartsP, kL * kRowL>(Pp, t * kRowL + s, y);
         });
   }
 
@@ -829,9 +901,15 @@ template <class Config> struct ChunkMma : Chunk<Config> {
     using Mma = WarpMma<T, false, true>;
     // num = qfac * scale * Q C + P V is linear in the k-steps: every slice
     // scales its own part of Q C.
+    auto origin = [](int tile, int &m0, int &n0) {
+      m0 = 32 * (tile / kTilesV);
+      n0 = 32 * (tile % kTilesV);
+    };
     splitK<kTilesO, kSplitO, Mma>(
+        origin,
         [&](int tile, Mma &mma, int kBegin, int kStep) {
-          const int m0 = 32 * (tile / kTilesV), n0 = 32 * (tile % kTilesV);
+          int m0, n0;
+          origin(tile, m0, n0);
           runParts<kPartsC, kDQK * kRowV, false>(mma, this->Q, kRowQ, Cp, kRowV,
                                                  m0, n0, kDQK, kBegin, kStep);
           mma.forEach(m0, n0, [&](int t, int, float &x) {
@@ -841,16 +919,13 @@ template <class Config> struct ChunkMma : Chunk<Config> {
           runParts<kPartsP, kL * kRowL, true>(mma, Pp, kRowL, this->V, kRowV,
                                               m0, n0, m0 + 32, kBegin, kStep);
         },
-        [&](int tile, Mma &mma) {
-          const int m0 = 32 * (tile / kTilesV), n0 = 32 * (tile % kTilesV);
-          mma.forEach(m0, n0, [&](int t, int j, float &x) {
-            if (t < len) {
-              const float den =
-                  fmaxf(fabsf(this->zden[t]), expf(float(-this->mcomb[t]))) +
-                  p.eps;
-              store<T>(p.h, (row0 + t) * Config::kDV + j0 + j, x / den);
-            }
-          });
+        [&](int t, int j, float x) {
+          if (t < len) {
+            const float den =
+                fmaxf(fabsf(this->zden[t]), expf(float(-this->mcomb[t]))) +
+                p.eps;
+            store<T>(p.h, (row0 + t) * Config::kDV + j0 + j, x / den);
+          }
         });
   }
 
@@ -862,27 +937,51 @@ template <class Config> struct ChunkMma : Chunk<Config> {
       put<kPartsW, kL * kRowV>(
           Wp, t * kRowV + j, w * Convert<T>::toFloat(this->V[t * kRowV + j]));
     }
-    for (int i = this->tid; i < kDQK; i += kThreads) {
+    // n = decay n + K^T w: kGroups threads per entry of n, each taking
+    // every kGroups-th token; their sums meet in P's fp32 region (free: the
+    // outputs are done with it) and are added in group order after the
+    // barrier.
+    constexpr int kGroups = kThreads >= 2 * kDQK ? kThreads / kDQK : 1;
+    static_assert(kGroups * kDQK <= kL * kL, "the partial sums fit in P");
+    if constexpr (kGroups == 1) {
+      for (int i = this->tid; i < kDQK; i += kThreads) {
+        float acc = 0.f;
+        for (int t = 0; t < len; ++t)
+          acc += Convert<T>::toFloat(this->K[t * kRowQ + i]) * this->wa[t];
+        this->n[i] = decay * this->n[i] + acc;
+      }
+    } else if (this->tid < kGroups * kDQK) {
+      const int i = this->tid % kDQK;
       float acc = 0.f;
-      for (int t = 0; t < len; ++t)
+      for (int t = this->tid / kDQK; t < len; t += kGroups)
         acc += Convert<T>::toFloat(this->K[t * kRowQ + i]) * this->wa[t];
-      this->n[i] = decay * this->n[i] + acc;
+      this->P[this->tid] = acc;
     }
     __syncthreads();
+    if constexpr (kGroups > 1)
+      if (this->tid < kDQK) {
+        float acc = 0.f;
+        for (int g = 0; g < kGroups; ++g)
+          acc += this->P[g * kDQK + this->tid];
+        this->n[this->tid] = decay * this->n[this->tid] + acc;
+      }
     using Mma = WarpMma<T, true, true>;
+    auto origin = [](int tile, int &m0, int &n0) {
+      m0 = 32 * (tile / kTilesV);
+      n0 = 32 * (tile % kTilesV);
+    };
     splitK<kTilesU, kSplitU, Mma>(
+        origin,
         [&](int tile, Mma &mma, int kBegin, int kStep) {
-          const int m0 = 32 * (tile / kTilesV), n0 = 32 * (tile % kTilesV);
+          int m0, n0;
+          origin(tile, m0, n0);
           runParts<kPartsW, kL * kRowV, false>(mma, this->K, kRowQ, Wp, kRowV,
                                                m0, n0, kL, kBegin, kStep);
         },
-        [&](int tile, Mma &mma) {
-          const int m0 = 32 * (tile / kTilesV), n0 = 32 * (tile % kTilesV);
-          mma.forEach(m0, n0, [&](int i, int j, float &x) {
-            const float c = decay * this->C[i * kVB + j] + x;
-            this->C[i * kVB + j] = c;
-            put<kPartsC, kDQK * kRowV>(Cp, i * kRowV + j, c);
-          });
+        [&](int i, int j, float x) {
+          const float c = decay * this->C[i * kVB + j] + x;
+          this->C[i * kVB + j] = c;
+          put<kPartsC, kDQK * kRowV>(Cp, i * kRowV + j, c);
         });
   }
 };
@@ -946,6 +1045,9 @@ template <class Config> KGEN_DEVICE void fused(const Params &p) {
     // the per-token vectors.
     __syncthreads();
     ch.template loadTokens<true>(p, row0, at.j0, len);
+    if (k + 1 < p.chunks)
+      ch.template prefetch<true>(p, row0 + len, at.j0,
+                                 chunkLength<Config>(p, t0 + len));
     ch.gates(p, row0, len);
     __syncthreads();
     ch.scores(len);
@@ -988,6 +1090,9 @@ template <class Config> KGEN_DEVICE void states(const Params &p) {
                   first ? p.wsN + ws * dqk : nullptr,
                   first ? p.wsM + ws : nullptr);
     ch.template loadTokens<false>(p, row0, at.j0, len);
+    if (k + 1 < p.chunks)
+      ch.template prefetch<false>(p, row0 + len, at.j0,
+                                  chunkLength<Config>(p, t0 + len));
     ch.gates(p, row0, len);
     __syncthreads();
     ch.update(len);

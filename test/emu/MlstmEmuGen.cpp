@@ -56,6 +56,9 @@ const Plan kPlans[] = {
     {Target::SM90A, DType::F16, 256, 512, {MlstmVariant::TwoPhase, 32, 64, 8}},
     {Target::GFX90A, DType::BF16, 64, 64, {MlstmVariant::Fused, 32, 32, 2}},
     {Target::GFX90A, DType::F16, 64, 64, {MlstmVariant::TwoPhase, 32, 32, 4}},
+    // 16 warps: split-k 4 (scores), 8 (outputs) and 4 (update), and n's
+    // update in 4 groups per entry.
+    {Target::SM90A, DType::BF16, 128, 64, {MlstmVariant::TwoPhase, 64, 32, 16}},
 };
 
 void writeIfChanged(const std::string &path, const std::string &text) {

@@ -341,6 +341,32 @@ TEST_F(MlstmGpu, TensorCoreAndFmaPaths) {
         }
 }
 
+TEST_F(MlstmGpu, SplitKConfigs) {
+  // The configs expected to win the bench shapes (8 and 16 warps: the
+  // products split k over 2 to 16 warps, n's update over thread groups),
+  // with a ragged last chunk and initial states.
+  struct Shape {
+    int dqk, dv;
+    MlstmConfig config;
+  };
+  const Shape shapes[] = {
+      {256, 512, {MlstmVariant::Fused, 32, 64, 8}},
+      {256, 512, {MlstmVariant::Fused, 32, 32, 8}},
+      {256, 512, {MlstmVariant::TwoPhase, 64, 32, 8}},
+      {128, 128, {MlstmVariant::Fused, 64, 32, 8}},
+      {128, 128, {MlstmVariant::TwoPhase, 64, 64, 16}},
+      {64, 64, {MlstmVariant::TwoPhase, 128, 32, 16}},
+      {64, 64, {MlstmVariant::TwoPhase, 64, 32, 16}},
+      {64, 64, {MlstmVariant::Fused, 128, 64, 16}},
+  };
+  for (const Shape &sh : shapes) {
+    Case c{2, 2, std::min<int64_t>(300, maxS()), sh.dqk, sh.dv};
+    c.initial = true;
+    c.config = sh.config;
+    runCase(c);
+  }
+}
+
 TEST_F(MlstmGpu, DecodeStepInPlace) {
   // The decoding step of the bench: S = 1, states updated in place.
   for (int64_t b : {1, 16}) {

@@ -6,6 +6,7 @@
 // matrix instructions", and 9.7.8.25 cp.async):
 //
 //   smemAddress   byte offset of p in the block's shared buffer
+//   prefetchL2    nothing (an L2 hint)
 //   cpAsync       a copy recorded into the thread's open group (or zero fill
 //                 when !valid), landing when cp.async.wait_group covers it
 //                 (lazy launches) or at once (eager launches); src and dst
@@ -62,6 +63,9 @@ inline void cpAsyncCommit() { emu::cpAsyncCommit(); }
 template <int kPending> inline void cpAsyncWait() {
   emu::cpAsyncWait(kPending);
 }
+
+/// prefetch.L2 is a cache hint: no effect on any value.
+inline void prefetchL2(const void *) {}
 
 template <bool kTrans> inline void ldmatrixX4(uint32_t (&r)[4], uint32_t addr) {
   if (addr % 16 != 0)
