@@ -12,7 +12,10 @@ causal and not; decode: B in {1, 16}, Sq = 1, Sk in {4096, 32768}, H = 32
 over 8 KV heads, D = 128, and at Sk = 4096 also GQA 8:1 (32 over 4) and MQA
 (32 over 1); `--config` forces one kgen config (JSON, e.g.
 '{"block": [32, 64], "warps": 2, "stages": 3, "splits": 32, "pack_gqa": true}')
-in place of the dispatcher's heuristic. Tensors are BHSD for torch; kgen reads the same
+in place of the dispatcher's heuristic (with `--head-dim D`, only that head
+dim's shapes: e.g. '{"loop": "wgmma", "block": [128, 128], "warps": 8,
+"stages": 2, "persistent": true}' against the same without "persistent"
+for the persistent grid). Tensors are BHSD for torch; kgen reads the same
 memory as BSHD views (strides), so both sides see identical bytes.
 
 TFLOP/s counts 4*B*H*Sq*Sk*D (halved for causal); decode also reports GB/s
@@ -85,6 +88,7 @@ def main():
     ap.add_argument("--only", choices=["seed", "prefill", "decode"])
     ap.add_argument("--no-graph", action="store_true")
     ap.add_argument("--config", help="a kgen attention config (JSON) for every shape, in place of the heuristic")
+    ap.add_argument("--head-dim", type=int, help="only the shapes of this head dim (a --config valid for one)")
     ap.add_argument("--out", help="append a markdown table to this file ({gpu} becomes the device's name)")
     args = ap.parse_args()
     try:
@@ -105,6 +109,8 @@ def main():
     print("-" * len(hdr))
     rows, failed = [], False
     for s in shapes(args.only):
+        if args.head_dim and s["d"] != args.head_dim:
+            continue
         dtype = {"bf16": torch.bfloat16, "f16": torch.float16}[s["dtype"]]
         b, hq, hkv, sq, sk, d, causal = s["b"], s["hq"], s["hkv"], s["sq"], s["sk"], s["d"], s["causal"]
         esize = 2

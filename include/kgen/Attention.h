@@ -90,6 +90,12 @@ struct AttentionConfig {
   /// each K/V tile is loaded once per KV head instead of once per query
   /// head. For decode (Sq * g rows in place of Sq) it also fills the tile.
   bool packGqa = false;
+  /// Persistent grid (wgmma loop only, no split-KV): min(work tiles, SMs)
+  /// blocks, each looping over (row block, head, batch) work tiles of a
+  /// static schedule (causal's longest row blocks first), the producer
+  /// loading the next tile's Q, K and V while the consumers finish the
+  /// current one and store it.
+  bool persistent = false;
 
   bool operator==(const AttentionConfig &) const = default;
 };
@@ -133,10 +139,17 @@ KernelSource emitAttention(const AttentionProblem &p, const AttentionConfig &c,
                            Target t, bool inlineTemplates = false);
 
 /// Grid (ceil(Sq / blockM), headsQ * splits, batch) for the main kernel;
-/// with packGqa (ceil(Sq * g / blockM), headsKv * splits, batch).
+/// with packGqa (ceil(Sq * g / blockM), headsKv * splits, batch); with
+/// persistent (min(work tiles, computeUnits), 1, 1), computeUnits being the
+/// device's multiprocessors (0: the target's nominal count). One block per
+/// multiprocessor: the wgmma loop's warpgroups take its whole register file.
 LaunchDims attentionLaunchDims(const AttentionProblem &p,
                                const AttentionConfig &c, Target t,
-                               int64_t batch, int64_t seqlenQ);
+                               int64_t batch, int64_t seqlenQ,
+                               int computeUnits = 0);
+/// The persistent grid's work tiles: ceil(Sq / blockM) * headsQ * batch.
+int64_t attentionWorkTiles(const AttentionProblem &p, const AttentionConfig &c,
+                           int64_t batch, int64_t seqlenQ);
 /// One block of headDimV threads (rounded to a warp) per (row, head, batch).
 LaunchDims attentionCombineLaunchDims(const AttentionProblem &p,
                                       const AttentionConfig &c, Target t,

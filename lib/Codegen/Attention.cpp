@@ -111,11 +111,11 @@ AttentionTraits attentionTraits(const AttentionProblem &p,
     // producer warpgroup; Q, then kStages of K and V, unpadded (swizzled),
     // after 1024 B of alignment slack, then 1 + 4 * stages mbarriers.
     tr.threads = (c.warps + 4) * 32;
-    int64_t smem =
-        1024 + int64_t(c.blockM) * p.headDimQk * sizeOf(p.dtype) +
-        int64_t(c.stages) * c.blockN * (p.headDimQk + p.headDimV) *
-            sizeOf(p.dtype) +
-        8 * (1 + 4 * int64_t(c.stages));
+    // The persistent grid's Q has an "empty" barrier as well.
+    int64_t smem = 1024 + int64_t(c.blockM) * p.headDimQk * sizeOf(p.dtype) +
+                   int64_t(c.stages) * c.blockN * (p.headDimQk + p.headDimV) *
+                       sizeOf(p.dtype) +
+                   8 * (1 + 4 * int64_t(c.stages) + (c.persistent ? 1 : 0));
     tr.smemBytes = int(std::min<int64_t>(smem, INT32_MAX));
     // O and S per consumer thread (a warpgroup's 64 rows over 128 threads).
     tr.accumPerThread = (p.headDimV + c.blockN) / 2;
@@ -197,6 +197,19 @@ std::optional<std::string> checkConfig(const AttentionProblem &p,
     if (auto e = checkWgmmaConfig(p, c, t))
       return e;
   }
+  if (c.persistent && !wgmma)
+    return std::string("config: persistent = 1 needs loop = wgmma (the "
+                       "tiled loop launches one block per row block)");
+  if (c.persistent && c.splits > 1)
+    return "config: persistent = 1 does not take split-KV (splits = " +
+           str(c.splits) +
+           "); its combine pass needs one block per split; use splits = 1 "
+           "or persistent = 0";
+  if (c.persistent &&
+      (p.seqlenQ + c.blockM - 1) / c.blockM * p.headsQ * p.batch > INT32_MAX)
+    return "config: persistent = 1 counts ceil(seqlenQ / blockM) * headsQ * "
+           "batch work tiles in 32 bits, and this problem has more; use "
+           "persistent = 0";
   for (auto [name, v] : {std::pair{"blockM", c.blockM},
                          {"blockN", c.blockN},
                          {"warps", c.warps}})

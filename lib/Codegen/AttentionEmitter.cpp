@@ -11,6 +11,7 @@
 #include "kgen/Codegen/Emitter.h"
 #include "kgen/Codegen/Templates.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace kgen {
@@ -53,6 +54,8 @@ std::string attentionKernelName(const AttentionProblem &p,
     os << "_split" << c.splits;
   if (c.packGqa)
     os << "_gqa";
+  if (c.persistent)
+    os << "_persistent";
   return os.str();
 }
 
@@ -110,6 +113,9 @@ KernelSource emitAttention(const AttentionProblem &p, const AttentionConfig &c,
        << "_combine)";
   if (c.packGqa)
     os << ", GQA-packed (row r: query r / g of head hk * g + r % g)";
+  if (c.persistent)
+    os << ", persistent (each block loops over (row block, head, batch) "
+          "work tiles)";
   os << "\n// instructions: "
      << (wgmma ? "TMA (4-d tensor maps) into " + std::to_string(c.stages) +
                      " mbarrier stages by a producer warpgroup, wgmma "
@@ -123,10 +129,16 @@ KernelSource emitAttention(const AttentionProblem &p, const AttentionConfig &c,
          : nvidia ? "mma.sync m16n8k16, ldmatrix, cp.async "
                     "(kgen/common/mma_sm80.h)"
                   : "MFMA 32x32x8, wave64 (kgen/common/mfma_cdna.h)")
-     << "\n// launch: grid (ceil(Sq" << (c.packGqa ? " * g" : "") << "/"
-     << c.blockM << "), " << (c.packGqa ? "headsKv" : "headsQ")
-     << (c.splits > 1 ? " * " + std::to_string(c.splits) : std::string())
-     << ", batch), " << tr.threads << " threads, " << tr.smemBytes
+     << "\n// launch: ";
+  if (c.persistent)
+    os << "persistent grid (min(ceil(Sq/" << c.blockM
+       << ") * headsQ * batch, multiprocessors))";
+  else
+    os << "grid (ceil(Sq" << (c.packGqa ? " * g" : "") << "/" << c.blockM
+       << "), " << (c.packGqa ? "headsKv" : "headsQ")
+       << (c.splits > 1 ? " * " + std::to_string(c.splits) : std::string())
+       << ", batch)";
+  os << ", " << tr.threads << " threads, " << tr.smemBytes
      << " B dynamic shared memory\n";
   if (inlineTemplates) {
     if (!nvidia)
@@ -152,7 +164,8 @@ KernelSource emitAttention(const AttentionProblem &p, const AttentionConfig &c,
      << "  static constexpr bool kPreloadV = " << boolStr(c.preloadV) << ";\n"
      << "  static constexpr int kSplits = " << c.splits << ";\n"
      << "  static constexpr bool kPackGqa = " << boolStr(c.packGqa) << ";\n"
-     << "  static constexpr bool kWgmma = " << boolStr(wgmma) << ";\n"
+     << "  static constexpr bool kWgmma = " << boolStr(wgmma)
+     << ", kPersistent = " << boolStr(c.persistent) << ";\n"
      << "  static constexpr int kThreads = " << tr.threads << ";\n"
      << "  static constexpr int kSmemBytes = " << tr.smemBytes << ";\n"
      << "  static constexpr int kCombineThreads = " << p.headDimV << ";\n"
@@ -166,7 +179,8 @@ KernelSource emitAttention(const AttentionProblem &p, const AttentionConfig &c,
        << "    const __grid_constant__ kgen::sm90::TensorMap mapK,\n"
        << "    const __grid_constant__ kgen::sm90::TensorMap mapV,\n"
        << "    kgen::attention::Params p) {\n"
-       << "  kgen::attention_sm90::run<Config>(mapQ, mapK, mapV, p);\n"
+       << "  kgen::attention_sm90::" << (c.persistent ? "runPersistent" : "run")
+       << "<Config>(mapQ, mapK, mapV, p);\n"
        << "}\n";
   else
     os << "extern \"C\" __global__ void __launch_bounds__(" << tr.threads
@@ -188,9 +202,21 @@ KernelSource emitAttention(const AttentionProblem &p, const AttentionConfig &c,
 
 LaunchDims attentionLaunchDims(const AttentionProblem &p,
                                const AttentionConfig &c, Target t,
-                               int64_t batch, int64_t seqlenQ) {
+                               int64_t batch, int64_t seqlenQ,
+                               int computeUnits) {
   const AttentionTraits tr = attentionTraits(p, c, t);
   LaunchDims d{};
+  if (c.persistent) {
+    const int64_t units =
+        computeUnits > 0 ? computeUnits : targetInfo(t).computeUnits;
+    d.grid[0] = unsigned(std::max<int64_t>(
+        1, std::min(attentionWorkTiles(p, c, batch, seqlenQ), units)));
+    d.grid[1] = d.grid[2] = 1;
+    d.block[0] = unsigned(tr.threads);
+    d.block[1] = d.block[2] = 1;
+    d.smemBytes = unsigned(tr.smemBytes);
+    return d;
+  }
   const int64_t group = c.packGqa ? p.headsQ / p.headsKv : 1;
   d.grid[0] = unsigned((seqlenQ * group + c.blockM - 1) / c.blockM);
   d.grid[1] = unsigned((c.packGqa ? p.headsKv : p.headsQ) * c.splits);
@@ -199,6 +225,11 @@ LaunchDims attentionLaunchDims(const AttentionProblem &p,
   d.block[1] = d.block[2] = 1;
   d.smemBytes = unsigned(tr.smemBytes);
   return d;
+}
+
+int64_t attentionWorkTiles(const AttentionProblem &p, const AttentionConfig &c,
+                           int64_t batch, int64_t seqlenQ) {
+  return (seqlenQ + c.blockM - 1) / c.blockM * p.headsQ * batch;
 }
 
 LaunchDims attentionCombineLaunchDims(const AttentionProblem &p,

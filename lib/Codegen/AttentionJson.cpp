@@ -33,6 +33,8 @@ json toJson(const AttentionConfig &c) {
          {"pack_gqa", c.packGqa}};
   if (c.loop != AttentionLoop::Tiled) // as GEMM's: only when not the default
     j["loop"] = std::string(toString(c.loop));
+  if (c.persistent)
+    j["persistent"] = true;
   return j;
 }
 
@@ -84,10 +86,10 @@ AttentionProblem attentionProblemFromJson(const json &j) {
 }
 
 AttentionConfig attentionConfigFromJson(const json &j) {
-  fields.rejectUnknown(
-      j,
-      {"loop", "block", "warps", "stages", "preload_v", "splits", "pack_gqa"},
-      "attention config");
+  fields.rejectUnknown(j,
+                       {"loop", "block", "warps", "stages", "preload_v",
+                        "splits", "pack_gqa", "persistent"},
+                       "attention config");
   AttentionConfig c;
   if (j.contains("loop")) {
     std::string s = fields.getString(j, "loop");
@@ -104,6 +106,7 @@ AttentionConfig attentionConfigFromJson(const json &j) {
   c.preloadV = fields.getBool(j, "preload_v", c.preloadV);
   c.splits = int(fields.getInt(j, "splits", c.splits));
   c.packGqa = fields.getBool(j, "pack_gqa", c.packGqa);
+  c.persistent = fields.getBool(j, "persistent", c.persistent);
   return c;
 }
 

@@ -102,6 +102,7 @@ kgen::AttentionConfig AttentionConfigAttr::getConfig() const {
   c.preloadV = getPreloadV() != 0;
   c.splits = getSplits();
   c.packGqa = getPackGqa() != 0;
+  c.persistent = getPersistent() != 0;
   return c;
 }
 

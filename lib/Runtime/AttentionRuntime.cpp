@@ -32,11 +32,11 @@ std::string featureKey(const AttentionProblem &p) {
 }
 
 std::string configKey(const AttentionConfig &c) {
-  return "cfg," + std::to_string(int(c.loop)) + "," +
-         std::to_string(c.blockM) + "," + std::to_string(c.blockN) +
-         "," + std::to_string(c.warps) + "," + std::to_string(c.stages) + "," +
-         std::to_string(c.preloadV) + "," + std::to_string(c.splits) + "," +
-         std::to_string(c.packGqa);
+  return "cfg," + std::to_string(int(c.loop)) + "," + std::to_string(c.blockM) +
+         "," + std::to_string(c.blockN) + "," + std::to_string(c.warps) + "," +
+         std::to_string(c.stages) + "," + std::to_string(c.preloadV) + "," +
+         std::to_string(c.splits) + "," + std::to_string(c.packGqa) + "," +
+         std::to_string(c.persistent);
 }
 
 std::string sizeKey(const AttentionProblem &p, const AttentionConfig *c) {
@@ -271,8 +271,12 @@ void Runtime::launchAttention(const AttentionProblem &p,
                   " is not loaded");
   }
 
+  // The persistent grid: one block per multiprocessor of this device.
+  if (ch.config.persistent)
+    prm.tiles = int(attentionWorkTiles(p, ch.config, p.batch, p.seqlenQ));
   const LaunchDims d =
-      attentionLaunchDims(p, ch.config, k.source.target, p.batch, p.seqlenQ);
+      attentionLaunchDims(p, ch.config, k.source.target, p.batch, p.seqlenQ,
+                          backend_->computeUnits());
   if (d.grid[1] > 65535 || d.grid[2] > 65535)
     argError("heads * splits = " + std::to_string(d.grid[1]) + " or batch = " +
              std::to_string(d.grid[2]) + " exceeds the grid limit 65535");

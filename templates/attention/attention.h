@@ -209,15 +209,21 @@ template <class Config> struct Block {
   }
 
   KGEN_DEVICE bool init(const Params &p) {
-    b = int(blockIdx.z);
+    return init(p, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z));
+  }
+
+  /// The block of row block bx, head (times splits) by and batch entry bz:
+  /// the grid's own coordinates, or a persistent grid's work tile.
+  KGEN_DEVICE bool init(const Params &p, int bx, int by, int bz) {
+    b = bz;
     const int g = p.headsQ / p.headsKv; // GQA / MQA
     int hk;
     if constexpr (Config::kPackGqa) {
-      hk = int(blockIdx.y) / Config::kSplits;
+      hk = by / Config::kSplits;
       h = hk * g;
       group = g;
     } else {
-      h = int(blockIdx.y) / Config::kSplits;
+      h = by / Config::kSplits;
       hk = h / g;
       group = 1;
     }
@@ -236,7 +242,7 @@ template <class Config> struct Block {
     rows = seqQ * group;
     // Unused blocks of a varlen grid (sized for the longest sequence) leave
     // before any address of theirs is formed.
-    if (int(blockIdx.x) * Config::kBlockM >= rows)
+    if (bx * Config::kBlockM >= rows)
       return false;
     const long long bq = Config::kVarlen ? 0 : b, bk = Config::kVarlen ? 0 : b;
     q = static_cast<const T *>(p.q) + bq * p.strideQ[0] + offQ * p.strideQ[1] +

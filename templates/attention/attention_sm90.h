@@ -25,8 +25,16 @@
 // in exactly the fragment layout of mma.sync m16n8, so WarpAttention's
 // softmax and store run unchanged on them.
 //
+// Persistent grid (Config::kPersistent): min(work tiles, SMs) blocks, each
+// walking the work tiles blockIdx.x, blockIdx.x + gridDim.x, ... of a static
+// schedule (workTile below). The producer goes on to the next work tile's K,
+// Q and V as soon as their buffers free up, so those loads overlap the
+// consumers' last P V and their epilogue (normalize, store O and LSE from
+// registers); Q has its own "empty" barrier, released once a work tile's
+// last S = Q K^T has completed.
+//
 // Not here (the dispatcher uses the tiled kernel for them): varlen, GQA
-// packing.
+// packing. Not persistent: split-KV.
 //
 //===----------------------------------------------------------------------===//
 
@@ -55,7 +63,10 @@ template <class Config> struct Shape {
   static constexpr int kKBytes = kBlockN * kDqk * 2;
   static constexpr int kVBytes = kBlockN * kDv * 2;
   static constexpr int kStageBytes = kKBytes + kVBytes;
-  static constexpr int kBarriers = 1 + 4 * kStages;
+  /// Q full, K full, V full, K empty, V empty (one per stage each), and
+  /// with the persistent grid Q empty.
+  static constexpr int kBarriers =
+      1 + 4 * kStages + (Config::kPersistent ? 1 : 0);
   /// 1024 bytes of slack to align the tiles to the swizzle's period.
   static constexpr int kSmemBytes =
       1024 + kQBytes + kStages * kStageBytes + 8 * kBarriers;
@@ -81,40 +92,86 @@ template <class Config> struct Shape {
                 "wgmma N (kBlockN for S, kDv for O) is 64..256");
   static_assert(!Config::kVarlen && !Config::kPackGqa && !Config::kPreloadV,
                 "varlen, GQA packing and preloaded V are the tiled loop's");
+  static_assert(!Config::kPersistent || Config::kSplits == 1,
+                "split-KV keeps one block per (row block, head, split)");
 };
 
-/// The producer's single thread: Q once, then K and V of every tile.
+/// The mbarriers, in shared memory after the tiles.
+template <class Config> struct Barriers {
+  using S = Shape<Config>;
+  uint64_t *qFull, *kFull, *vFull, *kEmpty, *vEmpty, *qEmpty;
+  KGEN_DEVICE explicit Barriers(uint64_t *bars)
+      : qFull(bars), kFull(bars + 1), vFull(kFull + S::kStages),
+        kEmpty(vFull + S::kStages), vEmpty(kEmpty + S::kStages),
+        qEmpty(vEmpty + S::kStages) {}
+};
+
+/// Where a block's work stands in the barriers' phases. Every mbarrier
+/// wait names the parity of the phase it waits for, and a phase can only
+/// be told from the one two phases later by counting, so both sides count
+/// across work tiles instead of restarting at zero per tile (a per-tile
+/// restart would, on the second tile, wait for parity 0 of a stage whose
+/// phase 0 completed long ago and read a stale tile):
+///   ring  key tiles this block has moved through the K/V stages before
+///         this work tile; key tile it of the work tile uses stage
+///         (ring + it) % kStages in phase ((ring + it) / kStages) & 1,
+///   work  work tiles this block did before this one; Q's full barrier
+///         completes phase `work` for this tile (parity work & 1), and its
+///         empty barrier (persistent only) completes phase `work` when the
+///         consumers have issued and finished their last S of the tile.
+/// The producer and the consumers walk the same work tiles and derive the
+/// same key-tile counts from them, so their counters agree.
+struct Progress {
+  int ring = 0;
+  int work = 0;
+};
+
+/// The producer's single thread for one work tile: Q, then K and V of every
+/// key tile. With the persistent grid Q waits for the previous work tile's
+/// consumers to release it, and goes after the first K: at a work tile's
+/// boundary that K stage frees first (once S of key tile n - kStages is
+/// done), Q next (once the last S is done), V last (once its P V is done).
 template <class Config>
-KGEN_DEVICE void produce(unsigned char *smem, uint64_t *bars,
+KGEN_DEVICE void produce(unsigned char *smem, const Barriers<Config> &bar,
                          const TensorMap &mapQ, const TensorMap &mapK,
                          const TensorMap &mapV, int m0, int h, int hk, int b,
-                         int tile0, int tiles) {
+                         int tile0, int tiles, const Progress &at) {
   using S = Shape<Config>;
-  uint64_t *qFull = bars, *kFull = bars + 1, *vFull = kFull + S::kStages,
-           *kEmpty = vFull + S::kStages, *vEmpty = kEmpty + S::kStages;
   unsigned char *sQ = smem, *sKV = smem + S::kQBytes;
-  sm90::barrierArriveExpectTx(qFull, S::kQBytes);
+  auto loadQ = [&] {
+    if constexpr (Config::kPersistent) // the phase of the previous work tile
+      sm90::barrierWait(bar.qEmpty, uint32_t(at.work & 1) ^ 1u);
+    sm90::barrierArriveExpectTx(bar.qFull, S::kQBytes);
 #pragma unroll
-  for (int c = 0; c < S::kDqk / 64; ++c)
-    sm90::tmaLoad4d(sQ + c * S::kBlockM * S::kRowBytes, &mapQ, qFull, c * 64,
-                    h, m0, b);
-  int stage = 0;
-  uint32_t phase = 0;
+    for (int c = 0; c < S::kDqk / 64; ++c)
+      sm90::tmaLoad4d(sQ + c * S::kBlockM * S::kRowBytes, &mapQ, bar.qFull,
+                      c * 64, h, m0, b);
+  };
+  if (!Config::kPersistent || tiles == 0)
+    loadQ();
+  int stage = at.ring % S::kStages;
+  uint32_t phase = uint32_t(at.ring / S::kStages) & 1u;
   for (int it = 0; it < tiles; ++it) {
     const int n0 = (tile0 + it) * S::kBlockN;
     unsigned char *sK = sKV + stage * S::kStageBytes, *sV = sK + S::kKBytes;
-    sm90::barrierWait(&kEmpty[stage], phase ^ 1);
-    sm90::barrierArriveExpectTx(&kFull[stage], S::kKBytes);
+    // A stage's empty barrier completes its phase k when the consumers
+    // release its k-th use; the (k+1)-th load (phase bit `phase` of the
+    // full barrier) waits for that, parity phase ^ 1 (the first loads pass
+    // at once: a fresh barrier counts as having completed parity 1).
+    sm90::barrierWait(&bar.kEmpty[stage], phase ^ 1);
+    sm90::barrierArriveExpectTx(&bar.kFull[stage], S::kKBytes);
 #pragma unroll
     for (int c = 0; c < S::kDqk / 64; ++c)
       sm90::tmaLoad4d(sK + c * S::kBlockN * S::kRowBytes, &mapK,
-                      &kFull[stage], c * 64, hk, n0, b);
-    sm90::barrierWait(&vEmpty[stage], phase ^ 1);
-    sm90::barrierArriveExpectTx(&vFull[stage], S::kVBytes);
+                      &bar.kFull[stage], c * 64, hk, n0, b);
+    if (Config::kPersistent && it == 0)
+      loadQ();
+    sm90::barrierWait(&bar.vEmpty[stage], phase ^ 1);
+    sm90::barrierArriveExpectTx(&bar.vFull[stage], S::kVBytes);
 #pragma unroll
     for (int c = 0; c < S::kDv / 64; ++c)
       sm90::tmaLoad4d(sV + c * S::kBlockN * S::kRowBytes, &mapV,
-                      &vFull[stage], c * 64, hk, n0, b);
+                      &bar.vFull[stage], c * 64, hk, n0, b);
     if (++stage == S::kStages) {
       stage = 0;
       phase ^= 1;
@@ -130,14 +187,14 @@ KGEN_DEVICE void produce(unsigned char *smem, uint64_t *bars,
 /// and P_j packed into the A registers P V read. Between warpgroups, the
 /// issues take turns (ping-pong, below).
 template <class Config>
-KGEN_DEVICE void consume(unsigned char *smem, uint64_t *bars, const Params &p,
-                         const Block<Config> &blk, int m0, int tile0,
-                         int tiles) {
+KGEN_DEVICE void consume(unsigned char *smem, const Barriers<Config> &bar,
+                         const Params &p, const Block<Config> &blk, int m0,
+                         int tile0, int tiles, const Progress &at) {
   using S = Shape<Config>;
   using T = typename S::T;
   using W = WarpAttention<Config>;
-  uint64_t *qFull = bars, *kFull = bars + 1, *vFull = kFull + S::kStages,
-           *kEmpty = vFull + S::kStages, *vEmpty = kEmpty + S::kStages;
+  uint64_t *kFull = bar.kFull, *vFull = bar.vFull, *kEmpty = bar.kEmpty,
+           *vEmpty = bar.vEmpty;
   const int consumer = int(threadIdx.x / 128u) - 1;
   const int warp = int(threadIdx.x / 32u) - 4, lane = int(threadIdx.x % 32u);
   const bool warpLeader = lane == 0;
@@ -206,7 +263,10 @@ KGEN_DEVICE void consume(unsigned char *smem, uint64_t *bars, const Params &p,
   // its own, so one warpgroup's softmax runs while the other's matrix work
   // has the tensor cores. Barrier 1 + c is consumer c's turn; the last
   // consumer opens the first turn, and skips its final hand-over so every
-  // barrier sees as many arrivals as syncs.
+  // barrier sees as many arrivals as syncs. The persistent grid keeps one
+  // chain of turns across its work tiles (every consumer takes as many
+  // turns in each), opened and closed by runPersistent: per tile, the
+  // next tile's first turn would wait for the last consumer's epilogue.
   const int steps = tiles > 0 ? tiles + 1 : 0; // S_0, then one per tile
   int step = 0;
   auto turnBegin = [&] {
@@ -216,22 +276,35 @@ KGEN_DEVICE void consume(unsigned char *smem, uint64_t *bars, const Params &p,
   auto turnEnd = [&] {
     if constexpr (S::kConsumers > 1) {
       ++step;
-      if (!(consumer == S::kConsumers - 1 && step == steps))
+      if (Config::kPersistent ||
+          !(consumer == S::kConsumers - 1 && step == steps))
         sm90::namedBarrierArrive<256>(1 + (consumer + 1) % S::kConsumers);
     }
   };
-  if constexpr (S::kConsumers > 1) {
+  if constexpr (S::kConsumers > 1 && !Config::kPersistent) {
     if (consumer == S::kConsumers - 1 && steps > 0)
       sm90::namedBarrierArrive<256>(1);
   }
-  auto stageOf = [](int it) { return it % S::kStages; };
-  auto phaseOf = [](int it) { return uint32_t(it / S::kStages) & 1u; };
+  auto stageOf = [&](int it) { return (at.ring + it) % S::kStages; };
+  auto phaseOf = [&](int it) {
+    return uint32_t((at.ring + it) / S::kStages) & 1u;
+  };
   auto kTile = [&](int it) { return sKV + stageOf(it) * S::kStageBytes; };
+  // Persistent: Q may be overwritten by the next work tile once this
+  // warp's last S (the only reader of Q) has completed; one arrival per
+  // consumer warp, as for the K/V stages.
+  auto releaseQ = [&] {
+    if constexpr (Config::kPersistent)
+      if (warpLeader)
+        sm90::barrierArrive(bar.qEmpty);
+  };
 
-  sm90::barrierWait(qFull, 0);
+  sm90::barrierWait(bar.qFull, uint32_t(at.work & 1));
+  if (tiles == 0)
+    releaseQ();
   if (tiles > 0) {
     // Tile 0: S alone.
-    sm90::barrierWait(&kFull[0], 0);
+    sm90::barrierWait(&kFull[stageOf(0)], phaseOf(0));
     turnBegin();
     sm90::wgmmaFence();
     issueScores(kTile(0));
@@ -239,7 +312,9 @@ KGEN_DEVICE void consume(unsigned char *smem, uint64_t *bars, const Params &p,
     sm90::wgmmaWait<0>();
     sm90::fenceAccumulators(s);
     if (warpLeader)
-      sm90::barrierArrive(&kEmpty[0]);
+      sm90::barrierArrive(&kEmpty[stageOf(0)]);
+    if (tiles == 1)
+      releaseQ();
     float alpha[1][2];
     toProbabilities(0, alpha); // O is still zero: no rescale
     packP();
@@ -258,6 +333,8 @@ KGEN_DEVICE void consume(unsigned char *smem, uint64_t *bars, const Params &p,
     sm90::fenceAccumulators(s);
     if (warpLeader)
       sm90::barrierArrive(&kEmpty[stageOf(it)]);
+    if (it == tiles - 1)
+      releaseQ();
     float alpha[1][2];
     toProbabilities(it, alpha);
     sm90::wgmmaWait<0>();
@@ -283,12 +360,39 @@ KGEN_DEVICE void consume(unsigned char *smem, uint64_t *bars, const Params &p,
   wa.store(RowWriter<Config>(p, blk), blk, m0);
 }
 
+/// Both kernels' set-up: the aligned shared memory (into smem) and the
+/// initialized barriers (returned).
+template <class Config> KGEN_DEVICE uint64_t *setUp(unsigned char *&smem) {
+  using S = Shape<Config>;
+  // Tiles start on a 1024-byte boundary, the period of the 128-byte
+  // swizzle, so TMA and wgmma agree on the pattern.
+  extern __shared__ __align__(1024) unsigned char smemRaw[];
+  smem = smemRaw + ((1024 - (sm90::smemAddress(smemRaw) & 1023)) & 1023);
+  uint64_t *bars = reinterpret_cast<uint64_t *>(smem + S::kQBytes +
+                                                S::kStages * S::kStageBytes);
+  if (threadIdx.x == 0) {
+    const Barriers<Config> bar(bars);
+    sm90::barrierInit(bar.qFull, 1);
+    for (int s = 0; s < S::kStages; ++s) {
+      sm90::barrierInit(&bar.kFull[s], 1);
+      sm90::barrierInit(&bar.vFull[s], 1);
+      sm90::barrierInit(&bar.kEmpty[s], S::kConsumers * 4); // one per warp
+      sm90::barrierInit(&bar.vEmpty[s], S::kConsumers * 4);
+    }
+    if constexpr (Config::kPersistent)
+      sm90::barrierInit(bar.qEmpty, S::kConsumers * 4);
+    sm90::fenceBarrierInit();
+  }
+  __syncthreads();
+  return bars;
+}
+
 /// The main kernel's body. Launch: grid (ceil(seqlenQ / kBlockM), headsQ *
 /// kSplits, batch), kThreads threads, kSmemBytes of dynamic shared memory.
 template <class Config>
 KGEN_DEVICE void run(const TensorMap &mapQ, const TensorMap &mapK,
                      const TensorMap &mapV, const Params &p) {
-  using S = Shape<Config>;
+  static_assert(!Config::kPersistent, "the persistent grid's is runPersistent");
   Block<Config> blk;
   if (!blk.init(p))
     return;
@@ -296,37 +400,100 @@ KGEN_DEVICE void run(const TensorMap &mapQ, const TensorMap &mapK,
   int tile0, tiles;
   blk.keyTiles(p, m0, tile0, tiles);
 
-  // Tiles start on a 1024-byte boundary, the period of the 128-byte
-  // swizzle, so TMA and wgmma agree on the pattern.
-  extern __shared__ __align__(1024) unsigned char smemRaw[];
-  unsigned char *smem =
-      smemRaw + ((1024 - (sm90::smemAddress(smemRaw) & 1023)) & 1023);
-  uint64_t *bars = reinterpret_cast<uint64_t *>(smem + S::kQBytes +
-                                                S::kStages * S::kStageBytes);
-  if (threadIdx.x == 0) {
-    sm90::barrierInit(&bars[0], 1); // Q
-    for (int s = 0; s < S::kStages; ++s) {
-      sm90::barrierInit(&bars[1 + s], 1);                 // K full
-      sm90::barrierInit(&bars[1 + S::kStages + s], 1);    // V full
-      sm90::barrierInit(&bars[1 + 2 * S::kStages + s],    // K empty
-                        S::kConsumers * 4);               // one per warp
-      sm90::barrierInit(&bars[1 + 3 * S::kStages + s],    // V empty
-                        S::kConsumers * 4);
-    }
-    sm90::fenceBarrierInit();
-  }
-  __syncthreads();
-
+  unsigned char *smem;
+  const Barriers<Config> bar(setUp<Config>(smem));
+  const Progress start;
   if (threadIdx.x < 128) {
     sm90::setMaxRegsDec<24>();
     if (threadIdx.x == 0) {
       const int g = p.headsQ / p.headsKv;
-      produce<Config>(smem, bars, mapQ, mapK, mapV, m0, blk.h, blk.h / g,
-                      blk.b, tile0, tiles);
+      produce<Config>(smem, bar, mapQ, mapK, mapV, m0, blk.h, blk.h / g, blk.b,
+                      tile0, tiles, start);
     }
   } else {
+    sm90::setMaxRegsInc<Shape<Config>::kConsumerRegs>();
+    consume<Config>(smem, bar, p, blk, m0, tile0, tiles, start);
+  }
+}
+
+/// Work tile t of the persistent grid's static schedule: batch entries one
+/// after another, and within one, the row blocks from the one with the
+/// most work to the one with the least (causal: the last row block sees
+/// the most keys, so they run in reverse), every query head of a row block
+/// next to each other. A batch entry's K and V (all its heads) stay in L2
+/// while its tiles run, GQA's heads of one KV head run side by side, and
+/// since the grid is not a multiple of a batch entry's tiles in general,
+/// block i's tiles i, i + grid, ... drift through the row blocks instead of
+/// always drawing the longest or the shortest causal ones.
+struct WorkTile {
+  int mBlock, h, b;
+};
+
+template <class Config> KGEN_DEVICE WorkTile workTile(const Params &p, int t) {
+  const int mBlocks = (p.seqlenQ + Config::kBlockM - 1) / Config::kBlockM;
+  const int perBatch = mBlocks * p.headsQ;
+  WorkTile w;
+  w.b = t / perBatch;
+  const int r = t - w.b * perBatch;
+  const int m = r / p.headsQ;
+  w.h = r - m * p.headsQ;
+  w.mBlock = Config::kCausal ? mBlocks - 1 - m : m;
+  return w;
+}
+
+/// The persistent kernel's body. Launch: grid min(p.tiles, SMs), kThreads
+/// threads, kSmemBytes of dynamic shared memory.
+template <class Config>
+KGEN_DEVICE void runPersistent(const TensorMap &mapQ, const TensorMap &mapK,
+                               const TensorMap &mapV, const Params &p) {
+  static_assert(Config::kPersistent, "the one-block-per-tile grid's is run");
+  unsigned char *smem;
+  const Barriers<Config> bar(setUp<Config>(smem));
+  // Every thread walks the same schedule; only the producer's thread and
+  // the consumers do work in it.
+  auto walk = [&](auto &&work) {
+    Progress at;
+    for (int t = int(blockIdx.x); t < p.tiles; t += int(gridDim.x)) {
+      const WorkTile w = workTile<Config>(p, t);
+      Block<Config> blk;
+      blk.init(p, w.mBlock, w.h, w.b); // every scheduled row block exists
+      const int m0 = w.mBlock * Config::kBlockM;
+      int tile0, tiles;
+      blk.keyTiles(p, m0, tile0, tiles);
+      work(blk, m0, tile0, tiles, at);
+      at.ring += tiles;
+      ++at.work;
+    }
+  };
+  if (threadIdx.x < 128) {
+    sm90::setMaxRegsDec<24>();
+    if (threadIdx.x == 0) {
+      const int g = p.headsQ / p.headsKv;
+      walk([&](const Block<Config> &blk, int m0, int tile0, int tiles,
+               const Progress &at) {
+        produce<Config>(smem, bar, mapQ, mapK, mapV, m0, blk.h, blk.h / g,
+                        blk.b, tile0, tiles, at);
+      });
+    }
+  } else {
+    using S = Shape<Config>;
     sm90::setMaxRegsInc<S::kConsumerRegs>();
-    consume<Config>(smem, bars, p, blk, m0, tile0, tiles);
+    // The chain of ping-pong turns over all work tiles: the last consumer
+    // opens consumer 0's first turn, every turn hands over, and consumer
+    // 0 takes the last consumer's final hand-over once it is done, so each
+    // named barrier sees as many arrivals as syncs (also with no turn at
+    // all: a block without work tiles, or tiles without keys).
+    const int consumer = int(threadIdx.x / 128u) - 1;
+    if constexpr (S::kConsumers > 1)
+      if (consumer == S::kConsumers - 1)
+        sm90::namedBarrierArrive<256>(1);
+    walk([&](const Block<Config> &blk, int m0, int tile0, int tiles,
+             const Progress &at) {
+      consume<Config>(smem, bar, p, blk, m0, tile0, tiles, at);
+    });
+    if constexpr (S::kConsumers > 1)
+      if (consumer == 0)
+        sm90::namedBarrierSync<256>(1);
   }
 }
 

@@ -34,6 +34,9 @@ struct Params {
   long long lseStride[2];      ///< b, h (varlen: b unused, rows packed)
   float scaleLog2;             ///< softmax scale * log2(e)
   int windowLeft, windowRight; ///< -1: unbounded
+  /// The persistent wgmma loop's work tiles, ceil(seqlenQ / blockM) *
+  /// headsQ * batch (0 for every other launch).
+  int tiles;
 };
 
 } // namespace kgen::attention

@@ -15,3 +15,8 @@ kgen.attention @plain {batch = 1, heads_q = 8, heads_kv = 8, seqlen_q = 128, seq
 // CHECK-LABEL: kgen.attention @fa3
 // CHECK-SAME:  #kgen.attention_config<loop = wgmma, block = [128, 128], warps = 8, stages = 2, preload_v = 0, splits = 1>
 kgen.attention @fa3 {batch = 1, heads_q = 8, heads_kv = 8, seqlen_q = 4096, seqlen_k = 4096, head_dim_qk = 128, head_dim_v = 128, dtype = bf16, target = "sm_90a", config = #kgen.attention_config<loop = wgmma, block = [128, 128], warps = 8, stages = 2, preload_v = 0, splits = 1>}
+
+// `persistent = 1` follows the loop, printed only when set.
+// CHECK-LABEL: kgen.attention @persistent
+// CHECK-SAME:  #kgen.attention_config<loop = wgmma, persistent = 1, block = [128, 128], warps = 8, stages = 2, preload_v = 0, splits = 1>
+kgen.attention @persistent {batch = 1, heads_q = 8, heads_kv = 8, seqlen_q = 4096, seqlen_k = 4096, head_dim_qk = 128, head_dim_v = 128, dtype = bf16, causal, target = "sm_90a", config = #kgen.attention_config<loop = wgmma, persistent = 1, block = [128, 128], warps = 8, stages = 2, preload_v = 0, splits = 1>}

@@ -29,6 +29,11 @@ kgen.attention @mfma {batch = 1, heads_q = 8, heads_kv = 8, seqlen_q = 128, seql
 
 // -----
 
+// expected-error@+1 {{config: persistent = 1 does not take split-KV (splits = 4)}}
+kgen.attention @persistentSplit {batch = 1, heads_q = 8, heads_kv = 8, seqlen_q = 1, seqlen_k = 4096, head_dim_qk = 128, head_dim_v = 128, dtype = bf16, target = "sm_90a", config = #kgen.attention_config<loop = wgmma, persistent = 1, block = [64, 64], warps = 4, stages = 2, preload_v = 0, splits = 4>}
+
+// -----
+
 // A valid op round-trips.
 kgen.attention @ok {batch = 1, heads_q = 8, heads_kv = 1, seqlen_q = 1, seqlen_k = 4096, head_dim_qk = 128, head_dim_v = 128, dtype = bf16, target = "sm_80", config = #kgen.attention_config<block = [16, 64], warps = 1, stages = 2, preload_v = 1, splits = 8>}
 kgen.attention @packed {batch = 1, heads_q = 8, heads_kv = 1, seqlen_q = 1, seqlen_k = 4096, head_dim_qk = 128, head_dim_v = 128, dtype = bf16, target = "sm_80", config = #kgen.attention_config<block = [16, 64], warps = 1, stages = 2, preload_v = 1, splits = 8, pack_gqa = 1>}

@@ -3,8 +3,8 @@
 // Every candidate config kgen::enumerateConfigs yields for three attention
 // problems (causal GQA prefill, split-KV decode, varlen with every other
 // feature), GQA-packed twins of the first candidates of the prefill and of
-// a GQA varlen problem with every feature, and the default config of every
-// head dim pair, goes through the
+// a GQA varlen problem with every feature, persistent wgmma configs (sm_90a),
+// and the default config of every head dim pair, goes through the
 // real compilers: nvrtc for sm_80 and sm_90a, hiprtc (Debian's ROCm 5.2) for
 // gfx90a. The AMD code is compiled, never run (it runs in the emulator).
 //
@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <thread>
+#include <tuple>
 
 using namespace kgen;
 
@@ -62,6 +63,29 @@ std::vector<Job> jobsFor(Target t) {
       if (!checkConfig(p, c, t))
         jobs.push_back({p, c});
     }
+  }
+  // The persistent wgmma grid: one, two and three consumer warpgroups, on
+  // the causal GQA prefill and on a plain head dim of 64.
+  if (t == Target::SM90A) {
+    AttentionProblem d64 = prefill;
+    d64.headDimQk = d64.headDimV = 64;
+    d64.headsKv = d64.headsQ;
+    d64.causal = d64.lse = false;
+    for (const AttentionProblem &p : {prefill, d64})
+      for (auto [bm, bn, stages] : {std::tuple{64, 128, 3},
+                                    {128, 128, 2},
+                                    {192, 64, 2},
+                                    {192, 128, 2}}) {
+        AttentionConfig c;
+        c.loop = AttentionLoop::Wgmma;
+        c.blockM = bm;
+        c.blockN = bn;
+        c.warps = bm / 16;
+        c.stages = stages;
+        c.persistent = true;
+        if (!checkConfig(p, c, t))
+          jobs.push_back({p, c});
+      }
   }
   for (int dqk : {32, 64, 96, 128, 192, 256})
     for (int dv : {dqk, dqk == 192 ? 128 : 64}) {

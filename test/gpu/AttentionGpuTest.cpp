@@ -7,7 +7,10 @@
 // config), and every candidate config for a few problems through
 // Runtime::launchAttention: causal GQA prefill and decode with GQA 4:1,
 // 8:1 and MQA (GQA-packed, split-KV), and for the prefill and a varlen
-// case also each candidate's twin with GQA packing flipped.
+// case also each candidate's twin with GQA packing flipped; every sm_90a
+// wgmma config, one block per row block and persistent (WgmmaLoopEveryConfig,
+// WgmmaPersistentSchedules: work tiles fewer than, many times and not a
+// multiple of the SMs).
 //
 // The reference is a plain kernel (kgen::AttentionReference, which the tuner
 // checks attention candidates with; compiled through Runtime::compileSource
@@ -518,24 +521,118 @@ TEST_F(AttentionGpu, WgmmaLoopEveryConfig) {
     for (int bm : {64, 128, 192})
       for (int bn : {64, 128})
         for (int stages : {2, 3})
-          for (int splits : {1, 3}) {
-            AttentionConfig cfg;
-            cfg.loop = AttentionLoop::Wgmma;
-            cfg.blockM = bm;
-            cfg.warps = bm / 16;
-            cfg.blockN = bn;
-            cfg.stages = stages;
-            cfg.splits = splits;
-            if (checkConfig(c.p, cfg, t))
-              continue;
-            const std::string b = runCase(c, &cfg, seed++);
-            EXPECT_TRUE(b.empty()) << c.name << " "
-                                   << attentionKernelName(c.p, cfg, t)
-                                   << ":\n"
-                                   << b;
-            ++ran;
-          }
+          for (int splits : {1, 3})
+            for (bool persistent : {false, true}) {
+              AttentionConfig cfg;
+              cfg.loop = AttentionLoop::Wgmma;
+              cfg.blockM = bm;
+              cfg.warps = bm / 16;
+              cfg.blockN = bn;
+              cfg.stages = stages;
+              cfg.splits = splits;
+              cfg.persistent = persistent; // refused with splits: skipped
+              if (checkConfig(c.p, cfg, t))
+                continue;
+              const std::string b = runCase(c, &cfg, seed++);
+              EXPECT_TRUE(b.empty())
+                  << c.name << " " << attentionKernelName(c.p, cfg, t) << ":\n"
+                  << b;
+              ++ran;
+            }
   std::printf("[ gpu      ] wgmma loop: %d (case, config) runs\n", ran);
+  EXPECT_GT(ran, limit && *limit ? 20 : 40);
+}
+
+/// The persistent grid's schedules: fewer work tiles than multiprocessors
+/// (every block gets at most one), many times more (every block walks a
+/// long list, its barrier phases carried across work tiles and K/V stage
+/// rings wrapping mid-tile), counts that are no multiple of the grid (the
+/// last round partial), causal with seqlenQ < seqlenK (row blocks of
+/// different lengths, scheduled longest first) and seqlenQ > seqlenK
+/// (whole row blocks above the diagonal see no key: work tiles with no
+/// key tile, which still load and release Q and store zeros with LSE
+/// -inf), single key tiles, and GQA. Every wgmma tile shape runs each.
+TEST_F(AttentionGpu, WgmmaPersistentSchedules) {
+  const Target t = Gpu::get().rt->target();
+  if (t != Target::SM90A)
+    GTEST_SKIP() << "the wgmma loop needs sm_90a, the GPU is " << toString(t);
+  const int sms = Gpu::get().rt->backend()->computeUnits();
+  std::vector<Case> cases;
+  {
+    // 1 to 2 work tiles: far fewer than the multiprocessors.
+    Case c = fixed("persistent tiny", 1, 1, 1, 100, 100, 128, 128, DType::BF16,
+                   false);
+    c.p.causal = true;
+    cases.push_back(c);
+    // 5 * 11 * ceil(513 / blockM) work tiles (495 at 64 rows): several
+    // rounds, the last one partial on 132 SMs; GQA 11:1 and causal with
+    // more keys than queries.
+    c = fixed("persistent causal GQA ragged", 5, 11, 1, 513, 700, 128, 128,
+              DType::BF16, false);
+    c.p.causal = true;
+    cases.push_back(c);
+    // More queries than keys, causal: the first row blocks see no key.
+    c = fixed("persistent causal Sq > Sk", 3, 7, 7, 700, 300, 64, 64,
+              DType::F16, true);
+    c.p.causal = true;
+    cases.push_back(c);
+    // Thousands of short work tiles (one key tile each at blockN 128).
+    c = fixed("persistent many tiles", 32, 16, 4, 128, 100, 64, 64, DType::BF16,
+              false);
+    cases.push_back(c);
+    // Long rows: many key tiles per work tile, stage rings wrapping.
+    c = fixed("persistent long causal", 1, 6, 2, 2048, 2048, 128, 128,
+              DType::BF16, true);
+    c.p.causal = true;
+    cases.push_back(c);
+    // Window, ALiBi and bias: the masks of the tiled loop in a work tile.
+    c = fixed("persistent window alibi bias", 3, 5, 5, 257, 513, 64, 64,
+              DType::F16, false);
+    c.p.windowLeft = 100;
+    c.p.windowRight = 20;
+    c.p.alibi = c.p.bias = true;
+    cases.push_back(c);
+  }
+  const char *limit = std::getenv("KGEN_GPU_TEST_MAX_SEQLEN");
+  const int maxSeq = limit && *limit ? std::atoi(limit) : 1 << 30;
+  unsigned seed = 5000;
+  int ran = 0, fewer = 0, more = 0, ragged = 0;
+  for (const Case &c : cases) {
+    if (c.p.seqlenQ > maxSeq || c.p.seqlenK > maxSeq)
+      continue;
+    for (int bm : {64, 128, 192})
+      for (int bn : {64, 128})
+        for (int stages : {2, 3}) {
+          AttentionConfig cfg;
+          cfg.loop = AttentionLoop::Wgmma;
+          cfg.blockM = bm;
+          cfg.warps = bm / 16;
+          cfg.blockN = bn;
+          cfg.stages = stages;
+          cfg.persistent = true;
+          if (checkConfig(c.p, cfg, t))
+            continue;
+          const int64_t tiles =
+              attentionWorkTiles(c.p, cfg, c.p.batch, c.p.seqlenQ);
+          fewer += tiles < sms;
+          more += tiles >= 4 * sms;
+          ragged += tiles > sms && tiles % sms != 0;
+          const std::string b = runCase(c, &cfg, seed++);
+          EXPECT_TRUE(b.empty())
+              << c.name << " " << attentionKernelName(c.p, cfg, t) << " ("
+              << tiles << " work tiles on " << sms << " SMs):\n"
+              << b;
+          ++ran;
+        }
+  }
+  std::printf("[ gpu      ] persistent wgmma loop: %d (case, config) runs: %d "
+              "with fewer work tiles than SMs, %d with 4x more or beyond, %d "
+              "with a partial last round\n",
+              ran, fewer, more, ragged);
+  EXPECT_GT(fewer, 0);
+  EXPECT_GT(ragged, 0);
+  if (!(limit && *limit))
+    EXPECT_GT(more, 0);
   EXPECT_GT(ran, limit && *limit ? 20 : 40);
 }
 

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 using namespace kgen;
 
 namespace {
@@ -142,7 +144,11 @@ TEST(AttentionCandidates, ValidRankedAndSplitForDecode) {
     AttentionProblem p = causalGqa();
     auto cs = enumerateConfigs(p, t);
     ASSERT_FALSE(cs.empty()) << toString(t);
-    EXPECT_LE(cs.size(), 12u);
+    // 12 at most, and on sm_90a the persistent twins of the wgmma ones.
+    EXPECT_LE(
+        std::count_if(cs.begin(), cs.end(),
+                      [](const AttentionConfig &c) { return !c.persistent; }),
+        12);
     for (const AttentionConfig &c : cs)
       EXPECT_FALSE(checkConfig(p, c, t)) << attentionKernelName(p, c, t);
     EXPECT_EQ(defaultConfig(p, t), cs.front());
@@ -389,4 +395,82 @@ TEST(AttentionWgmma, CandidatesJsonAndName) {
   EXPECT_EQ(ks.threads, 384);
   EXPECT_TRUE(contains(ks.source, "kgen::attention_sm90::run<Config>(mapQ, "
                                   "mapK, mapV, p);"));
+}
+
+TEST(AttentionEmitter, PersistentWgmmaConfig) {
+  AttentionProblem p = causalGqa(); // B4, 32 query heads, S 4096
+  AttentionConfig c;
+  c.loop = AttentionLoop::Wgmma;
+  c.blockM = 128;
+  c.blockN = 128;
+  c.warps = 8;
+  c.persistent = true;
+  ASSERT_FALSE(checkConfig(p, c, Target::SM90A));
+  EXPECT_EQ(attentionConfigFromJson(toJson(c)), c);
+  EXPECT_EQ(toJson(c).at("persistent"), true);
+  AttentionConfig plain = c;
+  plain.persistent = false;
+  EXPECT_FALSE(toJson(plain).contains("persistent"));
+  EXPECT_EQ(attentionKernelName(p, c, Target::SM90A),
+            "kgen_attn_bf16_d128_causal_lse_wgmma_b128x128_w8_s2_persistent");
+  KernelSource ks = emitAttention(p, c, Target::SM90A);
+  EXPECT_TRUE(contains(ks.source, "kPersistent = true"));
+  EXPECT_TRUE(contains(ks.source, "attention_sm90::runPersistent<Config>"));
+  EXPECT_TRUE(contains(emitAttention(p, plain, Target::SM90A).source,
+                       "kPersistent = false"));
+  // One more mbarrier (Q's "empty") than the one-block-per-tile kernel.
+  EXPECT_EQ(attentionTraits(p, c, Target::SM90A).smemBytes,
+            attentionTraits(p, plain, Target::SM90A).smemBytes + 8);
+  // 32 row blocks * 32 heads * 4 = 4096 work tiles over the device's SMs.
+  EXPECT_EQ(attentionWorkTiles(p, c, 4, 4096), 4096);
+  LaunchDims d = attentionLaunchDims(p, c, Target::SM90A, 4, 4096, 132);
+  EXPECT_EQ(d.grid[0], 132u);
+  EXPECT_EQ(d.grid[1], 1u);
+  EXPECT_EQ(d.grid[2], 1u);
+  EXPECT_EQ(d.block[0], 384u);
+  // Fewer work tiles than SMs: one block each. 0 SMs: the target's count.
+  d = attentionLaunchDims(p, c, Target::SM90A, 1, 200, 132);
+  EXPECT_EQ(d.grid[0], 2u * 32u);
+  d = attentionLaunchDims(p, c, Target::SM90A, 4, 4096);
+  EXPECT_EQ(d.grid[0], unsigned(targetInfo(Target::SM90A).computeUnits));
+  // The tiled loop and split-KV are refused, naming the fix.
+  AttentionConfig t = c;
+  t.loop = AttentionLoop::Tiled;
+  t.warps = 8;
+  t.blockN = 64;
+  EXPECT_TRUE(contains(*checkConfig(p, t, Target::SM90A),
+                       "persistent = 1 needs loop = wgmma"));
+  AttentionConfig s = c;
+  s.splits = 2;
+  EXPECT_TRUE(contains(*checkConfig(p, s, Target::SM90A),
+                       "persistent = 1 does not take split-KV (splits = 2)"));
+}
+
+TEST(AttentionCandidates, PersistentTwinsForPrefillOnly) {
+  // Prefill on sm_90a: every wgmma candidate is followed by its persistent
+  // twin, and the heuristic default stays one block per row block.
+  AttentionProblem p = causalGqa();
+  std::vector<AttentionConfig> cs = enumerateConfigs(p, Target::SM90A);
+  int wgmma = 0, twins = 0;
+  for (size_t i = 0; i < cs.size(); ++i) {
+    if (cs[i].loop != AttentionLoop::Wgmma || cs[i].persistent)
+      continue;
+    ++wgmma;
+    ASSERT_LT(i + 1, cs.size());
+    AttentionConfig twin = cs[i];
+    twin.persistent = true;
+    EXPECT_EQ(cs[i + 1], twin);
+    twins += cs[i + 1] == twin;
+  }
+  EXPECT_GT(wgmma, 0);
+  EXPECT_EQ(twins, wgmma);
+  EXPECT_FALSE(defaultConfig(p, Target::SM90A).persistent);
+  for (Target t : {Target::SM80, Target::GFX942})
+    for (const AttentionConfig &c : enumerateConfigs(p, t))
+      EXPECT_FALSE(c.persistent);
+  // Decode: none.
+  AttentionProblem decode = p;
+  decode.seqlenQ = 1;
+  for (const AttentionConfig &c : enumerateConfigs(decode, Target::SM90A))
+    EXPECT_FALSE(c.persistent);
 }

@@ -71,7 +71,7 @@ Args::Args(int argc, char **argv, int first) {
           "force", "misses",
           // attention's feature flags
           "causal", "varlen", "alibi", "bias", "lse", "preload-v", "initial",
-          "final", "residual", "pack-gqa", "tf32"};
+          "final", "residual", "pack-gqa", "tf32", "persistent"};
       bool isBare = false;
       for (const char *b : bare)
         isBare |= name == b;

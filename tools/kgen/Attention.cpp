@@ -41,6 +41,7 @@ Attention config (optional; default: the dispatcher's heuristic):
   --warps W  --stages S  --preload-v  --splits N
                      (wgmma: warps = blockM / 16 consumer warps, the default)
   --pack-gqa         one block serves all query heads of a KV head
+  --persistent       (wgmma) one block per SM looping over work tiles
 Other: --target T, --inline (emit), --candidates --json (compile)
 )";
 
@@ -157,6 +158,10 @@ std::optional<AttentionConfig> attnConfigFromArgs(Args &args) {
     c.packGqa = true;
     any = true;
   }
+  if (args.flag("persistent")) {
+    c.persistent = true;
+    any = true;
+  }
   if (auto v = args.value("loop")) {
     auto l = parseAttentionLoop(*v);
     if (!l)
@@ -177,7 +182,7 @@ std::string attnConfigText(const AttentionConfig &c) {
          std::to_string(c.warps) + " s" + std::to_string(c.stages) +
          (c.preloadV ? " pv" : "") +
          (c.splits > 1 ? " split" + std::to_string(c.splits) : "") +
-         (c.packGqa ? " gqa" : "");
+         (c.packGqa ? " gqa" : "") + (c.persistent ? " persistent" : "");
 }
 
 } // namespace

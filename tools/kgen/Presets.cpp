@@ -205,6 +205,8 @@ std::string familyConfigText(const nlohmann::json &c) {
     s += " k" + c.at("splits").dump();
   if (c.value("pack_gqa", false))
     s += " gqa";
+  if (c.value("persistent", false))
+    s += " persistent";
   return s;
 }
 

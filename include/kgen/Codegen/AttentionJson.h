@@ -9,6 +9,8 @@
 //    "bias": false, "lse": true}
 //   {"block": [64, 64], "warps": 4, "stages": 2, "preload_v": false,
 //    "splits": 1}
+//   {"loop": "wgmma", "block": [128, 128], "warps": 8, "stages": 2,
+//    "persistent": true}   ("loop" and "persistent" only when not default)
 //
 //===----------------------------------------------------------------------===//
 

@@ -107,8 +107,10 @@ def Kgen_AttentionConfigAttr : AttrDef<Kgen_Dialect, "AttentionConfig"> {
     serves every query head of a KV head. A leading `loop = wgmma` picks
     sm_90a's warp-specialized TMA + wgmma kernel (FlashAttention-3 style;
     `warps` then counts the consumer warps, blockM / 16); `loop = tiled`, the
-    default, the FlashAttention-2 style kernel of every target.
-    `kgen.attention` checks it against the problem and the target with
+    default, the FlashAttention-2 style kernel of every target. With the
+    wgmma loop, `persistent = 1` (printed only when set) launches one block
+    per multiprocessor, each looping over (row block, head, batch) work
+    tiles. `kgen.attention` checks it against the problem and the target with
     `kgen::checkConfig`.
 
     Example:
@@ -116,13 +118,15 @@ def Kgen_AttentionConfigAttr : AttrDef<Kgen_Dialect, "AttentionConfig"> {
     ```mlir
     #kgen.attention_config<block = [128, 64], warps = 8, stages = 2, preload_v = 0, splits = 1>
     #kgen.attention_config<loop = wgmma, block = [128, 128], warps = 8, stages = 2, preload_v = 0, splits = 1>
+    #kgen.attention_config<loop = wgmma, persistent = 1, block = [128, 128], warps = 8, stages = 2, preload_v = 0, splits = 1>
     ```
   }];
   let parameters = (ins Kgen_AttentionLoopParameter:$loop, "int":$blockM, "int":$blockN, "int":$warps,
                         "int":$stages, "int":$preloadV, "int":$splits,
-                        DefaultValuedParameter<"int", "0">:$packGqa);
+                        DefaultValuedParameter<"int", "0">:$packGqa,
+                        DefaultValuedParameter<"int", "0">:$persistent);
   let assemblyFormat = [{
-    `<` (`loop` `=` $loop^ `,` ` `)? `block` `=` `[` $blockM `,` $blockN `]` `,` `warps` `=` $warps `,`
+    `<` (`loop` `=` $loop^ `,` ` `)? (`persistent` `=` $persistent^ `,` ` `)? `block` `=` `[` $blockM `,` $blockN `]` `,` `warps` `=` $warps `,`
     `stages` `=` $stages `,` `preload_v` `=` $preloadV `,` `splits` `=` $splits
     (`,` `pack_gqa` `=` $packGqa^)? `>`
   }];

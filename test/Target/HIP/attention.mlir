@@ -39,3 +39,12 @@ kgen.attention @fa3 {batch = 2, heads_q = 16, heads_kv = 16, seqlen_q = 8192, se
 // CHECK:      #include "kgen/attention/attention_sm90.h"
 // CHECK:      kgen_attn_bf16_d128_causal_wgmma_b128x128_w8_s2(
 // CHECK:      kgen::attention_sm90::run<Config>(mapQ, mapK, mapV, p);
+
+// The persistent grid through the dialect: the kernel loops over work tiles.
+kgen.attention @fa3p {batch = 2, heads_q = 16, heads_kv = 16, seqlen_q = 8192, seqlen_k = 8192, head_dim_qk = 128, head_dim_v = 128, dtype = bf16, causal, target = "sm_90a", config = #kgen.attention_config<loop = wgmma, persistent = 1, block = [128, 128], warps = 8, stages = 2, preload_v = 0, splits = 1>}
+
+// CHECK:      persistent (each block loops over (row block, head, batch) work tiles)
+// CHECK:      // launch: persistent grid (min(ceil(Sq/128) * headsQ * batch, multiprocessors))
+// CHECK:      static constexpr bool kWgmma = true, kPersistent = true;
+// CHECK:      kgen_attn_bf16_d128_causal_wgmma_b128x128_w8_s2_persistent(
+// CHECK:      kgen::attention_sm90::runPersistent<Config>(mapQ, mapK, mapV, p);
