@@ -52,8 +52,9 @@
 namespace kgen::gemm {
 
 /// Eight 2-byte elements, as four 32-bit words (element 2i in the low half
-/// of word i): one lane's run of a k-chunk (or, B 'N', of 8 columns).
-struct Run8 {
+/// of word i): one lane's run of a k-chunk (or, B 'N', of 8 columns); one
+/// 16-byte shared access in the ring.
+struct alignas(16) Run8 {
   uint32_t w[4];
 };
 
@@ -310,7 +311,8 @@ template <class Config> KGEN_DEVICE void runGemv(const Params &p) {
                  (cBegin + c) * kChunk, size_m, size_n, size_k, g, t);
     sm80::cpAsyncCommit();
   };
-#pragma unroll
+  // Not unrolled: kStages copies of the addressing would spill at M = 64.
+#pragma unroll 1
   for (int s = 0; s < kStages; ++s)
     issue(s, s);
   Warp warp;

@@ -30,6 +30,7 @@
 
 #include "kgen/Codegen/Candidates.h"
 #include "kgen/Codegen/Emitter.h"
+#include "kgen/Codegen/Limits.h"
 #include "kgen/Codegen/Reference.h"
 #include "kgen/Runtime/Tuner.h"
 #include "kgen/kgen.h"
