@@ -141,12 +141,12 @@ enum class GemmLoop {
   /// templates/gemm/gemm_sm90.h (sm_90a only): a producer warpgroup loads
   /// tiles with TMA, consumer warpgroups run wgmma; persistent grid.
   Wgmma,
-  /// templates/gemm/gemv.h (NVIDIA, small M): no shared memory; every warp
-  /// streams its columns of B from global memory into mma.sync, split-K
-  /// over blocks. Config fields: blockM = rows of A a block covers (a
-  /// multiple of 8, <= 64), blockN = warpsN * rowTiles * 16 columns,
-  /// blockK = 32 (a k-chunk), warpsM = 1, stages = k-chunks in flight per
-  /// warp (unroll), splitK; smem and pad do not apply.
+  /// templates/gemm/gemv.h (NVIDIA, small M): every lane streams its runs
+  /// of B through a private cp.async ring in shared memory into mma.sync,
+  /// split-K over blocks. Config fields: blockM = rows of A a block covers
+  /// (a multiple of 8, <= 64), blockN = warpsN * rowTiles * 16 columns,
+  /// blockK = 32 (a k-chunk), warpsM = 1, stages = ring slots of k-chunks
+  /// (stages - 1 in flight per warp), splitK; smem and pad do not apply.
   Gemv,
 };
 

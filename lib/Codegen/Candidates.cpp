@@ -101,7 +101,7 @@ struct Shape {
   int bm, bn, wm, wn;
 };
 
-constexpr size_t kMaxGemvCandidates = 4;
+constexpr size_t kMaxGemvCandidates = 6;
 
 /// The gemv loop's model, in seconds. Assumption: a small-M GEMM takes the
 /// time to move the bytes of A, B and C once at HBM bandwidth (4.8 TB/s on
@@ -109,9 +109,14 @@ constexpr size_t kMaxGemvCandidates = 4;
 /// enough bytes are in flight: a multiprocessor needs ~32 KB outstanding to
 /// keep HBM busy (Little's law: ~36 B/ns a multiprocessor times ~0.9 us of
 /// loaded latency), so a grid with less gets that fraction of the
-/// bandwidth. Added: the tensor cores' time at large M (mma.sync at ~400 /
-/// 250 TFLOP/s), waves of blocks that leave multiprocessors idle at the
-/// end, and split-K's partials through L2 (~10 TB/s) plus a fix-up latency.
+/// bandwidth. A warp keeps stages - 1 chunks of its ring in flight; the
+/// blocks a multiprocessor holds are bounded by registers, threads and the
+/// ring's shared memory, and one multiprocessor draws at most 1.5 times
+/// its share of the bandwidth. Added: A's reads from L2 (once a block), the
+/// tensor cores' time at large M (mma.sync at ~400 / 250 TFLOP/s), waves of
+/// blocks that leave multiprocessors idle at the end, a ring fill (one latency,
+/// ~0.8 us) a wave, and split-K's partials through L2 (~10 TB/s) plus a fix-up
+/// latency.
 double gemvSeconds(const GemmProblem &p, const GemmConfig &c, Target t) {
   const TargetInfo &ti = targetInfo(t);
   const bool hopper = t == Target::SM90A;
@@ -125,21 +130,40 @@ double gemvSeconds(const GemmProblem &p, const GemmConfig &c, Target t) {
   const double blocks =
       std::ceil(n / c.blockN) * std::ceil(m / c.blockM) * batch * c.splitK;
   const double chunksPerSplit = std::ceil(std::ceil(k / 32) / c.splitK);
-  // Registers a thread (loads in flight, accumulators, ~40 of addressing),
-  // and so blocks a multiprocessor holds.
+  // Registers a thread (one chunk, accumulators, ~40 of addressing), and so
+  // blocks a multiprocessor holds (shared memory: the per-block limit plus
+  // the 1 KiB the driver reserves a block).
   const double regs =
-      c.stages * (2 * rowTiles + colTiles) * 4 + rowTiles * colTiles * 4 + 40;
+      (2 * rowTiles + colTiles) * 4 + rowTiles * colTiles * 4 + 40;
+  const double bySmem =
+      std::floor((ti.maxSharedBytes + 1024.0) / (tr.smemBytes + 1024.0));
   const double perSm = std::max(
-      1.0, std::min(64.0 / c.warpsN, std::floor(65536 / (regs * tr.threads))));
+      1.0, std::min({64.0 / c.warpsN, std::floor(65536 / (regs * tr.threads)),
+                     bySmem, 32.0}));
   const double resident = std::min(blocks, perSm * ti.computeUnits);
-  const double inFlight = resident * tr.threads *
-                          std::min<double>(c.stages, chunksPerSplit) * 2 *
-                          rowTiles * 16;
-  const double fraction = std::min(1.0, inFlight / (32768.0 * ti.computeUnits));
+  const double inFlight =
+      resident * tr.threads *
+      std::min<double>(std::max(1, c.stages - 1), chunksPerSplit) * 2 *
+      rowTiles * 16;
+  // A multiprocessor draws at most about 1.5 times its share of HBM (its
+  // load path and L2 slices), so a grid of few blocks cannot make up for
+  // the idle ones with depth.
+  const double active = std::min<double>(blocks, ti.computeUnits);
+  const double fraction = std::min({1.0, inFlight / (32768.0 * ti.computeUnits),
+                                    1.5 * active / ti.computeUnits});
   double seconds = bytes / (hbm * fraction);
+  // A comes from L2 once a block (its warps share it through L1), so every
+  // column tile reads all of A again: at M = 64 and narrow blocks that is
+  // more than B (L2 at ~8 / 5 TB/s).
+  const double l2Bytes = batch * std::ceil(n / c.blockN) *
+                             std::ceil(m / c.blockM) * c.blockM * k * es +
+                         bytes;
+  seconds = std::max(seconds, l2Bytes / (hopper ? 8e12 : 5e12));
   seconds = std::max(seconds, 2 * double(c.blockM) * std::ceil(m / c.blockM) *
                                   n * k * batch / mma);
-  seconds *= std::ceil(blocks / resident) * resident / blocks;
+  const double waves = std::ceil(blocks / resident);
+  seconds *= waves * resident / blocks;
+  seconds += waves * 0.8e-6;
   if (c.splitK > 1)
     seconds += blocks * c.blockM * c.blockN * 4.0 * 2 / 1e13 + 1e-6;
   return seconds;
@@ -154,7 +178,7 @@ std::vector<GemmConfig> gemvConfigs(const GemmProblem &p, Target t) {
   const double chunks = std::ceil(double(p.k) / 32);
   for (int warps : {2, 4, 8})
     for (int rowTiles : {1, 2, 4, 8})
-      for (int unroll : {1, 2, 4})
+      for (int stages : {2, 4, 8, 16})
         for (int split : {1, 2, 4, 8, 16}) {
           if (split > 1 && chunks < 2 * split)
             continue;
@@ -165,7 +189,7 @@ std::vector<GemmConfig> gemvConfigs(const GemmProblem &p, Target t) {
           c.blockK = 32;
           c.warpsM = 1;
           c.warpsN = warps;
-          c.stages = unroll;
+          c.stages = stages;
           c.smemPad = 0;
           c.splitK = split;
           if (checkConfig(p, c, t))

@@ -104,8 +104,8 @@ std::string configComment(const GemmConfig &c) {
   if (c.loop == GemmLoop::Gemv) {
     os << "gemv loop, block " << c.blockM << " rows of A x " << c.blockN
        << " columns of B, " << c.warpsN << " warps of "
-       << c.blockN / (16 * c.warpsN) << " row tiles, " << c.stages
-       << " k-chunks of 32 in flight a warp, no shared memory";
+       << c.blockN / (16 * c.warpsN) << " row tiles, a cp.async ring of "
+       << c.stages << " k-chunks of 32 a warp";
     if (c.splitK > 1)
       os << ", split-K " << c.splitK;
     return os.str();
@@ -175,7 +175,7 @@ std::string gemmKernelName(const GemmProblem &p, const GemmConfig &c,
   dim('n', p.staticN, p.n);
   dim('k', p.staticK, p.k);
   if (c.loop == GemmLoop::Gemv) {
-    os << "_gemv_b" << c.blockM << "x" << c.blockN << "_w" << c.warpsN << "_u"
+    os << "_gemv_b" << c.blockM << "x" << c.blockN << "_w" << c.warpsN << "_s"
        << c.stages << "_v" << tr.vecA << tr.vecB << tr.vecC;
     if (c.splitK != 1)
       os << "_sk" << c.splitK;
@@ -253,9 +253,9 @@ KernelSource emitGemm(const GemmProblem &p, const GemmConfig &c, Target t,
      << (wgmma ? "TMA (cp.async.bulk.tensor), mbarrier, wgmma m64n" +
                      std::to_string(c.blockN) +
                      "k16, setmaxnreg (kgen/common/wgmma_sm90.h)"
-         : gemv   ? "mma.sync m16n8k16 on C^T = B^T A^T, 16-byte global loads "
-                    "(ld.global.nc.L1::no_allocate for B) (kgen/common/"
-                    "mma_sm80.h)"
+         : gemv   ? "mma.sync m16n8k16 on C^T = B^T A^T, cp.async of "
+                    "16 B into a per-lane shared-memory ring (.cg for B, .ca "
+                    "for A) (kgen/common/mma_sm80.h)"
          : p.tf32 ? "mma.sync m16n8k8 .tf32 (cvt.rna.tf32.f32), shared "
                     "loads, cp.async (kgen/common/mma_sm80.h)"
          : nvidia
@@ -308,8 +308,8 @@ KernelSource emitGemm(const GemmProblem &p, const GemmConfig &c, Target t,
        << "  static constexpr int kWarps = " << c.warpsN
        << ", kRowTiles = " << c.blockN / (16 * c.warpsN)
        << "; // 16 columns a row tile\n"
-       << "  static constexpr int kUnroll = " << c.stages
-       << "; // k-chunks of 32 in flight a warp\n"
+       << "  static constexpr int kStages = " << c.stages
+       << "; // ring slots of k-chunks of 32, stages - 1 in flight a warp\n"
        << "  static constexpr int kVecA = " << tr.vecA
        << ", kVecB = " << tr.vecB << ", kVecC = " << tr.vecC << ";\n"
        << "  static constexpr bool kCheckM = " << boolStr(tr.checkM)

@@ -129,27 +129,34 @@ std::optional<std::string> checkGemvConfig(const GemmProblem &p,
     return "config: blockN / (16 * warpsN) = " + str(rowTiles) +
            " row tiles a warp with B stored K x N ('N') must be a multiple "
            "of 4 (lanes pair 64 columns at a time); raise blockN";
-  if (c.stages < 1 || c.stages > 8)
+  if (c.stages < 1 || c.stages > 16)
     return "config: stages = " + str(c.stages) +
-           " with loop = gemv counts k-chunks in flight a warp, 1 to 8";
+           " with loop = gemv counts the k-chunks of the shared-memory ring "
+           "(stages - 1 in flight a warp), 1 to 16";
   if (c.splitK < 1 || c.splitK > 16)
     return "config: splitK = " + str(c.splitK) +
            " must be between 1 and 16 (blocks sharing one tile's k-chunks)";
   if (int64_t(c.splitK) * p.batch > 65535)
     return "config: splitK * batch = " + str(int64_t(c.splitK) * p.batch) +
            " blocks along the grid's z exceed 65535; lower splitK";
-  // Registers: the chunks in flight (two 16-byte runs of B a row tile, one
-  // of A an 8-row tile, 4 words each) and the accumulators.
+  // Registers: one chunk read back from the ring (two 16-byte runs of B a
+  // row tile, one of A an 8-row tile, 4 words each) and the accumulators.
   const int colTiles = c.blockM / 8;
-  const int regs =
-      c.stages * (2 * rowTiles + colTiles) * 4 + rowTiles * colTiles * 4;
+  const int regs = (2 * rowTiles + colTiles) * 4 + rowTiles * colTiles * 4;
   // 200 of the 255 a thread may have, the rest for addresses: B 'N' at
   // M = 64 needs 192 (4 row tiles x 8 column tiles of accumulators).
   if (regs > 200)
     return "config: loop = gemv would hold " + str(regs) +
-           " registers of loads and accumulators a thread (stages * (2 * "
-           "row tiles + blockM / 8) * 4 + row tiles * blockM / 8 * 4) over "
-           "200; lower stages, blockN / warpsN or blockM";
+           " registers of one chunk and accumulators a thread ((2 * row "
+           "tiles + blockM / 8) * 4 + row tiles * blockM / 8 * 4) over 200; "
+           "lower blockN / warpsN or blockM";
+  const GemmTraits tr = gemmTraits(p, c, t);
+  if (tr.smemBytes > ti.maxSharedBytes)
+    return "config: loop = gemv's ring of " + str(c.stages) +
+           " k-chunks takes " + str(tr.smemBytes) +
+           " B of shared memory, over " + std::string(toString(t)) + "'s " +
+           str(ti.maxSharedBytes) +
+           " B per block; lower stages, warpsN, blockN or blockM";
   return std::nullopt;
 }
 

@@ -176,11 +176,16 @@ GemmTraits gemmTraits(const GemmProblem &p, const GemmConfig &c, Target t) {
     return tr;
   }
   if (c.loop == GemmLoop::Gemv) {
-    // Warps side by side along N, registers only; shared memory holds
-    // split-K's arrival flag.
+    // Warps side by side along N; shared memory holds the ring (stages
+    // k-chunks, a 16-byte run of each thread for every two B columns of a
+    // row tile and every 8 rows of A) and split-K's arrival flag.
     tr.threads = c.warpsN * ti.waveSize;
     tr.checkK = !p.staticK || p.k % 32 != 0;
-    tr.smemBytes = c.splitK > 1 ? 16 : 0;
+    const int64_t runs =
+        2 * int64_t(c.blockN) / (16 * std::max(c.warpsN, 1)) + c.blockM / 8;
+    const int64_t smem =
+        int64_t(c.stages) * runs * tr.threads * 16 + (c.splitK > 1 ? 16 : 0);
+    tr.smemBytes = int(std::min<int64_t>(smem, INT32_MAX));
     tr.accumPerThread =
         tr.threads > 0 ? int(int64_t(c.blockM) * c.blockN / tr.threads) : 0;
     return tr;

@@ -24,13 +24,14 @@ KGEN_DEVICE uint32_t smemAddress(const void *p) {
 
 /// Copies kBytes (4, 8 or 16) from global to shared memory asynchronously.
 /// When !valid no byte is read and the destination is zero-filled; src must
-/// still be a mapped address, so callers pass the matrix base then.
-template <int kBytes>
+/// still be a mapped address, so callers pass the matrix base then. kL1:
+/// cache the line in L1 too (.ca) for data other warps of the block read.
+template <int kBytes, bool kL1 = false>
 KGEN_DEVICE void cpAsync(uint32_t dst, const void *src, bool valid) {
   static_assert(kBytes == 4 || kBytes == 8 || kBytes == 16,
                 "cp.async copies 4, 8 or 16 bytes");
   const int srcBytes = valid ? kBytes : 0;
-  if constexpr (kBytes == 16) // .cg: stream through L2, skip L1 (16 B only)
+  if constexpr (kBytes == 16 && !kL1) // .cg: through L2, skip L1 (16 B only)
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst),
                  "l"(src), "r"(srcBytes)
                  : "memory");

@@ -2,10 +2,14 @@
 //-*-===//
 //
 // For decode shapes (M <= 64) a GEMM is a read of B: 2 bytes of B per
-// 2*M FLOPs. This loop reads B once, straight from global memory into
-// registers with 16-byte loads (no shared memory, no barrier), several
-// k-chunks in flight per warp, and splits K over blocks to fill every
-// multiprocessor; A (tiny, L2-resident) is read through L1.
+// 2*M FLOPs. This loop reads B once and keeps HBM busy: every lane streams
+// its own 16-byte runs of B (and of A, tiny and L2-resident) into a private
+// ring of kStages k-chunks in shared memory with cp.async, so kStages - 1
+// chunks a warp stay in flight while the warp runs the MMAs of the oldest
+// (Little's law: an H200 multiprocessor needs ~30 KB outstanding; the ring,
+// not the register file, holds them). A lane reads back only what it copied,
+// so no barrier and no bank conflict (a warp's runs of one kind lie side by
+// side, 512 bytes). K is split over blocks to fill every multiprocessor.
 //
 // Tensor cores do the math (at M = 64 FMAs could not keep up with HBM): it
 // computes C^T = op(B)^T A^T on mma.sync m16n8k16, B's columns n as the
@@ -32,9 +36,12 @@
 // columns; the block covers kBlockM rows of A (kBlockM / 8 atom columns).
 // Grid: (ceil(N / kBlockN), ceil(M / kBlockM), batch * kSplitK); with
 // kSplitK > 1 the blocks of a tile take near-equal runs of k-chunks and
-// gemm.h's splitKFixup adds their partials in split order. Each iteration
-// loads kUnroll chunks of B and A (everything in flight), then runs their
-// MMAs. NVIDIA only: AMD runs small M on the tiled loop with split-K.
+// gemm.h's splitKFixup lets the last to arrive add their partials in split
+// order (no second kernel). Ring: slot s, run i (B's 2 * kRowTiles, then
+// A's kBlockM / 8), thread x at byte ((s * kRuns + i) * kThreads + x) * 16;
+// split-K's flag after it. Runs narrower than 16 bytes (vectors of 1, 2 or
+// 4 elements) go through registers into the same slots, synchronously.
+// NVIDIA only: AMD runs small M on the tiled loop with split-K.
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,30 +52,19 @@
 namespace kgen::gemm {
 
 /// Eight 2-byte elements, as four 32-bit words (element 2i in the low half
-/// of word i): one lane's run of a k-chunk (or, B 'N', of 8 columns).
-struct Run8 {
+/// of word i): one lane's run of a k-chunk (or, B 'N', of 8 columns); one
+/// 16-byte shared access in the ring.
+struct alignas(16) Run8 {
   uint32_t w[4];
 };
 
 /// The 8 elements at p, of which the first `valid` lie inside the matrix
 /// (kCheck), in accesses of kVec elements; a vector is wholly inside or
-/// outside (the vector contract), and outside reads as zero. kStream: read
-/// once (B), so kept out of L1.
-template <int kVec, bool kCheck, bool kStream, class T>
+/// outside (the vector contract), and outside reads as zero.
+template <int kVec, bool kCheck, class T>
 KGEN_DEVICE Run8 load8(const T *p, int valid) {
   static_assert(sizeof(T) == 2, "two-byte elements");
   Run8 r;
-#if KGEN_PTX
-  if constexpr (kVec == 8 && kStream) {
-    if (!kCheck || valid > 0)
-      asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-          : "=r"(r.w[0]), "=r"(r.w[1]), "=r"(r.w[2]), "=r"(r.w[3])
-          : "l"(p));
-    else
-      r = Run8{};
-    return r;
-  }
-#endif
 #pragma unroll
   for (int v = 0; v < 8 / kVec; ++v) {
     const bool inside = !kCheck || v * kVec < valid;
@@ -85,6 +81,22 @@ KGEN_DEVICE Run8 load8(const T *p, int valid) {
     }
   }
   return r;
+}
+
+/// Puts the run of 8 elements at p (the first `valid` inside the matrix)
+/// into the ring at dst: one cp.async of 16 bytes (zero-filled outside; the
+/// matrix base stands in as the mapped source address), or, for narrower
+/// vectors, through registers. kL1: keep it in L1 (A, which every warp of
+/// the block reads); B, read once, skips L1.
+template <int kVec, bool kCheck, bool kL1, class T>
+KGEN_DEVICE void copyRun(unsigned char *dst, const T *p, const T *base,
+                         int valid) {
+  if constexpr (kVec == 8) {
+    const bool inside = !kCheck || valid > 0;
+    sm80::cpAsync<16, kL1>(sm80::smemAddress(dst), inside ? p : base, inside);
+  } else {
+    *reinterpret_cast<Run8 *>(dst) = load8<kVec, kCheck>(p, valid);
+  }
 }
 
 /// The low (high) halves of x and y as one word, x's first: two k rows of
@@ -145,11 +157,18 @@ template <class Config> struct GemvWarp {
     return kBKMajor ? 16 * r + 2 * g : 64 * (r / 4) + 8 * g + 2 * (r % 4);
   }
 
-  /// Issues the loads of chunk kc (its first k) of B and A.
-  KGEN_DEVICE void load(Run8 (&b)[kRunsB], Run8 (&a)[kColTiles], const T *pb,
-                        long long ldb, const T *pa, long long lda, int n0,
-                        int m0, int kc, int sizeM, int sizeN, int sizeK, int g,
-                        int t) const {
+  /// 16-byte runs a lane copies per chunk: B's, then A's.
+  static constexpr int kRuns = kRunsB + kColTiles;
+  /// Bytes of one ring slot (one chunk of every lane of the block).
+  static constexpr int kSlotBytes = kRuns * Config::kThreads * 16;
+
+  /// Copies this lane's runs of chunk kc (its first k) of B and A into the
+  /// ring slot whose own part starts at `slot` (run i at i * kThreads * 16).
+  static KGEN_DEVICE void copy(unsigned char *slot, const T *pb, long long ldb,
+                               const T *pa, long long lda, int n0, int m0,
+                               int kc, int sizeM, int sizeN, int sizeK, int g,
+                               int t) {
+    constexpr int kStride = Config::kThreads * 16;
     const int k = kc + 8 * t;
     if constexpr (kBKMajor) {
 #pragma unroll
@@ -157,8 +176,9 @@ template <class Config> struct GemvWarp {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int n = n0 + nBase(r, g) + h;
-          b[2 * r + h] = load8<Config::kVecB, kCheckB, true>(
-              pb + (long long)n * ldb + k, n < sizeN ? sizeK - k : 0);
+          copyRun<Config::kVecB, kCheckB, false>(slot + (2 * r + h) * kStride,
+                                                 pb + (long long)n * ldb + k,
+                                                 pb, n < sizeN ? sizeK - k : 0);
         }
     } else {
 #pragma unroll
@@ -166,16 +186,30 @@ template <class Config> struct GemvWarp {
 #pragma unroll
         for (int q = 0; q < 8; ++q) {
           const int n = n0 + 64 * grp + 8 * g;
-          b[8 * grp + q] = load8<Config::kVecB, kCheckB, true>(
-              pb + (long long)(k + q) * ldb + n, k + q < sizeK ? sizeN - n : 0);
+          copyRun<Config::kVecB, kCheckB, false>(
+              slot + (8 * grp + q) * kStride, pb + (long long)(k + q) * ldb + n,
+              pb, k + q < sizeK ? sizeN - n : 0);
         }
     }
 #pragma unroll
     for (int j = 0; j < kColTiles; ++j) {
       const int m = m0 + 8 * j + g;
-      a[j] = load8<Config::kVecA, kCheckA, false>(pa + (long long)m * lda + k,
-                                                  m < sizeM ? sizeK - k : 0);
+      copyRun<Config::kVecA, kCheckA, true>(slot + (kRunsB + j) * kStride,
+                                            pa + (long long)m * lda + k, pa,
+                                            m < sizeM ? sizeK - k : 0);
     }
+  }
+
+  /// This lane's runs of the chunk in `slot`, back from the ring.
+  static KGEN_DEVICE void read(const unsigned char *slot, Run8 (&b)[kRunsB],
+                               Run8 (&a)[kColTiles]) {
+    constexpr int kStride = Config::kThreads * 16;
+#pragma unroll
+    for (int i = 0; i < kRunsB; ++i)
+      b[i] = *reinterpret_cast<const Run8 *>(slot + i * kStride);
+#pragma unroll
+    for (int j = 0; j < kColTiles; ++j)
+      a[j] = *reinterpret_cast<const Run8 *>(slot + (kRunsB + j) * kStride);
   }
 
   /// The two k16 steps of one chunk.
@@ -229,16 +263,20 @@ template <class Config> struct GemvWarp {
 
 /// The kernel body; the generated kernel forwards its Params. Launch:
 /// grid (ceil(N / kBlockN), ceil(M / kBlockM), batch * kSplitK), kThreads
-/// threads, kSmemBytes of dynamic shared memory (split-K's arrival flag).
+/// threads, kSmemBytes of dynamic shared memory (the ring, then split-K's
+/// arrival flag).
 template <class Config> KGEN_DEVICE void runGemv(const Params &p) {
   using Warp = GemvWarp<Config>;
   using T = typename Config::TypeA;
-  constexpr int kChunk = 32, kUnroll = Config::kUnroll;
+  constexpr int kChunk = 32, kStages = Config::kStages;
   constexpr int kSplitK = Config::kSplitK;
-  static_assert(kUnroll >= 1, "kUnroll >= 1");
+  static_assert(kStages >= 1, "kStages >= 1");
   static_assert(kSplitK >= 1, "kSplitK >= 1");
   static_assert(Config::kBlockN == Config::kWarps * Config::kRowTiles * 16,
                 "kBlockN = kWarps * kRowTiles * 16");
+  static_assert(kStages * Warp::kSlotBytes + (kSplitK > 1 ? 16 : 0) ==
+                    Config::kSmemBytes,
+                "kSmemBytes disagrees with the template's ring");
 
   const int size_m = Config::kM ? Config::kM : p.m;
   const int size_n = Config::kN ? Config::kN : p.n;
@@ -262,27 +300,41 @@ template <class Config> KGEN_DEVICE void runGemv(const Params &p) {
   const int m0 = int(blockIdx.y) * Config::kBlockM;
   const int n0 = int(blockIdx.x) * Config::kBlockN +
                  int(threadIdx.x / 32u) * Config::kRowTiles * 16;
+  extern __shared__ __attribute__((aligned(16))) unsigned char kgen_smem[];
+  unsigned char *const ring = kgen_smem + threadIdx.x * 16u;
+
+  // One commit group per chunk, committed even when empty, so "chunk c has
+  // landed" is always wait_group<kStages - 1>.
+  auto issue = [&](int c, int slot) {
+    if (c < count)
+      Warp::copy(ring + slot * Warp::kSlotBytes, b, p.ldb, a, p.lda, n0, m0,
+                 (cBegin + c) * kChunk, size_m, size_n, size_k, g, t);
+    sm80::cpAsyncCommit();
+  };
+  // Not unrolled: kStages copies of the addressing would spill at M = 64.
+#pragma unroll 1
+  for (int s = 0; s < kStages; ++s)
+    issue(s, s);
   Warp warp;
-  for (int c = 0; c < count; c += kUnroll) {
-    Run8 rb[kUnroll][Warp::kRunsB], ra[kUnroll][Warp::kColTiles];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-      if (c + u < count)
-        warp.load(rb[u], ra[u], b, p.ldb, a, p.lda, n0, m0,
-                  (cBegin + c + u) * kChunk, size_m, size_n, size_k, g, t);
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-      if (c + u < count)
-        warp.step(rb[u], ra[u]);
+  int slot = 0;
+  for (int c = 0; c < count; ++c) {
+    sm80::cpAsyncWait<kStages - 1>();
+    Run8 rb[Warp::kRunsB], ra[Warp::kColTiles];
+    Warp::read(ring + slot * Warp::kSlotBytes, rb, ra);
+    // The MMAs consume the slot's registers before the copy below refills
+    // it (a lane's own bytes: program order is enough).
+    warp.step(rb, ra);
+    issue(c + kStages, slot);
+    slot = slot + 1 == kStages ? 0 : slot + 1;
   }
 
   if constexpr (kSplitK > 1) {
-    extern __shared__ __attribute__((aligned(16))) unsigned char kgen_smem[];
     const int tile =
         (batch * int(gridDim.y) + int(blockIdx.y)) * int(gridDim.x) +
         int(blockIdx.x);
-    if (!splitKFixup<Config>(p, warp, tile, split,
-                             reinterpret_cast<int *>(kgen_smem)))
+    if (!splitKFixup<Config>(
+            p, warp, tile, split,
+            reinterpret_cast<int *>(kgen_smem + kStages * Warp::kSlotBytes)))
       return;
   }
   warp.store(p, batch, m0, n0, g, t);

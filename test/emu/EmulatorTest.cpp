@@ -642,13 +642,15 @@ TEST(EmulatedCoverage, NvidiaCoversTf32) {
 
 /// The gemv loop (NVIDIA only): both B layouts, ragged M from 1 to 64, M
 /// tiles of several blocks, ragged N and K and divisible ones, vectors of
-/// 1, 2, 4 and 8, the epilogue's features, batches and split-K.
+/// 1, 2, 4 and 8 (cp.async and through registers, in one kernel too), the
+/// epilogue's features, batches and split-K, rings of 1 to 16 slots and
+/// runs of k-chunks long enough that the ring wraps around.
 TEST(EmulatedCoverage, NvidiaCoversGemv) {
   std::set<bool> layouts;
-  std::set<int> vecs, biases, acts, blockMs;
+  std::set<int> vecs, biases, acts, blockMs, stages;
   std::set<long long> ms;
   bool residual = false, batched = false, splitK = false, noChecks = false,
-       allChecks = false;
+       allChecks = false, mixed = false, wraps = false;
   for (const EmuKernel &k : kKernels) {
     if (!k.gemv)
       continue;
@@ -662,8 +664,14 @@ TEST(EmulatedCoverage, NvidiaCoversGemv) {
     splitK |= k.splitK > 1;
     noChecks |= !k.checkM && !k.checkN && !k.checkK;
     allChecks |= k.checkM && k.checkN && k.checkK;
-    for (int r = 0; r < k.nRuns; ++r)
+    stages.insert(k.stages);
+    mixed |= (k.vecA == 8) != (k.vecB == 8);
+    for (int r = 0; r < k.nRuns; ++r) {
       ms.insert(k.runs[r].m);
+      const long long chunks = (k.runs[r].k + 31) / 32;
+      wraps |= k.stages > 1 &&
+               (chunks + k.splitK - 1) / k.splitK > (long long)k.stages;
+    }
   }
   EXPECT_EQ(layouts.size(), 2u);
   EXPECT_EQ(vecs, (std::set<int>{1, 2, 4, 8}));
@@ -671,6 +679,8 @@ TEST(EmulatedCoverage, NvidiaCoversGemv) {
   EXPECT_EQ(acts, (std::set<int>{0, 1, 2, 3, 4}));
   EXPECT_TRUE(residual && batched && splitK && noChecks && allChecks);
   EXPECT_TRUE(ms.count(1) && ms.count(64)) << "M from 1 to 64";
+  EXPECT_TRUE(stages.count(1) && stages.count(16)) << "rings of 1 to 16";
+  EXPECT_TRUE(mixed && wraps);
 }
 
 } // namespace

@@ -30,6 +30,7 @@
 
 #include "kgen/Codegen/Candidates.h"
 #include "kgen/Codegen/Emitter.h"
+#include "kgen/Codegen/Limits.h"
 #include "kgen/Codegen/Reference.h"
 #include "kgen/Runtime/Tuner.h"
 #include "kgen/kgen.h"
@@ -526,8 +527,8 @@ std::vector<Case> tf32Cases(Target t) {
 
 /// The gemv loop (small M): every gemv candidate on the decode shapes, nt
 /// and nn, ragged M/N/K (vectors lowered to 1 and 2), the epilogue with
-/// batches, an f32 C, and Runtime::gemm's own choice (the heuristic picks
-/// gemv for M <= 64).
+/// batches, an f32 C, rings of 1 to 16 slots, and Runtime::gemm's own
+/// choice.
 std::vector<Case> gemvCases(Target t) {
   std::vector<Case> out;
   auto add = [&](Case c) {
@@ -556,6 +557,30 @@ std::vector<Case> gemvCases(Target t) {
   fusedM.bias = BiasKind::AlongM;
   fusedM.act = Activation::GeluTanh;
   add(fusedM);
+  // Rings the enumerator may not rank first: 1 slot, 16 slots wrapping
+  // with split-K, M = 64 with B 'N', a deep ring on ragged shapes (vectors
+  // of 1: through registers), and an odd depth.
+  auto ring = [&](Case c, int blockM, int warps, int rowTiles, int stages,
+                  int split) {
+    GemmConfig g;
+    g.loop = GemmLoop::Gemv;
+    g.blockM = blockM;
+    g.blockN = warps * 16 * rowTiles;
+    g.blockK = 32;
+    g.warpsM = 1;
+    g.warpsN = warps;
+    g.stages = stages;
+    g.smemPad = 0;
+    g.splitK = split;
+    EXPECT_FALSE(checkConfig(variantProblem(c), g, t)) << c.describe();
+    c.config = g;
+    out.push_back(c);
+  };
+  ring(make(1, 4096, 4096, "nt", DType::BF16, DType::BF16), 8, 4, 1, 1, 8);
+  ring(make(1, 4096, 4096, "nt", DType::BF16, DType::BF16), 8, 4, 1, 16, 8);
+  ring(make(64, 4096, 4096, "nn", DType::BF16, DType::BF16), 64, 4, 4, 2, 4);
+  ring(make(40, 4099, 1023, "nt", DType::F16, DType::F32), 40, 2, 2, 12, 2);
+  ring(make(3, 8192, 8192, "nn", DType::F16, DType::F16), 8, 4, 4, 5, 1);
   // The dispatcher's choice, M at run time under another M than the hint.
   out.push_back(make(16, 4096, 4096, "nt", DType::BF16, DType::BF16));
   Case callM = make(64, 4096, 4096, "nn", DType::BF16, DType::BF16);

@@ -41,11 +41,11 @@ const char *kConfigHelp =
   --loop tiled|wgmma main loop: tiled (every target) or wgmma (sm_90a: TMA,
                      warp-specialized; --block Mx{64..256}x64 --warps Cx1
                      with C consumer warpgroups; implies --smem swizzled)
-  --loop gemv        small M (NVIDIA, A 'N'): B streamed from global memory
-                     into mma.sync, no shared memory; --block MxNx32 with M
+  --loop gemv        small M (NVIDIA, A 'N'): B streamed through a per-lane
+                     cp.async ring into mma.sync; --block MxNx32 with M
                      rows of A (8..64) and N = warps * 16 * row tiles,
-                     --warps 1xW, --stages = k-chunks in flight (split-K:
-                     "split_k" in --config)
+                     --warps 1xW, --stages = ring slots of k-chunks, 1..16
+                     (split-K: "split_k" in --config)
   --cluster N        wgmma loop: CTAs per cluster, 1 or 2 (pairs share B
                      through TMA multicast)
   --smem padded|swizzled   shared-memory layout (default padded)

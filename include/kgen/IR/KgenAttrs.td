@@ -47,10 +47,11 @@ def Kgen_GemmConfigAttr : AttrDef<Kgen_Dialect, "GemmConfig"> {
     last adds their partial sums; 1 when omitted), stream-K
     (`stream_k = 1`, wgmma loop: the persistent CTAs share out the
     k-iterations of all tiles in equal runs; 0 when omitted). `loop = gemv`
-    (NVIDIA, small M, A stored 'N') streams B from global memory into
-    mma.sync with no shared memory: `block = [rows of A (8..64), warpsN * 16
-    * row tiles, 32]`, `warps = [1, warpsN]`, `stages` = k-chunks in flight a
-    warp, `split_k` as above; `smem` and `pad` do not apply.
+    (NVIDIA, small M, A stored 'N') streams B through a per-lane cp.async
+    ring in shared memory into mma.sync: `block = [rows of A (8..64), warpsN
+    * 16 * row tiles, 32]`, `warps = [1, warpsN]`, `stages` = ring slots of
+    k-chunks (stages - 1 in flight a warp), `split_k` as above; `smem` and
+    `pad` do not apply.
 
     Whether a configuration is valid depends on the problem and the target;
     `kgen.gemm` checks it with `kgen::checkConfig` once both are known.

@@ -7,10 +7,11 @@
 //
 //   smemAddress   byte offset of p in the block's shared buffer
 //   prefetchL2    nothing (an L2 hint)
-//   cpAsync       a copy recorded into the thread's open group (or zero fill
-//                 when !valid), landing when cp.async.wait_group covers it
-//                 (lazy launches) or at once (eager launches); src and dst
-//                 must be aligned to the copy size and src readable
+//   cpAsync       (.cg and .ca alike) a copy recorded into the thread's open
+//                 group (or zero fill when !valid), landing when
+//                 cp.async.wait_group covers it (lazy launches) or at once
+//                 (eager launches); src and dst must be aligned to the copy
+//                 size and src readable
 //   ldmatrixX4    .x4 (.trans): lane 8i+r gives the address of row r of
 //                 matrix i, 16-byte aligned; lane l receives in r[i] the
 //                 elements (l/4, 2(l%4)) and (l/4, 2(l%4)+1) of matrix i,
@@ -51,7 +52,7 @@ inline uint32_t smemAddress(const void *p) {
   return static_cast<uint32_t>(off);
 }
 
-template <int kBytes>
+template <int kBytes, bool kL1 = false>
 inline void cpAsync(uint32_t dst, const void *src, bool valid) {
   static_assert(kBytes == 4 || kBytes == 8 || kBytes == 16,
                 "cp.async copies 4, 8 or 16 bytes");
