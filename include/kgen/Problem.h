@@ -179,6 +179,14 @@ struct GemmConfig {
   /// between CTAs is added up through the same workspace and fix-up as
   /// split-K. For shapes with fewer tiles than multiprocessors.
   bool streamK = false;
+  /// Repack (tiled and wgmma loops, 2-byte inputs): for A or B rows that are
+  /// not 16-byte aligned (or K not a multiple of 8), the launch first runs a
+  /// copy kernel (templates/gemm/repack.h) that writes the operand into a
+  /// runtime-owned workspace with rows padded to a multiple of 8 elements
+  /// and K padded with zeros to a multiple of 8; the main loop then reads
+  /// the padded copies with 16-byte vectors (cp.async 16 B, TMA). C, the
+  /// bias and the residual stay the caller's.
+  bool repack = false;
 
   bool operator==(const GemmConfig &) const = default;
 };
@@ -194,6 +202,11 @@ struct GemmTraits {
 };
 
 GemmTraits gemmTraits(const GemmProblem &p, const GemmConfig &c, Target t);
+
+/// The problem the main loop of a repack config (GemmConfig::repack) runs:
+/// K rounded up to a multiple of 8 (the copies' zero tail) and A and B
+/// promised 8-element aligned. C, the epilogue and M, N are `p`'s.
+GemmProblem repackedProblem(const GemmProblem &p);
 
 /// An empty optional when the problem is well formed; otherwise a message
 /// that names the field, its value and the rule it breaks.

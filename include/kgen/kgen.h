@@ -120,6 +120,8 @@ struct Kernel {
   bool bundled = false; ///< read from an ahead-of-time bundle
   double compileMs = 0;
   Backend::Function function = nullptr; ///< null without a GPU
+  /// source.prologue's kernel (a repack config's copy), launched first.
+  Backend::Function prologueFunction = nullptr;
 };
 
 /// The kernels of one mLSTM variant (two for two-phase), built for a
@@ -311,6 +313,10 @@ private:
     size_t partialBytes = 0;
     void *counters = nullptr;
     size_t counterBytes = 0;
+    /// A repack config's padded copies of A and B (GemmWorkspace::
+    /// repackBytes), rewritten by every launch before its main loop.
+    void *repack = nullptr;
+    size_t repackBytes = 0;
   };
   std::map<void *, Workspace> workspaces_;
   const Workspace &workspace(void *stream, const GemmWorkspace &need);

@@ -29,6 +29,11 @@
 // for the tuner, up to kMaxGemvCandidates. defaultConfig takes neither it nor
 // stream-K (measured slower as defaults; see there).
 //
+// Repack variants (GemmConfig::repack) join when A or B cannot be read with
+// 16-byte vectors (rows of 1023 bf16, a ragged N of B 'N'): the best two
+// wgmma and the best two tiled configs (split-K included) on the padded
+// copies, placed last and never the default (repackCost says why).
+//
 //===----------------------------------------------------------------------===//
 
 #include "kgen/Codegen/Candidates.h"
@@ -100,6 +105,26 @@ double modelCost(const GemmProblem &p, const GemmConfig &c, Target t) {
 struct Shape {
   int bm, bn, wm, wn;
 };
+
+constexpr size_t kMaxRepackCandidates = 4;
+
+/// A repack config's cost in modelCost's units: the main loop on the padded
+/// problem, plus the copy kernel, which reads and writes (M + N) x K x 2
+/// bytes spread over the multiprocessors (at split-K's fix-up rate, a MAC
+/// unit a byte). The model has no term for the narrow loads repack removes
+/// (a vector-1 tiled loop costs the same as a vector-8 one here), so these
+/// costs only rank repack configs among themselves: the enumerator puts
+/// them last, defaultConfig never picks one, and the tuner decides per shape
+/// (on 127x4099x1023 the untuned default is a vector-1 tiled loop, measured
+/// at 29.7 us on an H200 against cuBLAS's 21.0 us).
+double repackCost(const GemmProblem &p, const GemmConfig &c, Target t) {
+  GemmConfig inner = c;
+  inner.repack = false;
+  const GemmProblem q = repackedProblem(p);
+  const double bytes =
+      double(q.m + q.n) * double(q.k) * 2.0 * sizeOf(p.ab) * double(p.batch);
+  return modelCost(q, inner, t) + bytes / targetInfo(t).computeUnits;
+}
 
 constexpr size_t kMaxGemvCandidates = 6;
 
@@ -235,7 +260,20 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
   int64_t capM = std::max<int64_t>(pow2Ceil(p.m), amd ? 32 : 16);
   int64_t capN = std::max<int64_t>(pow2Ceil(p.n), 64);
 
-  std::vector<std::pair<double, GemmConfig>> ranked, streamK;
+  std::vector<std::pair<double, GemmConfig>> ranked, streamK, repacked;
+  // Repack variants, for operands the main loops cannot read with 16-byte
+  // vectors (see repackCost): the config on the padded copies.
+  const bool misaligned = sizeOf(p.ab) == 2 && [&] {
+    const GemmTraits tr = gemmTraits(p, GemmConfig{}, t);
+    return tr.vecA < 8 || tr.vecB < 8;
+  }();
+  auto offerRepack = [&](GemmConfig c) {
+    if (!misaligned)
+      return;
+    c.repack = true;
+    if (!checkConfig(p, c, t))
+      repacked.push_back({repackCost(p, c, t), c});
+  };
   for (const Shape &s : shapes) {
     if (s.bm > capM || s.bn > capN)
       continue;
@@ -251,6 +289,7 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
           c.stages = stages;
           c.smem = smem;
           c.smemPad = smem == SmemLayout::Padded ? 8 : 0;
+          offerRepack(c);
           if (checkConfig(p, c, t))
             continue;
           ranked.push_back({modelCost(p, c, t), c});
@@ -280,6 +319,7 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
         c.stages = stages;
         c.smem = SmemLayout::Swizzled;
         c.smemPad = 0;
+        offerRepack(c);
         if (checkConfig(p, c, t))
           continue;
         ranked.push_back({modelCost(p, c, t), c});
@@ -315,7 +355,36 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
         split.push_back({modelCost(p, c, t), c});
     }
   }
+  // The tiled repack configs' split-K, under split-K's own rule.
+  for (size_t i = 0, n = repacked.size(); i < n; ++i) {
+    const GemmConfig base = repacked[i].second;
+    if (base.loop != GemmLoop::Tiled)
+      continue;
+    const double tiles = std::ceil(double(p.m) / base.blockM) *
+                         std::ceil(double(p.n) / base.blockN) * double(p.batch);
+    const double kSteps = std::ceil(double(p.k) / base.blockK);
+    if (tiles >= cus)
+      continue;
+    for (int s : {2, 4, 8, 16}) {
+      if (kSteps < 2 * s || tiles * s > 2 * cus)
+        continue;
+      GemmConfig c = base;
+      c.splitK = s;
+      if (!checkConfig(p, c, t))
+        repacked.push_back({repackCost(p, c, t), c});
+    }
+  }
   auto byCost = [](auto &a, auto &b) { return a.first < b.first; };
+  std::stable_sort(repacked.begin(), repacked.end(), byCost);
+  std::vector<GemmConfig> repackPicks;
+  for (GemmLoop loop : {GemmLoop::Wgmma, GemmLoop::Tiled}) {
+    size_t taken = 0;
+    for (const auto &[cost, c] : repacked)
+      if (c.loop == loop && taken < kMaxRepackCandidates / 2) {
+        repackPicks.push_back(c);
+        ++taken;
+      }
+  }
   std::stable_sort(ranked.begin(), ranked.end(), byCost);
   std::stable_sort(split.begin(), split.end(), byCost);
   std::stable_sort(streamK.begin(), streamK.end(), byCost);
@@ -331,6 +400,8 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
   std::vector<GemmConfig> out = gemvConfigs(p, t);
   for (auto &[cost, c] : ranked)
     out.push_back(c);
+  // Last: the model cannot rank them against the rest (see repackCost).
+  out.insert(out.end(), repackPicks.begin(), repackPicks.end());
   return out;
 }
 
@@ -344,7 +415,7 @@ GemmConfig defaultConfig(const GemmProblem &p, Target t) {
   // candidates, and the tuner takes them where they win (gemv at
   // 1x4096x4096, stream-K at 64x4096x4096).
   for (const GemmConfig &c : enumerateConfigs(p, t))
-    if (c.loop != GemmLoop::Gemv && !c.streamK)
+    if (c.loop != GemmLoop::Gemv && !c.streamK && !c.repack)
       return c;
   // The enumerated space always contains a 64x64x32, 2-stage config that is
   // valid for every well-formed problem; reaching here means the problem

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kgen/Codegen/Emitter.h"
+#include "gemm/params.h"
 #include "kgen/Codegen/Templates.h"
 
 #include <algorithm>
@@ -198,6 +199,8 @@ std::string gemmKernelName(const GemmProblem &p, const GemmConfig &c,
     if (c.splitK != 1)
       os << "_sk" << c.splitK;
   }
+  if (c.repack)
+    os << "_repack";
   // The epilogue's features (none: the plain alpha/beta store, unnamed).
   if (p.bias != BiasKind::None)
     os << "_bias" << toString(p.bias);
@@ -208,11 +211,14 @@ std::string gemmKernelName(const GemmProblem &p, const GemmConfig &c,
   return os.str();
 }
 
-KernelSource emitGemm(const GemmProblem &p, const GemmConfig &c, Target t,
+KernelSource emitGemm(const GemmProblem &problem, const GemmConfig &c, Target t,
                       bool inlineTemplates) {
-  GemmTraits tr = gemmTraits(p, c, t);
+  // A repack config's main loop runs the padded problem (K rounded up to 8)
+  // on the copies; the name and the comment keep the caller's problem.
+  const GemmProblem p = c.repack ? repackedProblem(problem) : problem;
+  GemmTraits tr = gemmTraits(problem, c, t);
   KernelSource ks;
-  ks.name = gemmKernelName(p, c, t);
+  ks.name = gemmKernelName(problem, c, t);
   ks.target = t;
   ks.threads = tr.threads;
   ks.smemBytes = tr.smemBytes;
@@ -228,6 +234,8 @@ KernelSource emitGemm(const GemmProblem &p, const GemmConfig &c, Target t,
                                     : "kgen/gemm/gemm.h";
   std::set<std::string> seen;
   collectIncludes(familyHeader, ks.headers, seen);
+  if (c.repack)
+    collectIncludes("kgen/gemm/repack.h", ks.headers, seen);
 
   auto dimText = [](bool isStatic, int64_t v) {
     return isStatic ? std::to_string(v) : std::string("0");
@@ -247,7 +255,7 @@ KernelSource emitGemm(const GemmProblem &p, const GemmConfig &c, Target t,
      << (p.transA ? "T" : "N") << "', B '" << (p.transB ? "T" : "N") << "'), "
      << dimComment("M", p.staticM, p.m) << ", "
      << dimComment("N", p.staticN, p.n) << ", "
-     << dimComment("K", p.staticK, p.k) << "\n"
+     << dimComment("K", problem.staticK, problem.k) << "\n"
      << "// config: " << configComment(c) << "\n"
      << "// instructions: "
      << (wgmma ? "TMA (cp.async.bulk.tensor), mbarrier, wgmma m64n" +
@@ -279,6 +287,27 @@ KernelSource emitGemm(const GemmProblem &p, const GemmConfig &c, Target t,
        << " B dynamic shared memory\n";
   if (p.hasEpilogue())
     os << "// epilogue: C = " << epilogueFormula(p) << "\n";
+  if (c.repack) {
+    // The padded row lengths: K rounded up for K-major operands, the stored
+    // row (M or N) rounded up to 8 elements otherwise (kgen::gemm::
+    // planRepack decides per call which operands need the copy).
+    auto ld = [&](bool kMajor, const char *outer, bool outerStatic,
+                  int64_t outerExtent) {
+      if (kMajor)
+        return std::to_string(p.k);
+      return outerStatic ? std::to_string((outerExtent + 7) / 8 * 8)
+                         : std::string(outer) + " rounded up to 8";
+    };
+    ks.prologue = ks.name + "_copy";
+    os << "// repack: " << ks.prologue
+       << " first copies A and/or B (those whose rows are not 16-byte "
+          "aligned; both when K is not a multiple of 8) into the runtime's "
+          "workspace, K "
+       << problem.k << " -> " << p.k
+       << " (zero tail), lda = " << ld(!p.transA, "M", p.staticM, p.m)
+       << ", ldb = " << ld(p.transB, "N", p.staticN, p.n)
+       << "; the main loop reads the copies\n";
+  }
   if (inlineTemplates) {
     if (!nvidia)
       os << "#include <hip/hip_runtime.h>\n";
@@ -286,7 +315,21 @@ KernelSource emitGemm(const GemmProblem &p, const GemmConfig &c, Target t,
   } else {
     os << "#include <hip/hip_runtime.h>\n";
     os << "#include \"" << familyHeader << "\"\n";
+    if (c.repack)
+      os << "#include \"kgen/gemm/repack.h\"\n";
   }
+  // A repack config's copy kernel, after the main one.
+  auto copyKernel = [&] {
+    if (!c.repack)
+      return;
+    os << "\n// Pads A and/or B into the workspace (kgen/gemm/repack.h); "
+          "grid (chunks, 2 operands, batch).\n"
+       << "extern \"C\" __global__ void __launch_bounds__("
+       << gemm::kRepackThreads << ")\n"
+       << ks.prologue << "(const kgen::gemm::RepackParams p) {\n"
+       << "  kgen::gemm::repackOperands(p);\n"
+       << "}\n";
+  };
   // The Config lines the gemv and wgmma loops share (A is K-major there).
   auto configOpening = [&] {
     os << "\nnamespace {\n"
@@ -365,6 +408,7 @@ KernelSource emitGemm(const GemmProblem &p, const GemmConfig &c, Target t,
        << "  // A and B are read through mapA and mapB (TMA), not p.a, p.b.\n"
        << "  kgen::gemm_sm90::run<Config>(mapA, mapB, p);\n"
        << "}\n";
+    copyKernel();
     ks.source = os.str();
     if (inlineTemplates)
       ks.headers.clear();
@@ -408,6 +452,7 @@ KernelSource emitGemm(const GemmProblem &p, const GemmConfig &c, Target t,
      << ks.name << "(const kgen::gemm::Params p) {\n"
      << "  kgen::gemm::run<Config>(p);\n"
      << "}\n";
+  copyKernel();
   ks.source = os.str();
   if (inlineTemplates)
     ks.headers.clear();
@@ -417,6 +462,25 @@ KernelSource emitGemm(const GemmProblem &p, const GemmConfig &c, Target t,
 GemmWorkspace gemmWorkspace(const GemmProblem &p, const GemmConfig &c,
                             int64_t m, int64_t batch, int64_t ctas) {
   GemmWorkspace w;
+  if (c.repack) {
+    // Both operands copied, batched: the most a call can need.
+    gemm::Params prm{};
+    prm.a = prm.b = &prm; // any non-null pointer; only sizes are planned
+    prm.m = int(m);
+    prm.n = int(p.n);
+    prm.k = int(p.k);
+    prm.batch = int(batch);
+    prm.strideA = prm.strideB = 1;
+    gemm::RepackParams rp;
+    w.repackBytes =
+        gemm::planRepack(prm, rp, p.transA, p.transB, true, true, nullptr);
+    GemmConfig inner = c;
+    inner.repack = false;
+    GemmWorkspace rest = gemmWorkspace(p, inner, m, batch, ctas);
+    w.partialBytes = rest.partialBytes;
+    w.counters = rest.counters;
+    return w;
+  }
   if (c.loop == GemmLoop::Wgmma && c.streamK) {
     // Two partial tiles per CTA (its first and last segments), a counter
     // per tile (templates/gemm/schedule.h).

@@ -56,6 +56,8 @@ json toJson(const GemmConfig &c) {
     j["split_k"] = c.splitK;
   if (c.streamK)
     j["stream_k"] = true;
+  if (c.repack)
+    j["repack"] = true;
   return j;
 }
 
@@ -145,7 +147,7 @@ GemmProblem gemmProblemFromJson(const json &j) {
 GemmConfig gemmConfigFromJson(const json &j) {
   fields.rejectUnknown(j,
                        {"loop", "block", "warps", "stages", "smem", "pad",
-                        "cluster", "split_k", "stream_k"},
+                        "cluster", "split_k", "stream_k", "repack"},
                        "gemm config");
   GemmConfig c;
   if (j.contains("loop")) {
@@ -182,6 +184,7 @@ GemmConfig gemmConfigFromJson(const json &j) {
   c.cluster = int(fields.getInt(j, "cluster", 1));
   c.splitK = int(fields.getInt(j, "split_k", 1));
   c.streamK = fields.getBool(j, "stream_k", false);
+  c.repack = fields.getBool(j, "repack", false);
   return c;
 }
 

@@ -7,6 +7,7 @@
 
 #include "kgen/Codegen/Limits.h"
 
+#include <climits>
 #include <string>
 
 namespace kgen {
@@ -173,6 +174,20 @@ std::optional<std::string> checkConfig(const GemmProblem &p,
     return "config: tf32 runs on loop = tiled (mma.sync m16n8k8 .tf32); "
            "loop = " +
            std::string(toString(c.loop)) + " takes bf16/f16 inputs";
+  if (c.repack) {
+    // The copy kernel moves 2-byte elements in 16-byte chunks
+    // (templates/gemm/repack.h) for the loops that read shared-memory tiles.
+    if (c.loop == GemmLoop::Gemv)
+      return std::string("config: repack with loop = gemv; the gemv loop "
+                         "reads B straight from global memory (use loop = "
+                         "tiled or wgmma)");
+    if (sizeOf(p.ab) != 2)
+      return "config: repack copies 2-byte elements (bf16, f16); " +
+             std::string(toString(p.ab)) + " inputs (tf32) do not repack";
+    if (p.k + 7 > INT_MAX)
+      return "config: repack pads K = " + str(p.k) +
+             " to a multiple of 8, past the kernels' 32-bit extents";
+  }
   if (c.loop == GemmLoop::Gemv)
     return checkGemvConfig(p, c, t);
   if (c.loop == GemmLoop::Wgmma) {

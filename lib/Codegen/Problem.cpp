@@ -147,7 +147,24 @@ static int vectorWidth(int align, bool extentStatic, int64_t extent) {
   return std::max(v, 1);
 }
 
+GemmProblem repackedProblem(const GemmProblem &p) {
+  GemmProblem q = p;
+  q.k = (p.k + 7) / 8 * 8;
+  q.alignA = q.alignB = 8;
+  return q;
+}
+
 GemmTraits gemmTraits(const GemmProblem &p, const GemmConfig &c, Target t) {
+  if (c.repack) {
+    // The main loop reads the padded copies: 16-byte vectors whatever the
+    // caller's rows, since a vector straddling the end of a row reads the
+    // copy's zero padding (kept inside its padded row).
+    GemmConfig inner = c;
+    inner.repack = false;
+    GemmTraits tr = gemmTraits(repackedProblem(p), inner, t);
+    tr.vecA = tr.vecB = 16 / sizeOf(p.ab);
+    return tr;
+  }
   const TargetInfo &ti = targetInfo(t);
   GemmTraits tr;
   // The contiguous extent of each stored matrix.

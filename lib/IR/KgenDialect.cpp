@@ -81,6 +81,7 @@ kgen::GemmConfig GemmConfigAttr::getConfig() const {
   c.cluster = getCluster();
   c.splitK = getSplitK();
   c.streamK = getStreamK() != 0;
+  c.repack = getRepack() != 0;
   c.blockM = getBlockM();
   c.blockN = getBlockN();
   c.blockK = getBlockK();

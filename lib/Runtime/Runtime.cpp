@@ -55,6 +55,8 @@ Runtime::~Runtime() {
         backend_->free(w.partials);
       if (w.counters)
         backend_->free(w.counters);
+      if (w.repack)
+        backend_->free(w.repack);
     } catch (const Error &) {
       // A destructor cannot report; the memory goes with the context.
     }
@@ -71,6 +73,8 @@ void Runtime::releaseWorkspace(void *stream) {
     backend_->free(it->second.partials);
   if (it->second.counters)
     backend_->free(it->second.counters);
+  if (it->second.repack)
+    backend_->free(it->second.repack);
   workspaces_.erase(it);
 }
 
@@ -80,11 +84,13 @@ const Runtime::Workspace &Runtime::workspace(void *stream,
   Workspace &w = workspaces_[stream];
   const size_t partials = size_t(need.partialBytes);
   const size_t counters = size_t(need.counters) * 4;
-  if (w.partialBytes >= partials && w.counterBytes >= counters)
+  const size_t repack = size_t(need.repackBytes);
+  if (w.partialBytes >= partials && w.counterBytes >= counters &&
+      w.repackBytes >= repack)
     return w;
   if (backend_->isCapturing(stream))
-    throw Error("gemm: the split-K workspace must grow to " +
-                std::to_string(partials + counters) +
+    throw Error("gemm: the split-K/repack workspace must grow to " +
+                std::to_string(partials + counters + repack) +
                 " bytes while the stream is being captured into a graph; "
                 "run the call once before capture");
   // Kernels queued on this stream may still use the old buffers.
@@ -105,6 +111,14 @@ const Runtime::Workspace &Runtime::workspace(void *stream,
     w.counters = backend_->alloc(counters);
     w.counterBytes = counters;
     backend_->memsetAsync(w.counters, 0, counters, stream);
+  }
+  if (w.repackBytes < repack) {
+    if (w.repack)
+      backend_->free(w.repack);
+    w.repack = nullptr;
+    w.repackBytes = 0;
+    w.repack = backend_->alloc(repack);
+    w.repackBytes = repack;
   }
   return w;
 }
@@ -226,6 +240,8 @@ std::shared_ptr<Kernel> Runtime::compileSource(const KernelSource &src,
   if (backend_ && backend_->target() == t) {
     Backend::Module mod = backend_->loadModule(k->binary);
     k->function = backend_->getFunction(mod, src.name);
+    if (!src.prologue.empty())
+      k->prologueFunction = backend_->getFunction(mod, src.prologue);
   }
   lock.lock();
   return loaded_.emplace(key, k).first->second;
@@ -248,6 +264,8 @@ std::shared_ptr<Kernel> Runtime::loadBundled(const BundleEntry &e,
   if (backend_ && backend_->target() == t) {
     Backend::Module mod = backend_->loadModule(k->binary);
     k->function = backend_->getFunction(mod, src.name);
+    if (!src.prologue.empty())
+      k->prologueFunction = backend_->getFunction(mod, src.prologue);
   }
   std::lock_guard<std::mutex> lock(mu_);
   return loaded_.emplace(e.cacheKey, k).first->second;
@@ -502,6 +520,8 @@ void Runtime::launch(const Kernel &k, const GemmArgs &args, void *stream) {
   // The kernel needs its vector widths, which may be below the problem's
   // promise (a ragged baked extent lowers them).
   GemmTraits tr = gemmTraits(kp, k.config, k.source.target);
+  if (k.config.repack) // the copies are aligned; those left out are too
+    tr.vecA = tr.vecB = 1;
   if (r.alignA < tr.vecA || r.alignB < tr.vecB || r.alignC < tr.vecC)
     throw Error("launch: kernel " + k.source.name + " needs alignments (" +
                 std::to_string(tr.vecA) + ", " + std::to_string(tr.vecB) +
@@ -557,6 +577,24 @@ void Runtime::launch(const Kernel &k, const GemmArgs &args, void *stream) {
     const Workspace &w = workspace(stream, need);
     prm.workspace = w.partials;
     prm.counters = static_cast<unsigned *>(w.counters);
+    if (k.config.repack) {
+      // Copy the operands the main loop cannot read with 16-byte vectors
+      // (all of them when K is not a multiple of 8) into padded rows, on
+      // the same stream, then point the main loop at the copies.
+      if (!k.prologueFunction)
+        throw Error("launch: kernel " + k.source.name +
+                    " has no copy kernel loaded (" + k.source.prologue + ")");
+      gemm::RepackParams rp;
+      gemm::planRepack(prm, rp, kp.transA, kp.transB, r.alignA < 8,
+                       r.alignB < 8, w.repack);
+      LaunchDims cd{};
+      gemm::repackGrid(rp, int64_t(backend_->computeUnits()) * 16, cd.grid);
+      cd.block[0] = unsigned(gemm::kRepackThreads);
+      cd.block[1] = cd.block[2] = 1;
+      cd.smemBytes = 0;
+      void *copyParams[] = {&rp};
+      backend_->launch(k.prologueFunction, cd, copyParams, stream);
+    }
   }
   if (k.config.loop == GemmLoop::Wgmma) {
     // TMA reads A and B through tensor maps of this call's pointers and

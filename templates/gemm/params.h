@@ -36,4 +36,110 @@ struct Params {
   float alpha, beta;
 };
 
+//===----------------------------------------------------------------------===//
+// Repack (GemmConfig::repack): the copy kernel's argument and the host's plan
+//===----------------------------------------------------------------------===//
+
+/// One operand the copy kernel (templates/gemm/repack.h) moves: `rows` x
+/// `extent` elements at src (row stride ld, batch stride `stride`) into
+/// dst, `dstRows` x `dstLd`, everything past the source's rows and extent
+/// zero. src null: the operand is not copied.
+struct RepackOperand {
+  const void *src;
+  void *dst;
+  long long ld, stride, rows, extent;
+  long long dstRows, dstLd, dstStride;
+  int batch; ///< batches to copy (1 when the source is shared, stride 0)
+  int pad;
+};
+
+struct RepackParams {
+  RepackOperand op[2]; ///< A, B
+};
+
+/// Threads of a copy-kernel block; each moves 16 bytes a step.
+constexpr int kRepackThreads = 256;
+
+/// Whether the main loop cannot read this 2-byte operand directly with
+/// 16-byte vectors: a pointer, row stride, row length or batch stride off
+/// 8 elements, or K not a multiple of 8 (the loop then runs K rounded up,
+/// so both operands need their zero tail).
+inline bool repackNeeded(const void *ptr, long long ld, long long extent,
+                         long long stride, long long k) {
+  return ((unsigned long long)ptr % 16) != 0 || ld % 8 != 0 ||
+         extent % 8 != 0 || stride % 8 != 0 || k % 8 != 0;
+}
+
+/// The plan of a repack launch for 2-byte A and B: fills `rp` for the
+/// operands flagged, rewrites p's a, b, lda, ldb, strideA, strideB and k
+/// (rounded up to 8) to the padded copies in `workspace` (A at its start,
+/// B 256-byte aligned after it), and returns the workspace bytes. With a
+/// null workspace it only returns the bytes.
+///
+/// A 'N' (M x K) and B 'T' (N x K) keep their rows and pad K to kp; A 'T'
+/// (K x M) and B 'N' (K x N) get kp rows (the last kp - K zero) of their
+/// row length rounded up to 8. A shared operand (stride 0) is copied once.
+inline long long planRepack(Params &p, RepackParams &rp, bool transA,
+                            bool transB, bool repackA, bool repackB,
+                            void *workspace) {
+  const long long kp = (p.k + 7) / 8 * 8;
+  const bool both = kp != p.k;
+  const bool doA = repackA || both, doB = repackB || both;
+  long long bytes = 0;
+  rp = RepackParams{};
+  for (int i = 0; i < 2; ++i) {
+    const bool isA = i == 0;
+    if (!(isA ? doA : doB))
+      continue;
+    const bool kRows = isA ? transA : !transB; // K is the row index
+    const long long outer = isA ? p.m : p.n;
+    RepackOperand &o = rp.op[i];
+    o.src = isA ? p.a : p.b;
+    o.ld = isA ? p.lda : p.ldb;
+    o.stride = isA ? p.strideA : p.strideB;
+    o.rows = kRows ? p.k : outer;
+    o.extent = kRows ? outer : p.k;
+    o.dstRows = kRows ? kp : outer;
+    o.dstLd = kRows ? (outer + 7) / 8 * 8 : kp;
+    o.batch = o.stride == 0 ? 1 : p.batch;
+    o.dstStride = o.stride == 0 ? 0 : o.dstRows * o.dstLd;
+    bytes = (bytes + 255) / 256 * 256;
+    if (workspace) {
+      o.dst = (char *)workspace + bytes;
+      if (isA) {
+        p.a = o.dst;
+        p.lda = o.dstLd;
+        p.strideA = o.dstStride;
+      } else {
+        p.b = o.dst;
+        p.ldb = o.dstLd;
+        p.strideB = o.dstStride;
+      }
+    }
+    bytes += o.batch * o.dstRows * o.dstLd * 2;
+  }
+  if (workspace)
+    p.k = int(kp);
+  return bytes;
+}
+
+/// The copy kernel's grid: x strides over the 16-byte chunks of the larger
+/// copy (at most maxBlocks blocks), y picks the operand, z the batch.
+inline void repackGrid(const RepackParams &rp, long long maxBlocks,
+                       unsigned grid[3]) {
+  long long chunks = 0, batch = 1;
+  for (const RepackOperand &o : rp.op) {
+    if (!o.src)
+      continue;
+    const long long c = o.dstRows * (o.dstLd / 8);
+    chunks = c > chunks ? c : chunks;
+    batch = o.batch > batch ? o.batch : batch;
+  }
+  long long blocks = (chunks + kRepackThreads - 1) / kRepackThreads;
+  blocks = blocks < maxBlocks ? blocks : maxBlocks;
+  grid[0] = unsigned(blocks > 0 ? blocks : 1);
+  grid[1] = 2;
+  grid[2] = unsigned(batch);
+}
+
 } // namespace kgen::gemm

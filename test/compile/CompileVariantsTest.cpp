@@ -45,6 +45,19 @@ std::vector<Job> jobsFor(Target t) {
     for (const GemmConfig &c : enumerateConfigs(p, t))
       jobs.push_back({p, c});
   }
+  // Repack (the loop above compiles nt's picks): the first pick of each
+  // other layout, with an f16 C.
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      if (!ta && tb)
+        continue;
+      GemmProblem p = problem(127, 4099, 1023, ta, tb, DType::BF16, DType::F16);
+      for (const GemmConfig &c : enumerateConfigs(p, t))
+        if (c.repack) {
+          jobs.push_back({p, c});
+          break;
+        }
+    }
   for (auto &s : {shapes[1], shapes[2]})
     for (bool ta : {false, true})
       for (bool tb : {false, true})

@@ -18,6 +18,7 @@
 #include "kgen/Codegen/Limits.h"
 #include "kgen/Codegen/Templates.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <set>
@@ -121,7 +122,7 @@ int main(int argc, char **argv) {
     p.batch = cs.batch;
     p.tf32 = cs.ab == DType::F32; // f32 inputs run through TF32 only
     int splitK = 1;
-    bool gemv = false;
+    bool gemv = false, repack = false;
     {
       std::istringstream features(cs.epilogue);
       for (std::string f; features >> f;) {
@@ -135,6 +136,8 @@ int main(int argc, char **argv) {
           splitK = std::stoi(f.substr(2));
         else if (f == "gemv")
           gemv = true;
+        else if (f == "repack")
+          repack = true;
         else if (auto act = parseActivation(f))
           p.act = *act;
         else
@@ -161,6 +164,7 @@ int main(int argc, char **argv) {
     c.splitK = splitK;
     if (gemv)
       c.loop = GemmLoop::Gemv;
+    c.repack = repack;
     if (auto err = checkConfig(p, c, cs.target))
       die(index, *err);
 
@@ -174,9 +178,11 @@ int main(int argc, char **argv) {
     // includes one per vendor); every other header the kernel includes is
     // compiled from templates/ as it is.
     std::set<std::string> known = {
-        "kgen/common/prelude.h",  "kgen/gemm/gemm.h",  "kgen/gemm/epilogue.h",
-        "kgen/gemm/params.h",     "kgen/gemm/fixup.h", "kgen/common/mma_sm80.h",
-        "kgen/common/mfma_cdna.h", "kgen/gemm/gemv.h"};
+        "kgen/common/prelude.h",   "kgen/gemm/gemm.h",
+        "kgen/gemm/epilogue.h",    "kgen/gemm/params.h",
+        "kgen/gemm/fixup.h",       "kgen/common/mma_sm80.h",
+        "kgen/common/mfma_cdna.h", "kgen/gemm/gemv.h",
+        "kgen/gemm/repack.h"};
     if (!amd)
       known.insert(std::string(kHipRuntimeNvidia));
     for (const std::string &h : ks.headers)
@@ -187,6 +193,11 @@ int main(int argc, char **argv) {
                        "or target atoms (emulate it under test/emu/include)");
 
     const GemmTraits tr = gemmTraits(p, c, cs.target);
+    // A repack kernel's caller passes any rows (the copy kernel pads those
+    // that need it): the test lays A and B out at the problem's promised
+    // alignment (1: misaligned) instead of the main loop's vectors.
+    const int callerVecA = repack ? std::min(cs.alignA, 8) : tr.vecA;
+    const int callerVecB = repack ? std::min(cs.alignB, 8) : tr.vecB;
     std::ostringstream runs;
     int nRuns = 0;
     std::istringstream rs(cs.runs);
@@ -202,7 +213,7 @@ int main(int argc, char **argv) {
       // The vector contract: each operand's contiguous extent is a multiple
       // of its vector width (the runtime would lower the width otherwise).
       const long long contA = p.transA ? m : k, contB = p.transB ? k : n;
-      if (contA % tr.vecA || contB % tr.vecB || n % tr.vecC)
+      if (contA % callerVecA || contB % callerVecB || n % tr.vecC)
         die(index, "run " + r + " breaks the vector widths " +
                        std::to_string(tr.vecA) + std::to_string(tr.vecB) +
                        std::to_string(tr.vecC));
@@ -232,14 +243,20 @@ int main(int argc, char **argv) {
       << "#include \"" << id << ".hip\"\n"
       << "#include \"EmuLauncher.h\"\n"
       << "EMU_LAUNCHER(" << ks.name << ")\n";
+    if (repack)
+      w << "EMU_REPACK_LAUNCHER(" << ks.prologue << ")\n";
     writeIfChanged(dir + "/" + id + ".cpp", w.str());
 
     decls << "extern \"C\" bool " << ks.name
           << "_emu(const emu::Args &, const emu::Launch &, char *, size_t);\n";
+    if (repack)
+      decls << "extern \"C\" bool " << ks.prologue
+            << "_emu(const kgen::gemm::RepackParams &, const emu::Launch &, "
+               "char *, size_t);\n";
     table << "    {\"" << ks.name << "\", \"" << toString(cs.target) << "\", "
           << (amd ? "true" : "false") << ", " << dtypeEnum(p.ab) << ", "
           << dtypeEnum(p.c) << ", " << p.transA << ", " << p.transB << ", "
-          << tr.vecA << ", " << tr.vecB << ", " << tr.vecC << ", "
+          << callerVecA << ", " << callerVecB << ", " << tr.vecC << ", "
           << targetInfo(cs.target).waveSize << ", " << c.warpsM * c.warpsN
           << ", " << c.stages << ", "
           << (c.smem == SmemLayout::Swizzled ? "true" : "false") << ", "
@@ -247,7 +264,9 @@ int main(int argc, char **argv) {
           << int(p.bias) << ", " << int(p.act) << ", " << p.residual << ", "
           << p.batch << ", " << c.splitK << ", "
           << (c.loop == GemmLoop::Gemv ? "true" : "false") << ", " << nRuns
-          << ", {" << runs.str() << "}, &" << ks.name << "_emu},\n";
+          << ", {" << runs.str() << "}, &" << ks.name << "_emu, "
+          << (repack ? "&" + ks.prologue + "_emu" : std::string("nullptr"))
+          << "},\n";
     ++index;
   }
   writeIfChanged(dir + "/registry.inc",

@@ -31,4 +31,18 @@
         l, [](const emu::Args &g) { KERNEL(g); }, args, message, messageSize); \
   }
 
+/// A repack kernel's copy kernel (templates/gemm/repack.h): no Config
+/// geometry to check, kgen::gemm::kRepackThreads threads a block.
+#define EMU_REPACK_LAUNCHER(KERNEL)                                            \
+  extern "C" bool KERNEL##_emu(const kgen::gemm::RepackParams &p,              \
+                               const emu::Launch &l, char *message,            \
+                               size_t messageSize) {                           \
+    return emu::launchRaw(                                                     \
+        l,                                                                     \
+        [](const void *ctx) {                                                  \
+          KERNEL(*static_cast<const kgen::gemm::RepackParams *>(ctx));         \
+        },                                                                     \
+        &p, message, messageSize);                                             \
+  }
+
 #endif

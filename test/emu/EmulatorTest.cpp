@@ -107,6 +107,10 @@ struct EmuKernel {
   int nRuns;
   EmuRun runs[4];
   bool (*launch)(const emu::Args &, const emu::Launch &, char *, size_t);
+  /// A repack config's copy kernel (templates/gemm/repack.h), run first;
+  /// null otherwise. vecA and vecB are then the caller's widths (1).
+  bool (*copy)(const kgen::gemm::RepackParams &, const emu::Launch &, char *,
+               size_t);
 };
 
 #include "registry.inc"
@@ -448,6 +452,43 @@ std::string runOne(const EmuKernel &kern, const EmuRun &run, const Variant &v,
   args.workspace = partials.empty() ? nullptr : partials.data();
   args.counters = counters.empty() ? nullptr : counters.data();
   char message[4096] = "";
+  // Repack: the copy kernel pads the operands the main loop cannot read
+  // with 16-byte vectors (kgen::gemm::repackNeeded, as the runtime decides)
+  // into a workspace full of NaN (so a chunk it failed to write, the zero
+  // tail of K included, shows in C); the main loop then reads the copies.
+  std::unique_ptr<unsigned char, void (*)(unsigned char *)> copies(
+      nullptr,
+      [](unsigned char *p) { ::operator delete(p, std::align_val_t(256)); });
+  if (kern.copy) {
+    const bool needA = kgen::gemm::repackNeeded(
+        A.data, lda, kern.transA ? M : K, nb > 1 ? strideA : 0, K);
+    const bool needB = kgen::gemm::repackNeeded(
+        B.data, ldb, kern.transB ? K : N, nb > 1 ? strideB : 0, K);
+    kgen::gemm::RepackParams rp;
+    emu::Args sizing = args;
+    const long long bytes = kgen::gemm::planRepack(
+        sizing, rp, kern.transA, kern.transB, needA, needB, nullptr);
+    if (bytes > 0) {
+      copies.reset(static_cast<unsigned char *>(
+          ::operator new(size_t(bytes), std::align_val_t(256))));
+      std::memset(copies.get(), 0xff, size_t(bytes));
+    }
+    kgen::gemm::planRepack(args, rp, kern.transA, kern.transB, needA, needB,
+                           copies.get());
+    emu::Launch cl;
+    // Three blocks at most: the grid-stride loop wraps on every shape.
+    kgen::gemm::repackGrid(rp, 3, cl.grid);
+    cl.threads = kgen::gemm::kRepackThreads;
+    cl.waveSize = kern.waveSize;
+    cl.buffers[0] = A.buffer();
+    cl.buffers[1] = B.buffer();
+    if (!kern.copy(rp, cl, message, sizeof(message)))
+      return std::string("copy kernel: ") + message;
+    for (int i = 0; i < 2; ++i)
+      if (rp.op[i].src)
+        l.buffers[i] = {rp.op[i].dst, size_t(rp.op[i].batch * rp.op[i].dstRows *
+                                             rp.op[i].dstLd * 2)};
+  }
   if (!kern.launch(args, l, message, sizeof(message)))
     return message;
 

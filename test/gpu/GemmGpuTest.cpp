@@ -148,7 +148,8 @@ struct Case {
          << (config->cluster > 1 ? " cluster " + std::to_string(config->cluster)
                                  : std::string())
          << (config->splitK > 1 ? " splitK " + std::to_string(config->splitK)
-                                : std::string());
+                                : std::string())
+         << (config->repack ? " repack" : "");
     return os.str();
   }
 };
@@ -487,6 +488,68 @@ std::vector<Case> streamKCases(Target t) {
   smallBeta.bias = BiasKind::AlongN;
   add(smallBeta);
   add(make(130, 192, 192, "nt", DType::BF16, DType::F32));
+  return out;
+}
+
+/// Repack (a copy kernel pads misaligned A and/or B into the runtime's
+/// workspace, K zero-padded to 8, then the wgmma or tiled loop reads the
+/// copies): every repack candidate the enumerator yields for issue 3's
+/// 127x4099x1023 in three layouts (wgmma on sm_90a, tiled, split-K), the
+/// fused epilogue with beta (C, bias and residual stay the caller's), only B
+/// misaligned (A's rows of 1024 are read in place), pointers one element
+/// off, a strided batch (tiled loop), and the tiny shapes 1x1x1 and 33x17x9.
+std::vector<Case> repackCases(Target t) {
+  std::vector<Case> out;
+  auto add = [&](Case c) {
+    for (const GemmConfig &cfg : enumerateConfigs(variantProblem(c), t))
+      if (cfg.repack) {
+        c.config = cfg;
+        out.push_back(c);
+      }
+  };
+  add(make(127, 4099, 1023, "nt", DType::BF16, DType::BF16));
+  add(make(127, 4099, 1023, "nn", DType::BF16, DType::BF16));
+  add(make(127, 4099, 1023, "tt", DType::F16, DType::F32));
+  Case fused = make(127, 4099, 1023, "nt", DType::BF16, DType::BF16);
+  fused.bias = BiasKind::AlongN;
+  fused.act = Activation::GeluTanh;
+  fused.residual = true;
+  fused.beta = 0.5f;
+  add(fused);
+  add(make(256, 4099, 1024, "nn", DType::BF16, DType::BF16));
+  Case off = make(127, 4099, 1023, "nt", DType::BF16, DType::BF16);
+  off.off[0] = 1;
+  off.off[1] = 1;
+  off.staticK = false;
+  add(off);
+  Case batched = make(127, 259, 1023, "tn", DType::F16, DType::BF16);
+  batched.batch = 3;
+  batched.bias = BiasKind::AlongM;
+  add(batched);
+  for (const char *layout : {"nt", "nn"}) {
+    add(make(1, 1, 1, layout, DType::BF16, DType::BF16));
+    add(make(33, 17, 9, layout, DType::F16, DType::F16));
+  }
+  // The enumerator offers no wgmma tile for the tiny shapes: run one.
+  if (t == Target::SM90A) {
+    GemmConfig wg;
+    wg.loop = GemmLoop::Wgmma;
+    wg.blockM = 64;
+    wg.blockN = 128;
+    wg.blockK = 64;
+    wg.warpsM = 1;
+    wg.warpsN = 1;
+    wg.stages = 4;
+    wg.smem = SmemLayout::Swizzled;
+    wg.smemPad = 0;
+    wg.repack = true;
+    for (const char *layout : {"nt", "nn"})
+      for (Case c : {make(1, 1, 1, layout, DType::BF16, DType::BF16),
+                     make(33, 17, 9, layout, DType::F16, DType::F16)}) {
+        c.config = wg;
+        out.push_back(c);
+      }
+  }
   return out;
 }
 
@@ -1174,6 +1237,13 @@ TEST_F(GemmGpu, GemvSmallM) {
 TEST_F(GemmGpu, Tf32) {
   std::vector<Case> cases = tf32Cases(Gpu::get().rt->target());
   ASSERT_GE(cases.size(), 20u);
+  runAll(cases);
+}
+
+TEST_F(GemmGpu, Repack) {
+  std::vector<Case> cases = repackCases(Gpu::get().rt->target());
+  ASSERT_GE(cases.size(), 16u) << "the enumerator yields too few repack "
+                                  "variants for the misaligned shapes";
   runAll(cases);
 }
 

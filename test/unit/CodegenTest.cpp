@@ -1,5 +1,6 @@
 //===- CodegenTest.cpp - Problems, JSON, limits, candidates, emitter ------===//
 
+#include "gemm/params.h"
 #include "kgen/Codegen/Candidates.h"
 #include "kgen/Codegen/Emitter.h"
 #include "kgen/Codegen/Json.h"
@@ -248,17 +249,21 @@ TEST(Candidates, EveryCandidateIsValidAndThereIsOne) {
           std::vector<GemmConfig> cs = enumerateConfigs(p, t);
           ASSERT_FALSE(cs.empty()) << toString(t) << " " << d[0] << "x" << d[1];
           // 12 configs at most, up to 4 split-K and 4 stream-K ones on
-          // top, and up to 6 of the gemv loop (first) for small M.
-          size_t split = 0, streamK = 0, gemv = 0;
+          // top, up to 6 of the gemv loop (first) for small M, and up to 4
+          // repack ones (last) for misaligned rows.
+          size_t split = 0, streamK = 0, gemv = 0, repack = 0;
           for (const GemmConfig &cfg : cs) {
             EXPECT_FALSE(checkConfig(p, cfg, t));
-            if (cfg.loop == GemmLoop::Gemv)
+            if (cfg.repack)
+              ++repack;
+            else if (cfg.loop == GemmLoop::Gemv)
               ++gemv;
             else
               split += cfg.splitK > 1;
             streamK += cfg.streamK;
           }
-          EXPECT_LE(cs.size() - split - streamK - gemv, 12u);
+          EXPECT_LE(cs.size() - split - streamK - gemv - repack, 12u);
+          EXPECT_LE(repack, 4u);
           EXPECT_LE(split, 4u);
           EXPECT_LE(streamK, 4u);
           EXPECT_LE(gemv, 6u);
@@ -659,4 +664,194 @@ TEST(Gemv, ConfigJsonRoundTrip) {
   EXPECT_EQ(gemmConfigFromJson(toJson(c)), c);
   EXPECT_THROW(gemmConfigFromJson(nlohmann::json::parse(R"({"loop":"gemm"})")),
                Error);
+}
+
+namespace {
+
+/// The emitted source of a problem's first repack candidate on `t`.
+GemmConfig firstRepack(const GemmProblem &p, Target t) {
+  for (const GemmConfig &c : enumerateConfigs(p, t))
+    if (c.repack)
+      return c;
+  ADD_FAILURE() << "no repack candidate";
+  return GemmConfig{};
+}
+
+} // namespace
+
+TEST(Repack, OfferedOnlyForMisalignedOperandsAndNeverTheDefault) {
+  // Issue 3's shape: rows of 1023 bf16. Two wgmma and two tiled picks on
+  // sm_90a, tiled ones elsewhere, after every other candidate.
+  const GemmProblem ragged = problem(127, 4099, 1023, "nt");
+  for (Target t : {Target::SM90A, Target::SM80, Target::GFX90A}) {
+    const std::vector<GemmConfig> all = enumerateConfigs(ragged, t);
+    size_t wgmma = 0, tiled = 0;
+    bool seen = false;
+    for (const GemmConfig &c : all) {
+      if (c.repack) {
+        seen = true;
+        EXPECT_FALSE(checkConfig(ragged, c, t)) << toString(t);
+        (c.loop == GemmLoop::Wgmma ? wgmma : tiled) += 1;
+      } else {
+        EXPECT_FALSE(seen) << "a repack config comes before another on "
+                           << toString(t);
+      }
+    }
+    EXPECT_EQ(wgmma, t == Target::SM90A ? 2u : 0u) << toString(t);
+    EXPECT_EQ(tiled, 2u) << toString(t);
+    EXPECT_FALSE(defaultConfig(ragged, t).repack);
+  }
+  // Aligned operands: nothing to repack. A ragged N of B 'T' is not a row.
+  for (const GemmConfig &c :
+       enumerateConfigs(problem(127, 4099, 1024, "nt"), Target::SM90A))
+    EXPECT_FALSE(c.repack);
+  // A ragged N of B 'N' is: repack offered.
+  EXPECT_TRUE(
+      firstRepack(problem(127, 4099, 1024, "nn"), Target::SM90A).repack);
+  // TF32 inputs are 4 bytes: never.
+  GemmProblem tf = problem(127, 4099, 1023, "nt", DType::F32, DType::F32);
+  tf.tf32 = true;
+  for (const GemmConfig &c : enumerateConfigs(tf, Target::SM80))
+    EXPECT_FALSE(c.repack);
+}
+
+TEST(Repack, LimitsTraitsAndNames) {
+  const GemmProblem ragged = problem(127, 4099, 1023, "nt");
+  GemmConfig wg;
+  wg.loop = GemmLoop::Wgmma;
+  wg.blockM = 128;
+  wg.blockN = 128;
+  wg.blockK = 64;
+  wg.warpsM = 2;
+  wg.warpsN = 1;
+  wg.stages = 4;
+  wg.smem = SmemLayout::Swizzled;
+  wg.smemPad = 0;
+  // Without repack, TMA refuses the 2046-byte rows; with it, the loop reads
+  // 16-byte vectors of the copies.
+  ASSERT_TRUE(checkConfig(ragged, wg, Target::SM90A));
+  wg.repack = true;
+  EXPECT_FALSE(checkConfig(ragged, wg, Target::SM90A));
+  const GemmTraits tr = gemmTraits(ragged, wg, Target::SM90A);
+  EXPECT_EQ(tr.vecA, 8);
+  EXPECT_EQ(tr.vecB, 8);
+  EXPECT_EQ(repackedProblem(ragged).k, 1024);
+  EXPECT_EQ(gemmKernelName(ragged, wg, Target::SM90A),
+            "kgen_gemm_bf16_nt_mdyn_n4099_k1023_wgmma_b128x128x64_wg2_s4_"
+            "v881_repack"); // C: N = 4099 is ragged
+  const KernelSource ks = emitGemm(ragged, wg, Target::SM90A);
+  EXPECT_EQ(ks.prologue, ks.name + "_copy");
+  EXPECT_NE(ks.source.find("static constexpr int kK = 1024;"),
+            std::string::npos);
+  EXPECT_NE(ks.source.find(ks.prologue + "(const kgen::gemm::RepackParams p)"),
+            std::string::npos);
+  EXPECT_NE(
+      std::find(ks.headers.begin(), ks.headers.end(), "kgen/gemm/repack.h"),
+      ks.headers.end());
+  EXPECT_TRUE(emitGemm(ragged, GemmConfig{}, Target::SM80).prologue.empty());
+  // Refused: the gemv loop, 4-byte inputs.
+  GemmConfig gemv;
+  gemv.repack = true;
+  gemv.loop = GemmLoop::Gemv;
+  gemv.blockM = 8;
+  gemv.blockN = 64;
+  gemv.blockK = 32;
+  gemv.warpsM = 1;
+  gemv.warpsN = 2;
+  gemv.splitK = 1;
+  auto e = checkConfig(problem(8, 4099, 1023, "nt"), gemv, Target::SM80);
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->find("repack with loop = gemv"), std::string::npos) << *e;
+  GemmProblem tf = problem(127, 4099, 1023, "nt", DType::F32, DType::F32);
+  tf.tf32 = true;
+  GemmConfig tiled;
+  tiled.repack = true;
+  e = checkConfig(tf, tiled, Target::SM80);
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->find("repack copies 2-byte elements"), std::string::npos) << *e;
+  // JSON round trip.
+  EXPECT_EQ(toJson(wg)["repack"], true);
+  EXPECT_EQ(gemmConfigFromJson(toJson(wg)), wg);
+  EXPECT_FALSE(toJson(GemmConfig{}).contains("repack"));
+}
+
+TEST(Repack, PlanPadsRowsAndKAndSizesTheWorkspace) {
+  // nt, K = 1023: both operands copied, K padded to 1024, A at the
+  // workspace's start, B 256-byte aligned after it.
+  gemm::Params p{};
+  char base[1];
+  p.a = base;
+  p.b = base;
+  p.m = 127;
+  p.n = 4099;
+  p.k = 1023;
+  p.lda = p.ldb = 1023;
+  p.strideA = p.strideB = 1;
+  p.batch = 1;
+  gemm::RepackParams rp;
+  const long long aBytes = 127LL * 1024 * 2, bBytes = 4099LL * 1024 * 2;
+  const long long want = (aBytes + 255) / 256 * 256 + bBytes;
+  gemm::Params sizing = p;
+  EXPECT_EQ(gemm::planRepack(sizing, rp, false, true, false, false, nullptr),
+            want);
+  EXPECT_EQ(sizing.k, 1023); // a null workspace only sizes
+  char *ws = reinterpret_cast<char *>(uintptr_t(1) << 32);
+  EXPECT_EQ(gemm::planRepack(p, rp, false, true, false, false, ws), want);
+  EXPECT_EQ(p.k, 1024);
+  EXPECT_EQ(p.a, ws);
+  EXPECT_EQ(p.lda, 1024);
+  EXPECT_EQ(p.b, ws + (aBytes + 255) / 256 * 256);
+  EXPECT_EQ(p.ldb, 1024);
+  EXPECT_EQ(rp.op[0].rows, 127);
+  EXPECT_EQ(rp.op[0].extent, 1023);
+  EXPECT_EQ(rp.op[1].dstRows, 4099);
+  // gemmWorkspace counts the same, for both operands.
+  GemmConfig c;
+  c.repack = true;
+  EXPECT_EQ(gemmWorkspace(problem(127, 4099, 1023, "nt"), c, 127).repackBytes,
+            want);
+  // nn with K = 1024 and A aligned: only B (K x N) is copied, its rows of
+  // N = 4099 padded to 4104; A stays the caller's.
+  gemm::Params q{};
+  q.a = base;
+  q.b = base;
+  q.m = 127;
+  q.n = 4099;
+  q.k = 1024;
+  q.lda = 1024;
+  q.ldb = 4099;
+  q.strideA = 0;
+  q.strideB = 5000LL * 1024; // batches of B
+  q.batch = 3;
+  EXPECT_EQ(gemm::planRepack(q, rp, false, false, false, true, ws),
+            3LL * 1024 * 4104 * 2);
+  EXPECT_EQ(q.a, static_cast<const void *>(base));
+  EXPECT_EQ(rp.op[0].src, nullptr);
+  EXPECT_EQ(q.b, ws);
+  EXPECT_EQ(q.ldb, 4104);
+  EXPECT_EQ(q.strideB, 1024LL * 4104);
+  EXPECT_EQ(rp.op[1].batch, 3);
+  EXPECT_EQ(rp.op[1].rows, 1024);
+  EXPECT_EQ(rp.op[1].extent, 4099);
+  unsigned grid[3];
+  gemm::repackGrid(rp, 1 << 20, grid);
+  EXPECT_EQ(grid[0], unsigned((1024LL * 4104 / 8 + 255) / 256));
+  EXPECT_EQ(grid[1], 2u);
+  EXPECT_EQ(grid[2], 3u);
+  // A shared operand (stride 0) is copied once and stays shared.
+  gemm::Params s = q;
+  s.b = base;
+  s.ldb = 4099;
+  s.strideB = 0;
+  gemm::planRepack(s, rp, false, false, false, true, ws);
+  EXPECT_EQ(rp.op[1].batch, 1);
+  EXPECT_EQ(s.strideB, 0);
+  // Which operands need it: pointer, ld, extent, batch stride, K.
+  alignas(16) static char aligned[32];
+  EXPECT_FALSE(gemm::repackNeeded(aligned, 1024, 1024, 0, 1024));
+  EXPECT_TRUE(gemm::repackNeeded(aligned + 2, 1024, 1024, 0, 1024));
+  EXPECT_TRUE(gemm::repackNeeded(aligned, 1023, 1016, 0, 1024));
+  EXPECT_TRUE(gemm::repackNeeded(aligned, 4104, 4099, 0, 1024));
+  EXPECT_TRUE(gemm::repackNeeded(aligned, 1024, 1024, 1023, 1024));
+  EXPECT_TRUE(gemm::repackNeeded(aligned, 1024, 1024, 0, 1023));
 }

@@ -48,6 +48,10 @@ const char *kConfigHelp =
                      (split-K: "split_k" in --config)
   --cluster N        wgmma loop: CTAs per cluster, 1 or 2 (pairs share B
                      through TMA multicast)
+  --repack           tiled and wgmma loops: a copy kernel first pads A and/or
+                     B rows that are not 16-byte aligned (K zero-padded to a
+                     multiple of 8) into a runtime workspace, so the loop
+                     reads 16-byte vectors ("repack": true in --config)
   --smem padded|swizzled   shared-memory layout (default padded)
   --pad P            padding elements per row when padded (default 8)
 )";
@@ -71,7 +75,7 @@ Args::Args(int argc, char **argv, int first) {
           "force", "misses",
           // attention's feature flags
           "causal", "varlen", "alibi", "bias", "lse", "preload-v", "initial",
-          "final", "residual", "pack-gqa", "tf32", "persistent"};
+          "final", "residual", "pack-gqa", "tf32", "persistent", "repack"};
       bool isBare = false;
       for (const char *b : bare)
         isBare |= name == b;
@@ -180,7 +184,7 @@ std::string configText(const GemmConfig &c) {
          (c.smem == SmemLayout::Swizzled ? " swz" : "") +
          (c.cluster > 1 ? " c" + std::to_string(c.cluster) : "") +
          (c.splitK > 1 ? " sk" + std::to_string(c.splitK) : "") +
-         (c.streamK ? " streamk" : "");
+         (c.streamK ? " streamk" : "") + (c.repack ? " repack" : "");
 }
 
 std::vector<ProblemSpec> problemsFromArgs(Args &args) {
@@ -355,6 +359,8 @@ std::optional<GemmConfig> configFromArgs(Args &args) {
   }
   if (auto v = args.value("pad"))
     ensure().smemPad = int(toInt("pad", *v));
+  if (args.flag("repack"))
+    ensure().repack = true;
   return c;
 }
 

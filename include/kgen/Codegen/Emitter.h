@@ -20,6 +20,9 @@ struct KernelSource {
   std::vector<std::string> headers; ///< template headers it includes
   int threads = 0;                  ///< block size
   int smemBytes = 0;                ///< dynamic shared memory
+  /// A second kernel of the same source the launch runs first (a repack
+  /// config's copy kernel, templates/gemm/repack.h); empty: none.
+  std::string prologue;
 };
 
 /// Launch geometry of a GEMM kernel for a run-time M.
@@ -63,10 +66,16 @@ LaunchDims gemmLaunchDims(const GemmProblem &p, const GemmConfig &c, Target t,
 /// Stream-K (GemmConfig::streamK) needs two partial tiles per CTA of the
 /// persistent grid: `ctas` is its size (gemmLaunchDims' grid[0]; 0: one
 /// CTA per k-iteration, the most there can be).
+///
+/// A repack config (GemmConfig::repack) also needs room for the padded
+/// copies of A and B (repackBytes, kgen::gemm::planRepack): counted here
+/// for both operands, batched, so that a call whose pointers need fewer
+/// copies never has to grow it.
 struct GemmWorkspace {
   int64_t partialBytes = 0;
   int64_t counters = 0;
-  int64_t bytes() const { return partialBytes + 4 * counters; }
+  int64_t repackBytes = 0;
+  int64_t bytes() const { return partialBytes + 4 * counters + repackBytes; }
 };
 GemmWorkspace gemmWorkspace(const GemmProblem &p, const GemmConfig &c,
                             int64_t m, int64_t batch = 1, int64_t ctas = 0);

@@ -51,7 +51,10 @@ def Kgen_GemmConfigAttr : AttrDef<Kgen_Dialect, "GemmConfig"> {
     ring in shared memory into mma.sync: `block = [rows of A (8..64), warpsN
     * 16 * row tiles, 32]`, `warps = [1, warpsN]`, `stages` = ring slots of
     k-chunks (stages - 1 in flight a warp), `split_k` as above; `smem` and
-    `pad` do not apply.
+    `pad` do not apply. `repack = 1`
+    (tiled and wgmma loops, bf16/f16; 0 when omitted) has the launch first
+    copy A and/or B into padded rows with K zero-padded to a multiple of 8,
+    for rows that are not 16-byte aligned (127x4099x1023).
 
     Whether a configuration is valid depends on the problem and the target;
     `kgen.gemm` checks it with `kgen::checkConfig` once both are known.
@@ -63,6 +66,7 @@ def Kgen_GemmConfigAttr : AttrDef<Kgen_Dialect, "GemmConfig"> {
     #kgen.gemm_config<block = [64, 128, 64], warps = [2, 2], stages = 4, smem = swizzled>
     #kgen.gemm_config<loop = wgmma, block = [128, 256, 64], warps = [2, 1], stages = 4, smem = swizzled>
     #kgen.gemm_config<loop = wgmma, stream_k = 1, block = [128, 128, 64], warps = [2, 1], stages = 4, smem = swizzled>
+    #kgen.gemm_config<loop = wgmma, repack = 1, block = [128, 128, 64], warps = [2, 1], stages = 4, smem = swizzled>
     ```
   }];
   let parameters = (ins
@@ -74,10 +78,11 @@ def Kgen_GemmConfigAttr : AttrDef<Kgen_Dialect, "GemmConfig"> {
     Kgen_GemmLoopParameter:$loop,
     DefaultValuedParameter<"int", "1">:$cluster,
     DefaultValuedParameter<"int", "1">:$splitK,
-    DefaultValuedParameter<"int", "0">:$streamK
+    DefaultValuedParameter<"int", "0">:$streamK,
+    DefaultValuedParameter<"int", "0">:$repack
   );
   let assemblyFormat = [{
-    `<` (`loop` `=` $loop^ `,` ` `)? (`cluster` `=` $cluster^ `,` ` `)? (`stream_k` `=` $streamK^ `,` ` `)? `block` `=` `[` $blockM `,` $blockN `,` $blockK `]` `,`
+    `<` (`loop` `=` $loop^ `,` ` `)? (`cluster` `=` $cluster^ `,` ` `)? (`stream_k` `=` $streamK^ `,` ` `)? (`repack` `=` $repack^ `,` ` `)? `block` `=` `[` $blockM `,` $blockN `,` $blockK `]` `,`
     `warps` `=` `[` $warpsM `,` $warpsN `]` `,`
     `stages` `=` $stages `,`
     `smem` `=` $smem (`,` `pad` `=` $pad^)? (`,` `split_k` `=` $splitK^)? `>`
@@ -87,7 +92,8 @@ def Kgen_GemmConfigAttr : AttrDef<Kgen_Dialect, "GemmConfig"> {
       return $_get($_ctxt, config.blockM, config.blockN, config.blockK,
                    config.warpsM, config.warpsN, config.stages, config.smem,
                    config.smemPad, config.loop, config.cluster,
-                   config.splitK, config.streamK ? 1 : 0);
+                   config.splitK, config.streamK ? 1 : 0,
+                   config.repack ? 1 : 0);
     }]>
   ];
   let extraClassDeclaration = [{
