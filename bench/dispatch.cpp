@@ -27,7 +27,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "kgen/Codegen/Json.h"
+#include "kgen/Codegen/Limits.h"
 #include "kgen/Runtime/Bundle.h"
+#include "kgen/gemm/params.h"
 #include "kgen/kgen.h"
 
 #include <algorithm>
@@ -385,17 +387,42 @@ int runBench(const Options &o) {
   GemmArgs args = buf.args(p.m);
   rt.gemm(p, args); // compiles into the private cache
   b.synchronize();
-  std::shared_ptr<Kernel> k = rt.select(p, args);
+  // The lower-level rows launch one kernel with the arguments they build
+  // here, so it must be one whose only argument is gemm::Params: the
+  // dispatcher's choice with split-K (its workspace) and stream-K off, on
+  // the tiled loop (the wgmma loop also takes tensor maps). The
+  // Runtime::gemm row is the dispatcher's own choice, whatever it is.
+  std::shared_ptr<Kernel> chosen = rt.select(p, args);
+  GemmConfig plain = chosen->config;
+  if (plain.loop != GemmLoop::Tiled || plain.splitK > 1 || plain.streamK ||
+      plain.repack) {
+    plain = GemmConfig{};
+    plain.blockM = 16;
+    plain.blockN = 64;
+    plain.blockK = 64;
+    plain.warpsM = 1;
+    plain.warpsN = 2;
+  }
+  if (auto e = checkConfig(p, plain, rt.target()))
+    throw Error("dispatch bench: the plain config is invalid: " + *e);
+  std::shared_ptr<Kernel> k = rt.compile(p, plain);
 
-  // The arguments Runtime::launch passes, for the lower-level launches.
+  // The argument Runtime::launch passes, for the lower-level launches.
   LaunchDims d = gemmLaunchDims(k->problem, k->config, k->source.target, p.m);
-  const void *pa = args.a, *pb = args.b;
-  void *pc = args.c;
-  int m = int(p.m), n = int(p.n), kk = int(p.k);
-  long long lda = p.k, ldb = p.k, ldc = p.n;
-  float alpha = 1.0f, beta = 0.0f;
-  void *params[] = {&pa,  &pb,  &pc,  &m,     &n,   &kk,
-                    &lda, &ldb, &ldc, &alpha, &beta};
+  gemm::Params prm{};
+  prm.a = args.a;
+  prm.b = args.b;
+  prm.c = args.c;
+  prm.lda = p.k;
+  prm.ldb = p.k;
+  prm.ldc = p.n;
+  prm.m = int(p.m);
+  prm.n = int(p.n);
+  prm.k = int(p.k);
+  prm.batch = 1;
+  prm.alpha = 1.0f;
+  prm.beta = 0.0f;
+  void *params[] = {&prm};
   RawLaunch raw = rawLaunch(b.vendor());
   const char *rawName =
       b.vendor() == Vendor::AMD ? "hipModuleLaunchKernel" : "cuLaunchKernel";
@@ -525,15 +552,15 @@ int runBench(const Options &o) {
     Compiler &cc = rt.compiler(v);
     BundleWriter w(bundleDir);
     BundleEntry e;
-    e.target = k->source.target;
+    e.target = chosen->source.target;
     e.problem = bundledProblem(p);
-    e.config = k->config;
-    e.kernel = k->source.name;
+    e.config = chosen->config;
+    e.kernel = chosen->source.name;
     e.compiler = cc.name();
     e.compilerVersion = cc.version();
-    e.sourceSha256 = sourceDigest(k->source);
-    e.cacheKey = k->cacheKey;
-    w.add(e, k->binary);
+    e.sourceSha256 = sourceDigest(chosen->source);
+    e.cacheKey = chosen->cacheKey;
+    w.add(e, chosen->binary);
     w.commit();
   }
   std::map<std::string, std::optional<std::string>> cacheEnv = {
@@ -559,8 +586,10 @@ int runBench(const Options &o) {
      << b.driverVersion() << "), kgen " << kVersion << ", commit "
      << commitName() << "\n"
      << "- problem: " << (p.staticM ? std::to_string(p.m) : "M") << "x" << p.n
-     << "x" << p.k << " bf16 nt, M = " << p.m << " at run time; kernel `"
-     << k->source.name << "`\n"
+     << "x" << p.k << " bf16 nt, M = " << p.m
+     << " at run time; Runtime::gemm runs the dispatcher's choice `"
+     << chosen->source.name << "`, the other rows `" << k->source.name
+     << "` (one gemm::Params argument, no workspace)\n"
      << "- method (a): host time per call, steady clock, " << batches
      << " batches of " << o.batch
      << " calls per path, interleaved; the stream is drained between "

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import math
+import os
 import pathlib
 import re
 import statistics
@@ -249,6 +250,11 @@ def main():
                         f"{pct(r['cublas_gbs'])} | "
                         f"{r['speedup']:.2f} | {r['check']} | `{r['kernel']}` |\n")
         print(f"wrote {path}")
+    # The dispatcher reads the tuning DB (KGEN_TUNE, default offline): after
+    # `kgen tune --preset gemm-bench` a run compiles nothing.
+    policy = os.environ.get("KGEN_TUNE", "offline")
+    db = os.environ.get("KGEN_TUNING_DB", "<kernel cache>/tuning.json")
+    print(f"kgen kernels compiled in this process: {kgen.compiled_kernels()} (KGEN_TUNE={policy}, tuning DB {db})")
     if failed:
         print("some results failed the numeric check: their timings are not meaningful")
         sys.exit(1)
