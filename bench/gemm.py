@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import math
-import os
 import pathlib
 import re
 import statistics
