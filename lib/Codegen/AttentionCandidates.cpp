@@ -30,7 +30,8 @@
 // so the K/V tile loads) by g where Sq * g fits a row block (decode), and
 // ties otherwise, where a 1% factor for its per-row index arithmetic keeps
 // the plain layout. The best kMaxCandidates are kept, and for prefill each
-// kept wgmma config's persistent twin.
+// kept wgmma config's persistent twin. On sm_90a prefill two measured rules
+// override the model's order (isMeasuredWgmmaTile, persistentFirst).
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,6 +45,39 @@ namespace kgen {
 namespace {
 
 constexpr size_t kMaxCandidates = 12;
+
+/// The wgmma tile `kgen tune` found best on an H200 (2026-11-21, the
+/// attention-bench preset: 20 prefill shapes, bf16 D 64/128 and f16 D 256,
+/// S 512-16384, causal and not), which the cost model ranks lower:
+///   D <= 64:  192x128, 12 warps, 2 stages (192x128 won 7 of 8 D64 shapes,
+///             with 2 stages in 5; causal S 512 went to 128x128)
+///   D <= 128: 128x128, 8 warps (won all 8 D128 shapes, 10-36% ahead of the
+///             model's 192x64)
+///   D <= 256: 128x64, 8 warps, 2 stages (won all 4 D256 shapes; also the
+///             model's pick)
+/// Stages are left to the model where they were within 1.5% of each other.
+bool isMeasuredWgmmaTile(const AttentionProblem &p, const AttentionConfig &c) {
+  if (c.loop != AttentionLoop::Wgmma || c.splits != 1 || c.persistent)
+    return false;
+  const int d = std::max(p.headDimQk, p.headDimV);
+  if (d <= 64)
+    return c.blockM == 192 && c.blockN == 128 && c.stages == 2;
+  if (d <= 128)
+    return c.blockM == 128 && c.blockN == 128;
+  return c.blockM == 128 && c.blockN == 64 && c.stages == 2;
+}
+
+/// Whether a prefill problem's persistent twins go before their
+/// one-block-per-row-block configs. Measured on an H200 (the same tune):
+/// with head dims <= 128 and seqlen_q <= 1024 the persistent grid won 7 of
+/// 8 shapes by 7-36% over the heuristic of the time (its prologue and
+/// epilogue overlap the neighbour tile's work, which matters when a block
+/// has few key tiles); beyond 1024 each grid won 4 of the 8, so the
+/// one-block grid stays first there, and at D 256 it won all 4 (causal S
+/// 512: by 3.4%).
+bool persistentFirst(const AttentionProblem &p) {
+  return std::max(p.headDimQk, p.headDimV) <= 128 && p.seqlenQ <= 1024;
+}
 
 /// The (row block, head, batch) blocks of a config before splitting.
 int64_t unsplitBlocks(const AttentionProblem &p, const AttentionConfig &c) {
@@ -213,9 +247,8 @@ std::vector<AttentionConfig> enumerateConfigs(const AttentionProblem &p,
   // first. Measured on an H200 (bench/attention.py, 2026-11-21) it ran every
   // prefill shape of bench/attention.py 1.3-1.6x faster than the best tiled
   // config, which this model (tuned on decode, where loads dominate) does
-  // not see; the tiled configs stay as candidates behind it. The persistent
-  // grid is not the default: no H200 measurement of it yet (kgen tune
-  // measures both, below).
+  // not see; the tiled configs stay as candidates behind it. Among the
+  // wgmma configs the measured tile goes first (measuredWgmmaTile).
   const bool wgmmaFirst = t == Target::SM90A && p.seqlenQ >= 64;
   std::stable_sort(ranked.begin(), ranked.end(), [&](auto &a, auto &b) {
     if (wgmmaFirst) {
@@ -223,23 +256,31 @@ std::vector<AttentionConfig> enumerateConfigs(const AttentionProblem &p,
                  wb = b.second.loop == AttentionLoop::Wgmma;
       if (wa != wb)
         return wa;
+      const bool ma = isMeasuredWgmmaTile(p, a.second),
+                 mb = isMeasuredWgmmaTile(p, b.second);
+      if (ma != mb)
+        return ma;
     }
     return a.first < b.first;
   });
   // Each unsplit wgmma config kept for prefill brings its persistent twin
-  // right behind it (not counted in kMaxCandidates), so kgen tune measures
-  // both; the model cannot tell them apart (it does not see the prologue
-  // and epilogue overlap), so the one-block-per-tile config stays first.
+  // (not counted in kMaxCandidates), so kgen tune measures both; the model
+  // cannot tell them apart (it does not see the prologue and epilogue
+  // overlap), so a measured rule orders each pair (persistentFirst).
+  const bool twinFirst = persistentFirst(p);
   std::vector<AttentionConfig> out;
   size_t kept = 0;
   for (auto &[cost, c] : ranked) {
     if (kept++ == kMaxCandidates)
       break;
-    out.push_back(c);
     AttentionConfig twin = c;
     twin.persistent = true;
-    if (c.loop == AttentionLoop::Wgmma && p.seqlenQ >= 64 &&
-        !checkConfig(p, twin, t))
+    const bool hasTwin = c.loop == AttentionLoop::Wgmma && p.seqlenQ >= 64 &&
+                         !checkConfig(p, twin, t);
+    if (hasTwin && twinFirst)
+      out.push_back(twin);
+    out.push_back(c);
+    if (hasTwin && !twinFirst)
       out.push_back(twin);
   }
   return out;

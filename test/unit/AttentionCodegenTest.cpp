@@ -447,24 +447,39 @@ TEST(AttentionEmitter, PersistentWgmmaConfig) {
 }
 
 TEST(AttentionCandidates, PersistentTwinsForPrefillOnly) {
-  // Prefill on sm_90a: every wgmma candidate is followed by its persistent
-  // twin, and the heuristic default stays one block per row block.
+  // Prefill on sm_90a: every wgmma candidate comes with its persistent twin,
+  // the twin first for short sequences (persistentFirst: head dims <= 128,
+  // seqlen_q <= 1024), after it otherwise.
+  for (int64_t s : {512, 1024, 1025, 4096})
+    for (int d : {64, 128, 256}) {
+      AttentionProblem p = causalGqa();
+      p.seqlenQ = p.seqlenK = s;
+      p.headDimQk = p.headDimV = d;
+      SCOPED_TRACE("S " + std::to_string(s) + " D " + std::to_string(d));
+      const bool twinFirst = d <= 128 && s <= 1024;
+      std::vector<AttentionConfig> cs = enumerateConfigs(p, Target::SM90A);
+      int wgmma = 0, twins = 0;
+      for (size_t i = 0; i < cs.size(); ++i) {
+        if (cs[i].loop != AttentionLoop::Wgmma || cs[i].persistent)
+          continue;
+        ++wgmma;
+        AttentionConfig twin = cs[i];
+        twin.persistent = true;
+        const size_t at = twinFirst ? i - 1 : i + 1;
+        ASSERT_TRUE(twinFirst ? i > 0 : i + 1 < cs.size());
+        EXPECT_EQ(cs[at], twin);
+        twins += cs[at] == twin;
+      }
+      EXPECT_GT(wgmma, 0);
+      EXPECT_EQ(twins, wgmma);
+      const AttentionConfig dc = defaultConfig(p, Target::SM90A);
+      EXPECT_EQ(dc.loop, AttentionLoop::Wgmma);
+      EXPECT_EQ(dc.persistent, twinFirst);
+      // The measured tile (isMeasuredWgmmaTile) leads where it is valid.
+      EXPECT_EQ(dc.blockM, d <= 128 ? (d <= 64 ? 192 : 128) : 128);
+      EXPECT_EQ(dc.blockN, d <= 64 ? 128 : (d <= 128 ? 128 : 64));
+    }
   AttentionProblem p = causalGqa();
-  std::vector<AttentionConfig> cs = enumerateConfigs(p, Target::SM90A);
-  int wgmma = 0, twins = 0;
-  for (size_t i = 0; i < cs.size(); ++i) {
-    if (cs[i].loop != AttentionLoop::Wgmma || cs[i].persistent)
-      continue;
-    ++wgmma;
-    ASSERT_LT(i + 1, cs.size());
-    AttentionConfig twin = cs[i];
-    twin.persistent = true;
-    EXPECT_EQ(cs[i + 1], twin);
-    twins += cs[i + 1] == twin;
-  }
-  EXPECT_GT(wgmma, 0);
-  EXPECT_EQ(twins, wgmma);
-  EXPECT_FALSE(defaultConfig(p, Target::SM90A).persistent);
   for (Target t : {Target::SM80, Target::GFX942})
     for (const AttentionConfig &c : enumerateConfigs(p, t))
       EXPECT_FALSE(c.persistent);
