@@ -104,9 +104,10 @@ std::string shortest(double v) {
   return ec == std::errc() ? std::string(buf, end) : std::to_string(v);
 }
 
-std::optional<std::string> checkRecord(const TuningRecord &r) {
-  if (auto why = checkProblem(r.problem))
-    return "'problem': " + *why;
+/// The measured fields every record has (GEMM's TuningRecord and the
+/// families' FamilyRecord): a positive time, rates >= 0 (0: unknown).
+template <class Record>
+std::optional<std::string> checkMeasurements(const Record &r) {
   if (!std::isfinite(r.timeUs) || r.timeUs <= 0)
     return "'time_us' = " + shortest(r.timeUs) + " must be > 0";
   std::pair<const char *, double> rates[] = {{"tflops", r.tflops},
@@ -118,6 +119,12 @@ std::optional<std::string> checkRecord(const TuningRecord &r) {
       return std::string("'") + name + "' = " + shortest(value) +
              " must be >= 0 (0: unknown)";
   return std::nullopt;
+}
+
+std::optional<std::string> checkRecord(const TuningRecord &r) {
+  if (auto why = checkProblem(r.problem))
+    return "'problem': " + *why;
+  return checkMeasurements(r);
 }
 
 std::string nowUtc() {
@@ -400,17 +407,7 @@ std::optional<std::string> checkFamilyRecord(FamilyRecord &r) {
   } catch (const Error &e) {
     return std::string("'config': ") + e.what();
   }
-  if (!std::isfinite(r.timeUs) || r.timeUs <= 0)
-    return "'time_us' = " + shortest(r.timeUs) + " must be > 0";
-  std::pair<const char *, double> rates[] = {{"tflops", r.tflops},
-                                             {"gb_s", r.gbs},
-                                             {"runner_up_us", r.runnerUpUs},
-                                             {"heuristic_us", r.heuristicUs}};
-  for (auto [name, value] : rates)
-    if (!std::isfinite(value) || value < 0)
-      return std::string("'") + name + "' = " + shortest(value) +
-             " must be >= 0 (0: unknown)";
-  return std::nullopt;
+  return checkMeasurements(r);
 }
 
 json familyRecordJson(const FamilyRecord &r) {
