@@ -966,6 +966,21 @@ void Tuner::Impl::time(const std::function<void(size_t)> &launch, Bench &b,
 
 namespace {
 
+/// A case's candidates in its configs' order: `fill` sets the config and
+/// kernel name of each, the heuristic's is flagged.
+template <class Config, class Fill>
+std::vector<CandidateResult> candidateList(const std::vector<Config> &configs,
+                                           const Config &heuristic, Fill fill) {
+  std::vector<CandidateResult> out;
+  for (const Config &c : configs) {
+    CandidateResult cr;
+    fill(cr, c);
+    cr.heuristic = c == heuristic;
+    out.push_back(std::move(cr));
+  }
+  return out;
+}
+
 class GemmCase : public Tuner::Case {
 public:
   GemmCase(Runtime &rt, Backend &be, const TunerOptions &o, Target t,
@@ -979,15 +994,11 @@ public:
   }
 
   std::vector<CandidateResult> candidates() const override {
-    std::vector<CandidateResult> out;
-    for (const GemmConfig &c : configs_) {
-      CandidateResult cr;
-      cr.config = c;
-      cr.kernel = gemmKernelName(r_, c, t_);
-      cr.heuristic = c == heuristic_;
-      out.push_back(cr);
-    }
-    return out;
+    return candidateList(configs_, heuristic_,
+                         [&](CandidateResult &cr, const GemmConfig &c) {
+                           cr.config = c;
+                           cr.kernel = gemmKernelName(r_, c, t_);
+                         });
   }
   std::vector<std::shared_future<Built>> builds() override { return builds_; }
 
@@ -1211,15 +1222,11 @@ public:
   }
 
   std::vector<CandidateResult> candidates() const override {
-    std::vector<CandidateResult> out;
-    for (const AttentionConfig &c : configs_) {
-      CandidateResult cr;
-      cr.familyConfig = toJson(c);
-      cr.kernel = attentionKernelName(p_, c, t_);
-      cr.heuristic = c == heuristic_;
-      out.push_back(cr);
-    }
-    return out;
+    return candidateList(configs_, heuristic_,
+                         [&](CandidateResult &cr, const AttentionConfig &c) {
+                           cr.familyConfig = toJson(c);
+                           cr.kernel = attentionKernelName(p_, c, t_);
+                         });
   }
   std::vector<std::shared_future<Built>> builds() override { return builds_; }
 
@@ -1505,15 +1512,12 @@ public:
   }
 
   std::vector<CandidateResult> candidates() const override {
-    std::vector<CandidateResult> out;
-    for (const MlstmConfig &c : configs_) {
-      CandidateResult cr;
-      cr.familyConfig = toJson(c);
-      cr.kernel = mlstmKernelName(p_, c, mlstmKernels(c.variant).front());
-      cr.heuristic = c == heuristic_;
-      out.push_back(cr);
-    }
-    return out;
+    return candidateList(configs_, heuristic_,
+                         [&](CandidateResult &cr, const MlstmConfig &c) {
+                           cr.familyConfig = toJson(c);
+                           cr.kernel = mlstmKernelName(
+                               p_, c, mlstmKernels(c.variant).front());
+                         });
   }
   std::vector<std::shared_future<Built>> builds() override { return builds_; }
 
