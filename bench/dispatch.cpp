@@ -130,30 +130,6 @@ GemmProblem problemOf(const Options &o) {
   return p;
 }
 
-/// Device buffers for one call of `p` at its M.
-struct Buffers {
-  Backend &b;
-  void *a, *bb, *c;
-  Buffers(Backend &be, const GemmProblem &p) : b(be) {
-    size_t e = 2; // bf16
-    a = b.alloc(size_t(p.m * p.k) * e);
-    bb = b.alloc(size_t(p.n * p.k) * e);
-    c = b.alloc(size_t(p.m * p.n) * e);
-    std::vector<char> zeros(size_t(std::max(p.m, p.n) * std::max(p.k, p.n)) *
-                            e);
-    b.copyToDevice(a, zeros.data(), size_t(p.m * p.k) * e);
-    b.copyToDevice(bb, zeros.data(), size_t(p.n * p.k) * e);
-  }
-  ~Buffers() {
-    b.free(a);
-    b.free(bb);
-    b.free(c);
-  }
-  GemmArgs args(int64_t m) const {
-    return GemmArgs{.a = a, .b = bb, .c = c, .m = m};
-  }
-};
-
 /// A zero-filled device buffer of `bytes`, freed with the scope.
 struct DeviceZeros {
   Backend &b;
@@ -163,6 +139,17 @@ struct DeviceZeros {
     b.copyToDevice(p, zeros.data(), bytes);
   }
   ~DeviceZeros() { b.free(p); }
+};
+
+/// Device buffers for one call of `p` at its M (bf16, zeros).
+struct Buffers {
+  DeviceZeros a, b, c;
+  Buffers(Backend &be, const GemmProblem &p)
+      : a(be, size_t(p.m * p.k) * 2), b(be, size_t(p.n * p.k) * 2),
+        c(be, size_t(p.m * p.n) * 2) {}
+  GemmArgs args(int64_t m) const {
+    return GemmArgs{.a = a.p, .b = b.p, .c = c.p, .m = m};
+  }
 };
 
 /// The vendor's own launch entry point, from the library the backend opened
