@@ -108,6 +108,31 @@ struct Shape {
 
 constexpr size_t kMaxRepackCandidates = 4;
 
+/// Split-K versions of a tiled config whose tiles leave multiprocessors
+/// idle: 2, 4, 8 or 16 splits, each with at least two k-slices and at most
+/// two blocks a multiprocessor; the valid ones.
+std::vector<GemmConfig> splitKConfigs(const GemmProblem &p,
+                                      const GemmConfig &base, Target t) {
+  std::vector<GemmConfig> out;
+  if (base.loop != GemmLoop::Tiled)
+    return out;
+  const double cus = targetInfo(t).computeUnits;
+  const double tiles = std::ceil(double(p.m) / base.blockM) *
+                       std::ceil(double(p.n) / base.blockN) * double(p.batch);
+  const double kSteps = std::ceil(double(p.k) / base.blockK);
+  if (tiles >= cus)
+    return out;
+  for (int s : {2, 4, 8, 16}) {
+    if (kSteps < 2 * s || tiles * s > 2 * cus)
+      continue;
+    GemmConfig c = base;
+    c.splitK = s;
+    if (!checkConfig(p, c, t))
+      out.push_back(c);
+  }
+  return out;
+}
+
 /// A repack config's cost in modelCost's units: the main loop on the padded
 /// problem, plus the copy kernel, which reads and writes (M + N) x K x 2
 /// bytes spread over the multiprocessors (at split-K's fix-up rate, a MAC
@@ -337,43 +362,13 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
   // Split-K for the tiled configs whose tiles leave multiprocessors idle,
   // with at least two k-slices per split.
   std::vector<std::pair<double, GemmConfig>> split;
-  const double cus = targetInfo(t).computeUnits;
-  for (const auto &[cost, base] : ranked) {
-    if (base.loop != GemmLoop::Tiled)
-      continue;
-    const double tiles = std::ceil(double(p.m) / base.blockM) *
-                         std::ceil(double(p.n) / base.blockN) * double(p.batch);
-    const double kSteps = std::ceil(double(p.k) / base.blockK);
-    if (tiles >= cus)
-      continue;
-    for (int s : {2, 4, 8, 16}) {
-      if (kSteps < 2 * s || tiles * s > 2 * cus)
-        continue;
-      GemmConfig c = base;
-      c.splitK = s;
-      if (!checkConfig(p, c, t))
-        split.push_back({modelCost(p, c, t), c});
-    }
-  }
+  for (const auto &[cost, base] : ranked)
+    for (const GemmConfig &c : splitKConfigs(p, base, t))
+      split.push_back({modelCost(p, c, t), c});
   // The tiled repack configs' split-K, under split-K's own rule.
-  for (size_t i = 0, n = repacked.size(); i < n; ++i) {
-    const GemmConfig base = repacked[i].second;
-    if (base.loop != GemmLoop::Tiled)
-      continue;
-    const double tiles = std::ceil(double(p.m) / base.blockM) *
-                         std::ceil(double(p.n) / base.blockN) * double(p.batch);
-    const double kSteps = std::ceil(double(p.k) / base.blockK);
-    if (tiles >= cus)
-      continue;
-    for (int s : {2, 4, 8, 16}) {
-      if (kSteps < 2 * s || tiles * s > 2 * cus)
-        continue;
-      GemmConfig c = base;
-      c.splitK = s;
-      if (!checkConfig(p, c, t))
-        repacked.push_back({repackCost(p, c, t), c});
-    }
-  }
+  for (size_t i = 0, n = repacked.size(); i < n; ++i)
+    for (const GemmConfig &c : splitKConfigs(p, repacked[i].second, t))
+      repacked.push_back({repackCost(p, c, t), c});
   auto byCost = [](auto &a, auto &b) { return a.first < b.first; };
   std::stable_sort(repacked.begin(), repacked.end(), byCost);
   std::vector<GemmConfig> repackPicks;
