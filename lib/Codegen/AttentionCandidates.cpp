@@ -94,15 +94,16 @@ int64_t unsplitBlocks(const AttentionProblem &p, const AttentionConfig &c) {
 /// unit, cut each row's keys so that blocks * splits covers the units
 /// kCover times over (two resident blocks per unit, and a second round
 /// that evens out the tail), keeping at least kMinTiles key tiles per
-/// split so the K/V pipeline still has a tile in flight behind the one
-/// being used, and at most 128 splits (checkConfig). The combine kernel
-/// re-reads splits * rows * Dv fp32 values, which stays small next to K/V
-/// while rows (batch * headsQ * Sq) are few. bestSplits then rounds the
-/// count down (to no less than half) where whole waves come out: 640
-/// equal blocks on 264 resident slots take 3 rounds, 512 take 2.
-int chooseSplits(const AttentionProblem &p, const AttentionConfig &c,
-                 Target t) {
-  constexpr int64_t kCover = 4, kMinTiles = 2;
+/// split (2, so the K/V pipeline still has a tile in flight behind the one
+/// being used; the enumerator also offers 1 for the tuner), and at most 128
+/// splits (checkConfig). The combine kernel re-reads splits * rows * Dv fp32
+/// values, which stays small next to K/V while rows (batch * headsQ * Sq) are
+/// few. bestSplits then rounds the count down (to no less than half) where
+/// whole waves come out: 640 equal blocks on 264 resident slots take 3 rounds,
+/// 512 take 2.
+int chooseSplits(const AttentionProblem &p, const AttentionConfig &c, Target t,
+                 int64_t kMinTiles = 2) {
+  constexpr int64_t kCover = 4;
   const int64_t blocks = unsplitBlocks(p, c);
   const int64_t units = targetInfo(t).computeUnits;
   if (blocks >= units || p.varlen)
@@ -144,8 +145,8 @@ double modelCost(const AttentionProblem &p, const AttentionConfig &c,
   // keeps gaining up to 128 x 128 tiles (128 x 64 measured 3-8% slower at
   // D = 128 on an H200) where mma.sync saturates earlier.
   const bool wgmma = c.loop == AttentionLoop::Wgmma;
-  const double speed = std::min(intensity, wgmma ? 64.0 : 42.0) *
-                       (wgmma ? 2.0 : 1.0);
+  const double speed =
+      std::min(intensity, wgmma ? 64.0 : 42.0) * (wgmma ? 2.0 : 1.0);
   const double dims = p.headDimQk + p.headDimV;
   const double tileTime = double(c.blockM) * c.blockN * dims / speed +
                           4.0 * c.blockN * dims; // the tile's load
@@ -209,7 +210,10 @@ std::vector<AttentionConfig> enumerateConfigs(const AttentionProblem &p,
               c.stages = stages;
               c.preloadV = preloadV;
               c.packGqa = pack;
-              for (int sp : {1, bestSplits(p, c, t)}) {
+              // And one key tile per split, for the tuner: where blocks
+              // are few, that puts the most bytes in flight at once.
+              for (int sp :
+                   {1, bestSplits(p, c, t), chooseSplits(p, c, t, 1)}) {
                 c.splits = sp;
                 if (c.warps < 1 || c.warps > 8 || checkConfig(p, c, t))
                   continue;

@@ -76,8 +76,8 @@ KernelSource emitAttention(const AttentionProblem &p, const AttentionConfig &c,
   if (nvidia)
     ks.headers.push_back(std::string(kHipRuntimeNvidia));
   const bool wgmma = c.loop == AttentionLoop::Wgmma;
-  const char *templ = wgmma ? "kgen/attention/attention_sm90.h"
-                            : "kgen/attention/attention.h";
+  const char *templ =
+      wgmma ? "kgen/attention/attention_sm90.h" : "kgen/attention/attention.h";
   for (std::string &h : templateIncludes(templ))
     ks.headers.push_back(std::move(h));
 
@@ -104,9 +104,10 @@ KernelSource emitAttention(const AttentionProblem &p, const AttentionConfig &c,
      << p.headDimV
      << "; batch, heads (GQA ratio) and sequence lengths at run time\n"
      << "// features: " << features << "\n"
-     << "// config: " << (wgmma ? "wgmma loop, " : "") << "block "
-     << c.blockM << " queries x " << c.blockN << " keys, " << c.warps
-     << (wgmma ? " consumer warps, " : " warps, ") << c.stages << " K/V stages, V "
+     << "// config: " << (wgmma ? "wgmma loop, " : "") << "block " << c.blockM
+     << " queries x " << c.blockN << " keys, " << c.warps
+     << (wgmma ? " consumer warps, " : " warps, ") << c.stages
+     << " K/V stages, V "
      << (c.preloadV ? "preloaded with K" : "waited for after the softmax");
   if (c.splits > 1)
     os << ", split-KV in " << c.splits << " (combine: " << ks.name
@@ -235,7 +236,6 @@ int64_t attentionWorkTiles(const AttentionProblem &p, const AttentionConfig &c,
 LaunchDims attentionCombineLaunchDims(const AttentionProblem &p,
                                       const AttentionConfig &c, Target t,
                                       int64_t batch, int64_t seqlenQ) {
-  (void)c;
   (void)t;
   LaunchDims d{};
   d.grid[0] = unsigned(seqlenQ);
@@ -243,7 +243,7 @@ LaunchDims attentionCombineLaunchDims(const AttentionProblem &p,
   d.grid[2] = unsigned(batch);
   d.block[0] = unsigned(p.headDimV);
   d.block[1] = d.block[2] = 1;
-  d.smemBytes = 0;
+  d.smemBytes = (4 * c.splits + 15) / 16 * 16; // the splits' LSEs, weights
   return d;
 }
 

@@ -309,7 +309,7 @@ std::string runOne(const AttnKernel &k, const Shape &s, unsigned seed) {
       lc.grid[i] = dc.grid[i];
     lc.threads = int(dc.block[0]);
     lc.waveSize = 32; // the combine kernel uses no warp-level operation
-    lc.smemBytes = 0;
+    lc.smemBytes = int(dc.smemBytes);
     lc.inputs = 0;
     if (!k.launch(prm, lc, true, message, sizeof(message)))
       return std::string("combine kernel: ") + message;
