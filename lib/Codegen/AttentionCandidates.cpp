@@ -197,8 +197,15 @@ std::vector<AttentionConfig> enumerateConfigs(const AttentionProblem &p,
   if (p.headsQ > p.headsKv)
     packs.push_back(true);
   std::vector<std::pair<double, AttentionConfig>> ranked;
+  // Decode (at most one atom of rows, packed): also one-warp blocks of one
+  // atom, half the idle rows of a 32-row block and more blocks per SM.
+  const int64_t packedRows =
+      p.seqlenQ * (p.headsQ > p.headsKv ? p.headsQ / p.headsKv : 1);
+  std::vector<int> blockMs{32, 64, 128};
+  if (atom == 16 && packedRows <= 16)
+    blockMs.insert(blockMs.begin(), 16);
   for (bool pack : packs)
-    for (int bm : {32, 64, 128})
+    for (int bm : blockMs)
       for (int rowsPerWarp : {atom, 2 * atom})
         for (int bn : {32, 64, 128})
           for (int stages : {1, 2, 3})
