@@ -244,7 +244,7 @@ def main():
                    speedup=t_peer / t_ours, speedup_comp=t_comp / t_ours, rel=rel, variants="")
         if args.variants and not step:
             parts = []
-            for var in ("recurrent", "fused", "twophase"):
+            for var in ("recurrent", "fused", "twophase", "chunkpar"):
                 cands = [c for c in kgen_candidates(DQK, DV, B, NH, S, args.dtype) if c["variant"] == var]
                 if not cands:
                     continue

@@ -43,6 +43,8 @@ enum class MlstmVariant {
   Recurrent, ///< token by token; tiny S and the decoding step
   Fused,     ///< one kernel walking the chunks, states in shared memory
   TwoPhase,  ///< state recurrence kernel + parallel per-chunk outputs
+  ChunkPar,  ///< per-chunk states in parallel + elementwise combine over the
+             ///< chunks + the two-phase outputs kernel
 };
 
 std::string_view toString(MlstmVariant v);
@@ -58,7 +60,14 @@ struct MlstmConfig {
 };
 
 /// The kernels a variant launches, in order.
-enum class MlstmKernel { Recurrent, Fused, States, Outputs };
+enum class MlstmKernel {
+  Recurrent,
+  Fused,
+  States,
+  Outputs,
+  ChunkStates, ///< chunk-parallel phase A: each chunk's own contribution
+  Combine,     ///< chunk-parallel phase B: the recurrence over the chunks
+};
 std::vector<MlstmKernel> mlstmKernels(MlstmVariant v);
 std::string_view toString(MlstmKernel k);
 
@@ -123,7 +132,17 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
 LaunchDims mlstmLaunchDims(const MlstmProblem &p, const MlstmConfig &c,
                            MlstmKernel k, Target t, int64_t b, int64_t nh,
                            int64_t s);
-/// Bytes of fp32 workspace the two-phase variant needs (0 otherwise).
+/// Where the workspace's arrays (kgen::mlstm::Params) start, in bytes from
+/// its beginning, and its size: the two-phase variant's fp32 wsC, wsN, wsM;
+/// the chunk-parallel one's fp64 wsGM first, then the same three. All 0 for
+/// the other variants.
+struct MlstmWorkspaceLayout {
+  size_t gm, c, n, m, bytes;
+};
+MlstmWorkspaceLayout mlstmWorkspaceLayout(const MlstmProblem &p,
+                                          const MlstmConfig &c, int64_t b,
+                                          int64_t nh, int64_t s);
+/// mlstmWorkspaceLayout(...).bytes.
 size_t mlstmWorkspaceBytes(const MlstmProblem &p, const MlstmConfig &c,
                            int64_t b, int64_t nh, int64_t s);
 /// Chunkwise FLOPs of the forward (for TFLOP/s reports).

@@ -1,9 +1,10 @@
 //===- MlstmCandidates.cpp - mLSTM configs, ranked by a cost model --------===//
 //
-// The space: the three variants x chunk 16..128 x blockDV 16..128 x 2, 4 or
-// 8 warps. Every combination that passes checkConfig is ranked by the model
-// below, and the best few of each variant are kept, so the dispatcher (and
-// the compile test) always sees every variant the target allows.
+// The space: the four variants x chunk 16..128 x blockDV 16..512 x 2, 4, 8
+// or 16 warps (chunk-parallel only where chunkParallelPays). Every combination
+// that passes checkConfig is ranked by the model below, and the best few of
+// each variant are kept, so the dispatcher (and the compile test) always sees
+// every variant the target allows.
 //
 // The model, in cycles of one GPU: a kernel runs its blocks in waves of
 // (compute units x resident blocks per unit); a wave's time is its resident
@@ -18,8 +19,8 @@
 // 16-bit matrix rate instead -- assumed 1024 FMAs per cycle per SM with
 // mma.sync on sm_90a (about half of wgmma's peak), 768 on sm_80 (A100's
 // mma.sync in practice), 512 per CU for MFMA 32x32x8 on gfx90a -- one
-// product per part of a split operand (mlstmMmaSplit), over whole 32x32 tiles (the
-// causal half of the scores skipped) and at that rate only with ~8 warps
+// product per part of a split operand (mlstmMmaSplit), over whole 32x32 tiles
+// (the causal half of the scores skipped) and at that rate only with ~8 warps
 // per unit in flight; the scalar rest (normalizer, the
 // exp per score, the rounding of C and diag(w) V, n's update) stays on the
 // fp32 lanes.
@@ -36,6 +37,10 @@ namespace kgen {
 namespace {
 
 constexpr size_t kPerVariant = 4;
+/// The chunk-parallel variant keeps more: the model has not yet been held
+/// against its measurements, and its configs tie often (phase A and the
+/// outputs kernel of 8 and 16 warps cost the same to it).
+constexpr size_t kPerChunkPar = 6;
 
 /// Global bytes per cycle of the whole GPU (HBM at ~1.7 GHz).
 double bytesPerCycle(Target t) {
@@ -84,6 +89,10 @@ double kernelCycles(const MlstmProblem &p, const MlstmConfig &c, MlstmKernel k,
       mmaFmas = chunks * updM;
       outFmasOverride = chunks * scalarUpd;
       break;
+    case MlstmKernel::ChunkStates:
+      mmaFmas = updM;
+      outFmasOverride = scalarUpd;
+      break;
     case MlstmKernel::Outputs:
       mmaFmas = scoresM + outM;
       outFmasOverride = scalarOut + (pc + 1) * dqk * vb;
@@ -112,6 +121,21 @@ double kernelCycles(const MlstmProblem &p, const MlstmConfig &c, MlstmKernel k,
     steps = 4;
     bytes = bh * S * (2 * dqk + 2 * dv) * sizeOf(p.dtype) + wsBytes;
     break;
+  case MlstmKernel::ChunkStates:
+    blocks *= chunks;
+    fmas = updFmas;
+    steps = 3;
+    bytes = bh * S * (dqk + dv) * sizeOf(p.dtype) + wsBytes;
+    break;
+  case MlstmKernel::Combine:
+    // One thread per element of C and n: a few FMAs and two exps per chunk;
+    // the chunks' loads go out kBatch (8) at a time, so the chain is a load
+    // latency per 8 chunks. Reads and rewrites the per-chunk states.
+    blocks = bh * std::ceil((dqk * dv + dqk) / double(tr.threads));
+    fmas = chunks * 8 * tr.threads;
+    steps = 2 + std::ceil(chunks / 8);
+    bytes = 2 * wsBytes;
+    break;
   }
   if (outFmasOverride >= 0)
     fmas = outFmasOverride;
@@ -128,6 +152,17 @@ double kernelCycles(const MlstmProblem &p, const MlstmConfig &c, MlstmKernel k,
          bytes / bytesPerCycle(t);
 }
 
+/// The chunk-parallel variant is offered where the two-phase states kernel
+/// would walk a long chain of chunks in few blocks: at least 4 chunks, and
+/// fewer heads x slices than the GPU has units (otherwise the heads alone
+/// fill it, and the chunk-parallel form only adds a pass over the states).
+bool chunkParallelPays(const MlstmProblem &p, const MlstmConfig &c, Target t) {
+  if (c.chunk <= 0 || c.blockDV <= 0)
+    return false;
+  return p.s >= 4 * int64_t(c.chunk) &&
+         p.b * p.nh * (p.dv / c.blockDV) < targetInfo(t).computeUnits;
+}
+
 } // namespace
 
 double mlstmModelCost(const MlstmProblem &p, const MlstmConfig &c, Target t) {
@@ -139,8 +174,8 @@ double mlstmModelCost(const MlstmProblem &p, const MlstmConfig &c, Target t) {
 
 std::vector<MlstmConfig> enumerateConfigs(const MlstmProblem &p, Target t) {
   std::vector<MlstmConfig> out;
-  for (MlstmVariant v :
-       {MlstmVariant::Recurrent, MlstmVariant::Fused, MlstmVariant::TwoPhase}) {
+  for (MlstmVariant v : {MlstmVariant::Recurrent, MlstmVariant::Fused,
+                         MlstmVariant::TwoPhase, MlstmVariant::ChunkPar}) {
     std::vector<std::pair<double, MlstmConfig>> ranked;
     const bool recurrent = v == MlstmVariant::Recurrent;
     for (int chunk : {16, 32, 64, 128}) {
@@ -149,13 +184,17 @@ std::vector<MlstmConfig> enumerateConfigs(const MlstmProblem &p, Target t) {
       for (int vb : {16, 32, 64, 128, 256, 512})
         for (int warps : {2, 4, 8, 16}) {
           MlstmConfig c{v, recurrent ? 0 : chunk, vb, warps};
+          if (v == MlstmVariant::ChunkPar && !chunkParallelPays(p, c, t))
+            continue;
           if (!checkConfig(p, c, t))
             ranked.push_back({mlstmModelCost(p, c, t), c});
         }
     }
     std::stable_sort(ranked.begin(), ranked.end(),
                      [](auto &a, auto &b) { return a.first < b.first; });
-    for (size_t i = 0; i < ranked.size() && i < kPerVariant; ++i)
+    const size_t keep =
+        v == MlstmVariant::ChunkPar ? kPerChunkPar : kPerVariant;
+    for (size_t i = 0; i < ranked.size() && i < keep; ++i)
       out.push_back(ranked[i].second);
   }
   std::stable_sort(out.begin(), out.end(),
@@ -168,7 +207,9 @@ std::vector<MlstmConfig> enumerateConfigs(const MlstmProblem &p, Target t) {
 MlstmConfig defaultConfig(const MlstmProblem &p, Target t) {
   // The seed's batch-aware selection: the recurrent kernel for tiny S; the
   // fused chunkwise kernel when the heads (x 64-column slices) alone fill
-  // the GPU; otherwise the two-phase form, parallel over the chunks too.
+  // the GPU; otherwise a form parallel over the chunks too: two-phase or,
+  // where the enumerator offers it and the model ranks it cheaper,
+  // chunk-parallel (the first of the two in the ranked list).
   MlstmVariant want;
   if (p.s <= 16)
     want = MlstmVariant::Recurrent;
@@ -178,7 +219,8 @@ MlstmConfig defaultConfig(const MlstmProblem &p, Target t) {
     want = MlstmVariant::TwoPhase;
   std::vector<MlstmConfig> cs = enumerateConfigs(p, t);
   for (const MlstmConfig &c : cs)
-    if (c.variant == want)
+    if (c.variant == want ||
+        (want == MlstmVariant::TwoPhase && c.variant == MlstmVariant::ChunkPar))
       return c;
   if (!cs.empty())
     return cs.front();

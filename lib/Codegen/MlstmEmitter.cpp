@@ -29,8 +29,19 @@ const char *what(MlstmKernel k) {
   case MlstmKernel::Outputs:
     return "the chunkwise form, phase 2: every chunk's outputs from its "
            "state, in parallel";
+  case MlstmKernel::ChunkStates:
+    return "the chunk-parallel form, phase A: every chunk's own state "
+           "contribution from a zero state, in parallel, to the workspace";
+  case MlstmKernel::Combine:
+    return "the chunk-parallel form, phase B: the elementwise recurrence over "
+           "the chunks, the state entering every chunk in the workspace";
   }
   return "?";
+}
+
+/// The template function (templates/mlstm/mlstm.h) that kernel k runs.
+std::string_view templateFunction(MlstmKernel k) {
+  return k == MlstmKernel::ChunkStates ? "chunkStates" : toString(k);
 }
 
 } // namespace
@@ -79,7 +90,7 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
   const bool oneBlock = nvidia && k != MlstmKernel::Recurrent &&
                         2 * tr.smemBytes > targetInfo(t).maxSharedBytes;
   os << ", " << c.blockDV << " DV columns per block, " << c.warps << " warps\n";
-  if (k != MlstmKernel::Recurrent) {
+  if (k != MlstmKernel::Recurrent && k != MlstmKernel::Combine) {
     os << "// matrix work: ";
     if (mma)
       os << (nvidia ? "mma.sync m16n8k16 + ldmatrix" : "MFMA 32x32x8")
@@ -91,10 +102,15 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
     else
       os << "fp32 FMAs from shared memory\n";
   }
-  os
-     << "// launch: grid (" << tr.slices
-     << (k == MlstmKernel::Outputs ? " * chunks" : "") << ", B * NH), "
-     << tr.threads << " threads, " << tr.smemBytes
+  os << "// launch: grid (";
+  if (k == MlstmKernel::Combine)
+    os << "ceil((DQK * DV + DQK) / " << tr.threads << ")";
+  else
+    os << tr.slices
+       << (k == MlstmKernel::Outputs || k == MlstmKernel::ChunkStates
+               ? " * chunks"
+               : "");
+  os << ", B * NH), " << tr.threads << " threads, " << tr.smemBytes
      << " B dynamic shared memory\n";
   if (inlineTemplates) {
     if (!nvidia)
@@ -125,7 +141,7 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
      << "extern \"C\" __global__ void __launch_bounds__(" << tr.threads
      << (oneBlock ? ", 1" : "") << ")\n"
      << ks.name << "(kgen::mlstm::Params p) {\n"
-     << "  kgen::mlstm::" << toString(k) << "<Config>(p);\n"
+     << "  kgen::mlstm::" << templateFunction(k) << "<Config>(p);\n"
      << "}\n";
   ks.source = os.str();
   if (inlineTemplates)
@@ -139,8 +155,10 @@ LaunchDims mlstmLaunchDims(const MlstmProblem &p, const MlstmConfig &c,
   const MlstmTraits tr = mlstmTraits(p, c, k, t);
   LaunchDims d{};
   int64_t x = tr.slices;
-  if (k == MlstmKernel::Outputs)
+  if (k == MlstmKernel::Outputs || k == MlstmKernel::ChunkStates)
     x *= (s + c.chunk - 1) / c.chunk;
+  if (k == MlstmKernel::Combine)
+    x = (int64_t(p.dqk) * p.dv + p.dqk + tr.threads - 1) / tr.threads;
   d.grid[0] = unsigned(x);
   d.grid[1] = unsigned(b * nh);
   d.grid[2] = 1;

@@ -71,7 +71,8 @@ MlstmConfig mlstmConfigFromJson(const json &j) {
     auto v = parseMlstmVariant(s);
     if (!v)
       fields.fail("'variant' = \"" + s +
-                  "\" must be \"recurrent\", \"fused\" or \"twophase\"");
+                  "\" must be \"recurrent\", \"fused\", \"twophase\" or "
+                  "\"chunkpar\"");
     c.variant = *v;
   }
   c.chunk = int(fields.getInt(

@@ -26,13 +26,15 @@ std::string_view toString(MlstmVariant v) {
     return "fused";
   case MlstmVariant::TwoPhase:
     return "twophase";
+  case MlstmVariant::ChunkPar:
+    return "chunkpar";
   }
   return "?";
 }
 
 std::optional<MlstmVariant> parseMlstmVariant(std::string_view s) {
-  for (MlstmVariant v :
-       {MlstmVariant::Recurrent, MlstmVariant::Fused, MlstmVariant::TwoPhase})
+  for (MlstmVariant v : {MlstmVariant::Recurrent, MlstmVariant::Fused,
+                         MlstmVariant::TwoPhase, MlstmVariant::ChunkPar})
     if (s == toString(v))
       return v;
   return std::nullopt;
@@ -48,6 +50,10 @@ std::string_view toString(MlstmKernel k) {
     return "states";
   case MlstmKernel::Outputs:
     return "outputs";
+  case MlstmKernel::ChunkStates:
+    return "chunkstates";
+  case MlstmKernel::Combine:
+    return "combine";
   }
   return "?";
 }
@@ -60,6 +66,9 @@ std::vector<MlstmKernel> mlstmKernels(MlstmVariant v) {
     return {MlstmKernel::Fused};
   case MlstmVariant::TwoPhase:
     return {MlstmKernel::States, MlstmKernel::Outputs};
+  case MlstmVariant::ChunkPar:
+    return {MlstmKernel::ChunkStates, MlstmKernel::Combine,
+            MlstmKernel::Outputs};
   }
   return {};
 }
@@ -120,9 +129,9 @@ int64_t mmaSmemBytes(const MlstmProblem &p, const MlstmConfig &c,
 }
 
 bool mmaShapes(const MlstmProblem &p, const MlstmConfig &c, MlstmKernel k) {
-  return k != MlstmKernel::Recurrent && p.dtype != DType::F32 &&
-         c.chunk % 32 == 0 && c.chunk > 0 && c.blockDV % 32 == 0 &&
-         c.blockDV > 0 && p.dqk % 32 == 0;
+  return k != MlstmKernel::Recurrent && k != MlstmKernel::Combine &&
+         p.dtype != DType::F32 && c.chunk % 32 == 0 && c.chunk > 0 &&
+         c.blockDV % 32 == 0 && c.blockDV > 0 && p.dqk % 32 == 0;
 }
 
 /// The splits (scores, outputs, update) before the shared-memory check.
@@ -182,6 +191,13 @@ MlstmTraits mlstmTraits(const MlstmProblem &p, const MlstmConfig &c,
     tr.rows = groups > 0 ? p.dqk / groups : 0;
     tr.smemBytes =
         4 * (2 * p.dqk + c.blockDV + 2 * (groups * c.blockDV + groups));
+  } else if (k == MlstmKernel::Combine) {
+    // Must match combine<>: 256 threads whatever the config's warps (it is
+    // elementwise; more, smaller blocks spread one head over more units),
+    // one 16-byte shared word.
+    tr.threads = 256;
+    tr.smemBytes = 16;
+    tr.rows = 0;
   } else {
     // Must match Chunk<>::kBytes.
     int64_t L = c.chunk;
@@ -268,13 +284,26 @@ std::optional<std::string> checkConfig(const MlstmProblem &p,
   return std::nullopt;
 }
 
+MlstmWorkspaceLayout mlstmWorkspaceLayout(const MlstmProblem &p,
+                                          const MlstmConfig &c, int64_t b,
+                                          int64_t nh, int64_t s) {
+  MlstmWorkspaceLayout l{};
+  if (c.variant != MlstmVariant::TwoPhase &&
+      c.variant != MlstmVariant::ChunkPar)
+    return l;
+  const size_t per = size_t(b * nh * ((s + c.chunk - 1) / c.chunk));
+  // The fp64 pairs first: the fp32 arrays after them stay 16-byte aligned.
+  l.gm = 0;
+  l.c = c.variant == MlstmVariant::ChunkPar ? per * 2 * sizeof(double) : 0;
+  l.n = l.c + per * size_t(p.dqk) * p.dv * sizeof(float);
+  l.m = l.n + per * size_t(p.dqk) * sizeof(float);
+  l.bytes = l.m + per * sizeof(float);
+  return l;
+}
+
 size_t mlstmWorkspaceBytes(const MlstmProblem &p, const MlstmConfig &c,
                            int64_t b, int64_t nh, int64_t s) {
-  if (c.variant != MlstmVariant::TwoPhase)
-    return 0;
-  int64_t chunks = (s + c.chunk - 1) / c.chunk;
-  return size_t(b * nh * chunks) * (size_t(p.dqk) * p.dv + size_t(p.dqk) + 1) *
-         sizeof(float);
+  return mlstmWorkspaceLayout(p, c, b, nh, s).bytes;
 }
 
 double mlstmFlops(const MlstmProblem &p, int chunk) {

@@ -115,7 +115,7 @@ FailureOr<kgen::MlstmVariant> kgen::ir::parseMlstmVariant(AsmParser &parser) {
   if (std::optional<MlstmVariant> v = kgen::parseMlstmVariant(keyword))
     return *v;
   parser.emitError(loc) << "unknown mLSTM variant '" << keyword
-                        << "'; expected recurrent, fused or twophase";
+                        << "'; expected recurrent, fused, twophase or chunkpar";
   return failure();
 }
 

@@ -6,7 +6,8 @@
 //
 // The workspace holds one counter per head (zero between launches; the
 // kernels' lastOfHead uses it so states can be updated in place) and, for
-// the two-phase variant, the state entering every chunk. The runtime keeps
+// the two-phase and chunk-parallel variants, the state entering every chunk
+// (mlstmWorkspaceLayout). The runtime keeps
 // one, grown on demand, unless the call brings its own.
 //
 //===----------------------------------------------------------------------===//
@@ -213,7 +214,7 @@ void Runtime::launchMlstm(const MlstmPlan &plan, const MlstmArgs &args,
       backend_->memsetAsync(ws, 0, counters, stream);
       mlstm_->zeroBytes = counters;
     }
-    if (plan.config.variant == MlstmVariant::TwoPhase)
+    if (mlstmWorkspaceBytes(r, plan.config, r.b, r.nh, r.s) > 0)
       mlstm_->zeroBytes = std::min(mlstm_->zeroBytes, counters);
   }
 
@@ -237,12 +238,15 @@ void Runtime::launchMlstm(const MlstmPlan &plan, const MlstmArgs &args,
   prm.chunks = int((r.s + chunk - 1) / chunk);
   prm.eps = kp.eps;
   prm.counters = reinterpret_cast<unsigned *>(ws);
-  if (plan.config.variant == MlstmVariant::TwoPhase) {
-    float *states = reinterpret_cast<float *>(ws + counterBytes(bh));
-    const size_t perChunk = size_t(bh) * prm.chunks;
-    prm.wsC = states;
-    prm.wsN = prm.wsC + perChunk * kp.dqk * kp.dv;
-    prm.wsM = prm.wsN + perChunk * kp.dqk;
+  const MlstmWorkspaceLayout wl =
+      mlstmWorkspaceLayout(r, plan.config, r.b, r.nh, r.s);
+  if (wl.bytes > 0) {
+    unsigned char *states = ws + counterBytes(bh);
+    if (plan.config.variant == MlstmVariant::ChunkPar)
+      prm.wsGM = reinterpret_cast<double *>(states + wl.gm);
+    prm.wsC = reinterpret_cast<float *>(states + wl.c);
+    prm.wsN = reinterpret_cast<float *>(states + wl.n);
+    prm.wsM = reinterpret_cast<float *>(states + wl.m);
   }
   void *params[] = {&prm};
   // plan.kernels follow mlstmKernels(variant), in launch order.

@@ -23,6 +23,17 @@
 //   outputs    recurrence and writes the state entering every chunk to the
 //              workspace; `outputs` runs one block per (chunk, slice, head)
 //              from that state, in parallel over the chunks.
+//   chunkStates + combine + outputs
+//              chunk-parallel: `chunkStates` runs one block per (chunk,
+//              slice, head), all in parallel, each writing its chunk's own
+//              contribution from a zero state with its own stabilizer
+//              (C_loc, n_loc, m_loc, g); `combine`, one thread per element
+//              of C and n, runs the cheap elementwise recurrence over the
+//              chunks and leaves the state entering every chunk where
+//              `outputs` (the two-phase one, unchanged) reads it. Three
+//              launches, but no chain of chunk steps: for few heads x
+//              slices (small heads, B = 1) the states kernel's S / L
+//              dependent steps are most of the two-phase time.
 //
 // Chunk k (length L, the last one may be short), inside: b_t = sum_{r<=t} l_r,
 // g = b_L, a_t = i_t + g - b_t; between chunks m^k = max(g + m^{k-1},
@@ -1130,6 +1141,107 @@ template <class Config> KGEN_DEVICE void outputs(const Params &p) {
   ch.normalizer(len);
   __syncthreads();
   ch.outputs(p, row0, at.j0, len);
+}
+
+/// Chunk-parallel, phase A: chunk k's own contribution, as if it started
+/// from a zero state with its own stabilizer m_loc = max_t a_t: C_loc =
+/// (K * exp(a - m_loc))^T V and n_loc to the workspace in the place of the
+/// state entering chunk k, (g, m_loc) to wsGM; grid (DV / kBlockDV *
+/// chunks, B * NH), every block independent. It is the states kernel's step
+/// (gates, update) from C = 0, n = 0 and m^{k-1} = -inf: then m^k = m_loc,
+/// the update's decay is exp(-inf) = 0 and its weights are exp(a - m_loc).
+template <class Config> KGEN_DEVICE void chunkStates(const Params &p) {
+  using Ch = ChunkOf<Config>;
+  /// Below every g + m: makes max(g + m^{k-1}, m_loc) = m_loc in gates().
+  constexpr double kNoState = -1e300;
+  extern __shared__ __attribute__((aligned(16))) unsigned char kgen_smem[];
+  const Ch ch(kgen_smem);
+  const BlockIndex<Config> at;
+  const int dqk = Config::kDQK, dv = Config::kDV;
+  const long long bh = at.bh;
+  const bool first = at.slice == 0;
+  const int k = int(blockIdx.x / unsigned(BlockIndex<Config>::kSlices));
+  const int t0 = k * Config::kChunk;
+  const int len = chunkLength<Config>(p, t0);
+  const long long row0 = bh * p.seq + t0;
+  const long long ws = bh * p.chunks + k;
+  ch.loadState(nullptr, dv, at.j0, nullptr, nullptr);
+  // Thread 0 is the lane of gates() that reads *mState: no barrier needed.
+  if (threadIdx.x == 0)
+    *ch.mState = kNoState;
+  ch.template loadTokens<false>(p, row0, at.j0, len);
+  ch.gates(p, row0, len);
+  __syncthreads();
+  ch.update(len);
+  // ChunkMma's update writes C in the warp tiles' layout, not storeState's.
+  __syncthreads();
+  ch.storeState(p.wsC + ws * dqk * dv, dv, at.j0,
+                first ? p.wsN + ws * dqk : nullptr, nullptr);
+  if (first && threadIdx.x == 0) {
+    p.wsGM[2 * ws] = ch.bcum[len - 1]; // g = b_L
+    p.wsGM[2 * ws + 1] = *ch.mState;   // m_loc
+  }
+}
+
+/// Chunk-parallel, phase B: the recurrence between chunks, one thread per
+/// element of C (DQK x DV) and of n (DQK) of one head, from the initial
+/// state (or zeros): m^k = max(g_k + m^{k-1}, m_loc_k), X^k = exp(g_k +
+/// m^{k-1} - m^k) X^{k-1} + exp(m_loc_k - m^k) X_loc_k. It replaces X_loc_k
+/// in the workspace by the state entering chunk k (and writes wsM), the
+/// layout the outputs kernel reads, and returns the final states. m is
+/// carried in fp64 and each chunk's decay taken in fp32, as the states
+/// kernel does; every thread walks the same m. Grid (ceil((DQK * DV +
+/// DQK) / kThreads), B * NH); one shared word (lastOfHead's flag).
+template <class Config> KGEN_DEVICE void combine(const Params &p) {
+  constexpr int kC = Config::kDQK * Config::kDV, kN = kC + Config::kDQK;
+  constexpr int kBlocks = (kN + Config::kThreads - 1) / Config::kThreads;
+  /// Chunks whose loads are issued together: they do not depend on the
+  /// recurrence, so only the arithmetic is a chain.
+  constexpr int kBatch = 8;
+  static_assert(Config::kSmemBytes == 16, "one flag word, 16-byte aligned");
+  extern __shared__ __attribute__((aligned(16))) unsigned char kgen_smem[];
+  const long long bh = blockIdx.y;
+  const int e = int(blockIdx.x) * Config::kThreads + int(threadIdx.x);
+  const bool mine = e < kN, isC = e < kC;
+  const long long stride = isC ? kC : Config::kDQK;
+  float *const ws = isC ? p.wsC + bh * p.chunks * kC + e
+                        : p.wsN + bh * p.chunks * Config::kDQK + (e - kC);
+  const float *const init =
+      isC ? (p.c0 ? p.c0 + bh * kC + e : nullptr)
+          : (p.n0 ? p.n0 + bh * Config::kDQK + (e - kC) : nullptr);
+  const double *const gm = p.wsGM + bh * p.chunks * 2;
+  float *const wsM = p.wsM + bh * p.chunks;
+  const bool writesM = blockIdx.x == 0 && threadIdx.x == 0;
+  double m = p.m0 ? double(p.m0[bh]) : 0.0;
+  float x = mine && init ? *init : 0.f;
+  for (int k0 = 0; k0 < p.chunks; k0 += kBatch) {
+    float loc[kBatch];
+#pragma unroll
+    for (int r = 0; r < kBatch; ++r)
+      loc[r] = mine && k0 + r < p.chunks ? ws[(k0 + r) * stride] : 0.f;
+#pragma unroll
+    for (int r = 0; r < kBatch; ++r) {
+      const int k = k0 + r;
+      if (k >= p.chunks)
+        break;
+      if (mine)
+        ws[k * stride] = x;
+      if (writesM)
+        wsM[k] = float(m);
+      const double g = gm[2 * k], mLoc = gm[2 * k + 1];
+      const double mNext = fmax(g + m, mLoc);
+      x = expf(float(g + m - mNext)) * x + expf(float(mLoc - mNext)) * loc[r];
+      m = mNext;
+    }
+  }
+  if (mine && isC && p.cT)
+    p.cT[bh * kC + e] = x;
+  if (mine && !isC && p.nT)
+    p.nT[bh * Config::kDQK + (e - kC)] = x;
+  // Every block reads the initial m: the last one writes the final m.
+  float *const flag = reinterpret_cast<float *>(kgen_smem);
+  if (p.mT && lastOfHead(p, bh, kBlocks, flag) && threadIdx.x == 0)
+    p.mT[bh] = float(m);
 }
 
 /// The recurrent form token by token; grid (DV / kBlockDV, B * NH). Thread

@@ -10,6 +10,10 @@
 // C (B, NH, DQK, DV), n (B, NH, DQK), m (B, NH). The per-chunk states of the
 // two-phase variant (the state entering chunk k) live in a workspace:
 // wsC (B*NH, chunks, DQK, DV), wsN (B*NH, chunks, DQK), wsM (B*NH, chunks).
+// The chunk-parallel variant first writes each chunk's own contribution
+// there (C_loc, n_loc) and its gate sums to wsGM (B*NH, chunks, 2) fp64
+// (g, m_loc); its combine kernel then turns them, in place, into the states
+// entering the chunks (see chunkStates and combine in mlstm.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,7 +27,8 @@ struct Params {
   void *h;                   ///< output, input dtype
   const float *c0, *n0, *m0; ///< initial states; null when not given
   float *cT, *nT, *mT;       ///< final states; null when not returned
-  float *wsC, *wsN, *wsM;    ///< per-chunk states (two-phase only)
+  float *wsC, *wsN, *wsM;    ///< per-chunk states (two-phase, chunk-parallel)
+  double *wsGM;              ///< per chunk (g, m_loc) (chunk-parallel only)
   /// One per head, zero before and after every launch: the last block of a
   /// head to finish writes the final n and m (see lastOfHead in mlstm.h).
   unsigned *counters;

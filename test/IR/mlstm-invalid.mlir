@@ -23,6 +23,6 @@ kgen.mlstm @too_big {dqk = 512, dv = 512, dtype = bf16, target = "gfx90a", confi
 
 // -----
 
-// expected-error@+2 {{unknown mLSTM variant 'flash'; expected recurrent, fused or twophase}}
+// expected-error@+2 {{unknown mLSTM variant 'flash'; expected recurrent, fused, twophase or chunkpar}}
 // expected-error@+1 {{failed to parse Kgen_MlstmConfigAttr parameter 'variant'}}
 kgen.mlstm @bad_variant {dqk = 64, dv = 64, dtype = bf16, config = #kgen.mlstm_config<variant = flash, block_dv = 64, warps = 4>}

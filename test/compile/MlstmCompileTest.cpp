@@ -1,6 +1,7 @@
 //===- MlstmCompileTest.cpp - Every mLSTM variant compiles, no GPU --------===//
 //
-// The candidates of every variant (recurrent, fused, two-phase) for a few
+// The candidates of every variant (recurrent, fused, two-phase,
+// chunk-parallel: the enumerator offers it for 1 x 8 heads of 64/64) for a few
 // problems, and each dtype, through the real compilers: nvrtc for sm_80 and
 // sm_90a, hiprtc (Debian's ROCm 5.2) for gfx90a. AMD code is compiled only.
 // Tensor-core configs (mma.sync / MFMA) of both 16-bit dtypes and a few
@@ -49,7 +50,8 @@ std::vector<Job> jobsFor(Target t) {
   const int mmaShapes[][5] = {
       {64, 64, 32, 32, 4}, {128, 128, 64, 64, 8}, {256, 512, 32, 64, 8}};
   for (DType d : {DType::BF16, DType::F16})
-    for (MlstmVariant v : {MlstmVariant::Fused, MlstmVariant::TwoPhase})
+    for (MlstmVariant v :
+         {MlstmVariant::Fused, MlstmVariant::TwoPhase, MlstmVariant::ChunkPar})
       for (const auto &x : mmaShapes) {
         MlstmProblem p = problem(2, 4096, x[0], x[1], d);
         MlstmConfig c{v, x[2], x[3], x[4]};
@@ -59,7 +61,8 @@ std::vector<Job> jobsFor(Target t) {
       }
   // 16-bit inputs on the fp32 FMA path (chunk 16: no tensor-core tiles),
   // which the model ranks below the tensor-core configs.
-  for (MlstmVariant v : {MlstmVariant::Fused, MlstmVariant::TwoPhase}) {
+  for (MlstmVariant v :
+       {MlstmVariant::Fused, MlstmVariant::TwoPhase, MlstmVariant::ChunkPar}) {
     MlstmProblem p = problem(1, 2048, 64, 64, DType::BF16);
     MlstmConfig c{v, 16, 32, 4};
     if (!checkConfig(p, c, t) &&
@@ -133,7 +136,7 @@ TEST(MlstmCompile, EveryVariantCompiles) {
                 mmaCounts[n], failures[n].size());
     EXPECT_GT(counts[n], 20u);
     EXPECT_GT(mmaCounts[n], 4u) << "tensor-core kernels among them";
-    EXPECT_EQ(variants[n].size(), 3u) << "every variant has a candidate";
+    EXPECT_EQ(variants[n].size(), 4u) << "every variant has a candidate";
     for (const std::string &f : failures[n])
       ADD_FAILURE() << toString(targets[n]) << ": " << f;
   }

@@ -59,6 +59,14 @@ const Plan kPlans[] = {
     // 16 warps: split-k 4 (scores), 8 (outputs) and 4 (update), and n's
     // update in 4 groups per entry.
     {Target::SM90A, DType::BF16, 128, 64, {MlstmVariant::TwoPhase, 64, 32, 16}},
+    // Chunk-parallel (three kernels): tensor cores on every target (f16's
+    // scaled rest on sm_80, MFMA on gfx90a, 16 warps with split-k), and the
+    // fp32 FMA path (f32, chunk 16: S = 100 walks 7 chunks).
+    {Target::SM90A, DType::BF16, 64, 64, {MlstmVariant::ChunkPar, 32, 32, 4}},
+    {Target::SM80, DType::F16, 64, 128, {MlstmVariant::ChunkPar, 32, 64, 8}},
+    {Target::GFX90A, DType::BF16, 64, 64, {MlstmVariant::ChunkPar, 32, 32, 2}},
+    {Target::SM80, DType::F32, 64, 64, {MlstmVariant::ChunkPar, 16, 32, 2}},
+    {Target::SM90A, DType::BF16, 64, 64, {MlstmVariant::ChunkPar, 64, 32, 16}},
 };
 
 void writeIfChanged(const std::string &path, const std::string &text) {
@@ -132,7 +140,7 @@ int main(int argc, char **argv) {
       launchers << "&" << emuName << "_emu, ";
       ++n;
     }
-    if (n == 1)
+    for (; n < 3; ++n)
       launchers << "nullptr, ";
     table << "    {\"" << toString(pl.target) << " "
           << toString(pl.config.variant) << " " << toString(pl.dtype) << " "

@@ -45,7 +45,7 @@ struct MlstmEmuPlan {
   DType dtype;
   int dqk, dv;
   kgen::MlstmConfig config;
-  bool (*launch[2])(const kgen::mlstm::Params &, const emu::Launch &, char *,
+  bool (*launch[3])(const kgen::mlstm::Params &, const emu::Launch &, char *,
                     size_t);
 };
 
@@ -137,9 +137,10 @@ TEST_P(MlstmEmulator, MatchesRecurrentReference) {
       const int chunk = pl.config.chunk > 0 ? pl.config.chunk : 1;
       const int chunks = int((S + chunk - 1) / chunk);
       std::vector<unsigned> counters(size_t(BH), 0u);
-      const size_t wsFloats =
-          kgen::mlstmWorkspaceBytes(rp, pl.config, B, NH, S) / 4;
-      std::vector<float> ws(wsFloats, nan);
+      const kgen::MlstmWorkspaceLayout wl =
+          kgen::mlstmWorkspaceLayout(rp, pl.config, B, NH, S);
+      // NaN floats: the fp64 (g, m_loc) pairs read NaN too.
+      std::vector<float> ws(wl.bytes / 4, nan);
 
       kgen::mlstm::Params prm{};
       prm.q = q.bytes.data();
@@ -158,11 +159,13 @@ TEST_P(MlstmEmulator, MatchesRecurrentReference) {
         prm.nT = inPlace ? nIo.data() : nT.data();
         prm.mT = inPlace ? mIo.data() : mT.data();
       }
-      if (wsFloats) {
-        const size_t per = size_t(BH) * chunks;
-        prm.wsC = ws.data();
-        prm.wsN = prm.wsC + per * dqk * dv;
-        prm.wsM = prm.wsN + per * dqk;
+      if (wl.bytes) {
+        unsigned char *base = reinterpret_cast<unsigned char *>(ws.data());
+        if (pl.config.variant == kgen::MlstmVariant::ChunkPar)
+          prm.wsGM = reinterpret_cast<double *>(base + wl.gm);
+        prm.wsC = reinterpret_cast<float *>(base + wl.c);
+        prm.wsN = reinterpret_cast<float *>(base + wl.n);
+        prm.wsM = reinterpret_cast<float *>(base + wl.m);
       }
       prm.counters = counters.data();
       prm.batch = int(B);

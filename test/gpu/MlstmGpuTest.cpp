@@ -298,8 +298,8 @@ TEST_F(MlstmGpu, IssueSweepDispatched) {
 
 TEST_F(MlstmGpu, EveryVariant) {
   const int dims[][2] = {{64, 64}, {128, 128}, {256, 512}};
-  for (MlstmVariant var :
-       {MlstmVariant::Recurrent, MlstmVariant::Fused, MlstmVariant::TwoPhase})
+  for (MlstmVariant var : {MlstmVariant::Recurrent, MlstmVariant::Fused,
+                           MlstmVariant::TwoPhase, MlstmVariant::ChunkPar})
     for (int64_t s : {1, 7, 100, 1024})
       for (auto &d : dims) {
         if (s > maxS() || (var == MlstmVariant::Recurrent && s > 100))
@@ -307,6 +307,10 @@ TEST_F(MlstmGpu, EveryVariant) {
         Case c{1, 3, s, d[0], d[1]};
         c.initial = s % 2 == 1;
         c.variant = var;
+        // The enumerator offers chunk-parallel configs for S >= 4 chunks
+        // only: short S runs an explicit one (one to four chunks).
+        if (var == MlstmVariant::ChunkPar && s <= 100)
+          c.config = MlstmConfig{var, 32, 32, 8};
         runCase(c);
       }
 }
@@ -314,7 +318,7 @@ TEST_F(MlstmGpu, EveryVariant) {
 TEST_F(MlstmGpu, OtherDtypes) {
   for (DType dt : {DType::F16, DType::F32})
     for (MlstmVariant var : {MlstmVariant::Recurrent, MlstmVariant::Fused,
-                             MlstmVariant::TwoPhase}) {
+                             MlstmVariant::TwoPhase, MlstmVariant::ChunkPar}) {
       Case c{2, 2, std::min<int64_t>(100, maxS()), 128, 64};
       c.dtype = dt;
       c.initial = true;
@@ -328,7 +332,8 @@ TEST_F(MlstmGpu, TensorCoreAndFmaPaths) {
   // (mlstmUsesMma) and the FMA path otherwise: both, per chunkwise variant,
   // with a ragged last chunk and initial states, at the three head sizes.
   const int dims[][3] = {{64, 64, 64}, {128, 128, 64}, {256, 512, 32}};
-  for (MlstmVariant var : {MlstmVariant::Fused, MlstmVariant::TwoPhase})
+  for (MlstmVariant var :
+       {MlstmVariant::Fused, MlstmVariant::TwoPhase, MlstmVariant::ChunkPar})
     for (auto &d : dims)
       for (bool mma : {true, false})
         for (DType dt : {DType::BF16, DType::F16}) {
@@ -358,6 +363,11 @@ TEST_F(MlstmGpu, SplitKConfigs) {
       {64, 64, {MlstmVariant::TwoPhase, 128, 32, 16}},
       {64, 64, {MlstmVariant::TwoPhase, 64, 32, 16}},
       {64, 64, {MlstmVariant::Fused, 128, 64, 16}},
+      // Chunk-parallel: the configs expected to win the small heads.
+      {64, 64, {MlstmVariant::ChunkPar, 128, 32, 16}},
+      {64, 64, {MlstmVariant::ChunkPar, 64, 64, 8}},
+      {128, 128, {MlstmVariant::ChunkPar, 64, 32, 16}},
+      {128, 128, {MlstmVariant::ChunkPar, 64, 64, 16}},
   };
   for (const Shape &sh : shapes) {
     Case c{2, 2, std::min<int64_t>(300, maxS()), sh.dqk, sh.dv};
@@ -365,6 +375,21 @@ TEST_F(MlstmGpu, SplitKConfigs) {
     c.config = sh.config;
     runCase(c);
   }
+}
+
+TEST_F(MlstmGpu, ChunkParallelLongSequences) {
+  // The chunk-parallel states over many chunks (S = 4096 is 32 to 64 of
+  // them, the bench's lengths), B = 1, 2, with and without initial states,
+  // final states returned (in place once), against the fp64 recurrence.
+  const int dims[][3] = {{64, 64, 128}, {128, 128, 64}};
+  for (auto &d : dims)
+    for (int64_t b : {1, 2}) {
+      Case c{b, 8, std::min<int64_t>(4096 - 37, maxS()), d[0], d[1]};
+      c.initial = b == 2;
+      c.inPlace = b == 2 && d[0] == 64;
+      c.config = MlstmConfig{MlstmVariant::ChunkPar, d[2], 32, 16};
+      runCase(c);
+    }
 }
 
 TEST_F(MlstmGpu, DecodeStepInPlace) {

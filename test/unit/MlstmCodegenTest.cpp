@@ -35,6 +35,10 @@ TEST(MlstmJson, RoundTrip) {
   EXPECT_EQ(mlstmConfigFromJson(toJson(c)), c);
   EXPECT_EQ(toJson(c).dump(),
             R"({"blockDV":16,"chunk":32,"variant":"twophase","warps":8})");
+  MlstmConfig cp{MlstmVariant::ChunkPar, 128, 32, 16};
+  EXPECT_EQ(mlstmConfigFromJson(toJson(cp)), cp);
+  EXPECT_EQ(toJson(cp).dump(),
+            R"({"blockDV":32,"chunk":128,"variant":"chunkpar","warps":16})");
 }
 
 TEST(MlstmJson, ErrorsNameTheField) {
@@ -58,7 +62,7 @@ TEST(MlstmJson, ErrorsNameTheField) {
             "f32)");
   EXPECT_EQ(msg(R"({"variant":"flash"})", true),
             "invalid mlstm JSON: 'variant' = \"flash\" must be "
-            "\"recurrent\", \"fused\" or \"twophase\"");
+            "\"recurrent\", \"fused\", \"twophase\" or \"chunkpar\"");
   EXPECT_EQ(msg(R"({"dqk":64,"dv":64,"final":1})", false),
             "invalid mlstm JSON: 'final' must be true or false, got 1");
 }
@@ -115,19 +119,28 @@ TEST(MlstmCandidates, ValidRankedAndEveryVariant) {
       }
       // CDNA's 64 KiB LDS holds no chunk of DQK = 256 with its C slice.
       if (targetInfo(t).vendor == Vendor::NVIDIA || p.dqk <= 128)
-        EXPECT_EQ(variants.size(), 3u) << toString(t) << " dqk " << p.dqk;
+        for (MlstmVariant v : {MlstmVariant::Recurrent, MlstmVariant::Fused,
+                               MlstmVariant::TwoPhase})
+          EXPECT_TRUE(variants.count(v))
+              << toString(t) << " dqk " << p.dqk << " " << toString(v);
+      // Chunk-parallel: offered for few heads x slices and long S only.
+      if (p.b * p.nh == 8 && p.s == 2048)
+        EXPECT_TRUE(variants.count(MlstmVariant::ChunkPar)) << toString(t);
+      if (p.s < 64)
+        EXPECT_FALSE(variants.count(MlstmVariant::ChunkPar)) << toString(t);
       EXPECT_FALSE(checkConfig(p, defaultConfig(p, t), t));
     }
 }
 
 TEST(MlstmCandidates, BatchAwareDefault) {
-  // Decoding: recurrent; many heads: fused; few heads: two-phase.
+  // Decoding: recurrent; many heads: fused; few heads: chunk-parallel (the
+  // model ranks it above two-phase there).
   EXPECT_EQ(defaultConfig(problem(64, 8, 1, 256, 512), Target::SM90A).variant,
             MlstmVariant::Recurrent);
   EXPECT_EQ(defaultConfig(problem(8, 8, 8192, 256, 512), Target::SM90A).variant,
             MlstmVariant::Fused);
   EXPECT_EQ(defaultConfig(problem(1, 8, 2048, 64, 64), Target::SM90A).variant,
-            MlstmVariant::TwoPhase);
+            MlstmVariant::ChunkPar);
 }
 
 TEST(MlstmEmitter, NamesSourceAndLaunch) {
@@ -157,4 +170,50 @@ TEST(MlstmEmitter, NamesSourceAndLaunch) {
             size_t(16 * 2) * (256 * 512 + 256 + 1) * 4);
   EXPECT_EQ(mlstmWorkspaceBytes(p, {MlstmVariant::Fused, 64, 32, 4}, 2, 8, 100),
             0u);
+}
+
+TEST(MlstmEmitter, ChunkParallelKernels) {
+  MlstmProblem p = problem(1, 8, 2048, 64, 64);
+  MlstmConfig c{MlstmVariant::ChunkPar, 128, 32, 16};
+  ASSERT_FALSE(checkConfig(p, c, Target::SM90A));
+  const std::vector<MlstmKernel> ks = mlstmKernels(c.variant);
+  ASSERT_EQ(ks.size(), 3u);
+  EXPECT_EQ(ks[0], MlstmKernel::ChunkStates);
+  EXPECT_EQ(ks[1], MlstmKernel::Combine);
+  EXPECT_EQ(ks[2], MlstmKernel::Outputs);
+  KernelSource a = emitMlstm(p, c, MlstmKernel::ChunkStates, Target::SM90A);
+  EXPECT_EQ(a.name, "kgen_mlstm_bf16_qk64_v64_chunkstates_c128_d32_w16");
+  EXPECT_NE(a.source.find("kgen::mlstm::chunkStates<Config>(p);"),
+            std::string::npos);
+  EXPECT_TRUE(mlstmUsesMma(p, c, MlstmKernel::ChunkStates, Target::SM90A));
+  // The same tiles and shared memory as the two-phase states kernel.
+  MlstmConfig two = c;
+  two.variant = MlstmVariant::TwoPhase;
+  EXPECT_EQ(a.smemBytes,
+            mlstmTraits(p, two, MlstmKernel::States, Target::SM90A).smemBytes);
+  KernelSource b = emitMlstm(p, c, MlstmKernel::Combine, Target::SM90A);
+  EXPECT_EQ(b.name, "kgen_mlstm_bf16_qk64_v64_combine_c128_d32_w16");
+  EXPECT_NE(b.source.find("kgen::mlstm::combine<Config>(p);"),
+            std::string::npos);
+  EXPECT_EQ(b.threads, 256);
+  EXPECT_FALSE(mlstmUsesMma(p, c, MlstmKernel::Combine, Target::SM90A));
+  // Phase A: one block per (chunk, slice, head); phase B: one thread per
+  // element of C and n; phase C: the two-phase outputs grid.
+  LaunchDims d = mlstmLaunchDims(p, c, MlstmKernel::ChunkStates, Target::SM90A,
+                                 1, 8, 2048);
+  EXPECT_EQ(d.grid[0], 2u * 16u);
+  EXPECT_EQ(d.grid[1], 8u);
+  d = mlstmLaunchDims(p, c, MlstmKernel::Combine, Target::SM90A, 1, 8, 2048);
+  EXPECT_EQ(d.grid[0], (64u * 64u + 64u + 255u) / 256u);
+  EXPECT_EQ(d.block[0], 256u);
+  d = mlstmLaunchDims(p, c, MlstmKernel::Outputs, Target::SM90A, 1, 8, 2048);
+  EXPECT_EQ(d.grid[0], 2u * 16u);
+  // (g, m_loc) in fp64 first, then the two-phase layout.
+  const MlstmWorkspaceLayout l = mlstmWorkspaceLayout(p, c, 1, 8, 2048);
+  EXPECT_EQ(l.gm, 0u);
+  EXPECT_EQ(l.c, size_t(8 * 16) * 16);
+  EXPECT_EQ(l.n, l.c + size_t(8 * 16) * 64 * 64 * 4);
+  EXPECT_EQ(l.m, l.n + size_t(8 * 16) * 64 * 4);
+  EXPECT_EQ(l.bytes, l.m + size_t(8 * 16) * 4);
+  EXPECT_EQ(mlstmWorkspaceBytes(p, c, 1, 8, 2048), l.bytes);
 }

@@ -35,7 +35,7 @@ Problem (flags, or --problem FILE.json with an optional "config" object):
   --initial --final  initial states given / final states returned
   --eps X            normalizer epsilon (default 1e-6)
 Config (default: the heuristic for the problem and target):
-  --variant V        recurrent | fused | twophase
+  --variant V        recurrent | fused | twophase | chunkpar
   --chunk N --block-dv N --warps N
 Target:
   --target T         sm_80 | sm_90a | gfx90a | gfx942 (repeatable for
@@ -117,7 +117,7 @@ std::optional<MlstmConfig> configFromArgs(Args &args,
     auto v = parseMlstmVariant(*variant);
     if (!v)
       throw Error("option --variant: '" + *variant +
-                  "' is not recurrent, fused or twophase");
+                  "' is not recurrent, fused, twophase or chunkpar");
     c.variant = *v;
     if (*v == MlstmVariant::Recurrent && !chunk)
       c.chunk = 0;

@@ -24,7 +24,8 @@ void printGemmLoop(mlir::AsmPrinter &printer, GemmLoop loop);
 mlir::FailureOr<AttentionLoop> parseAttentionLoop(mlir::AsmParser &parser);
 void printAttentionLoop(mlir::AsmPrinter &printer, AttentionLoop loop);
 
-/// `recurrent`, `fused` or `twophase`, the spelling of kgen::MlstmVariant.
+/// `recurrent`, `fused`, `twophase` or `chunkpar`, the spelling of
+/// kgen::MlstmVariant.
 mlir::FailureOr<MlstmVariant> parseMlstmVariant(mlir::AsmParser &parser);
 void printMlstmVariant(mlir::AsmPrinter &printer, MlstmVariant variant);
 

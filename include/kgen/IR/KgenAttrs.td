@@ -143,7 +143,8 @@ def Kgen_AttentionConfigAttr : AttrDef<Kgen_Dialect, "AttentionConfig"> {
   }];
 }
 
-/// kgen::MlstmVariant, spelled `recurrent`, `fused` or `twophase`.
+/// kgen::MlstmVariant, spelled `recurrent`, `fused`, `twophase` or
+/// `chunkpar`.
 def Kgen_MlstmVariantParameter
     : AttrParameter<"::kgen::MlstmVariant", "mLSTM variant"> {
   let parser = "::kgen::ir::parseMlstmVariant($_parser)";
@@ -156,7 +157,9 @@ def Kgen_MlstmConfigAttr : AttrDef<Kgen_Dialect, "MlstmConfig"> {
   let description = [{
     How an mLSTM forward is computed: the `variant` (`recurrent`: token by
     token; `fused`: one kernel walking the chunks; `twophase`: a state
-    recurrence kernel, then every chunk's outputs in parallel), the `chunk`
+    recurrence kernel, then every chunk's outputs in parallel; `chunkpar`:
+    every chunk's own state contribution in parallel, an elementwise
+    recurrence over the chunks, then the outputs as `twophase`), the `chunk`
     length of the chunkwise variants (omitted for `recurrent`), the DV
     columns per block (`block_dv`) and the warps per block. `kgen.mlstm`
     checks it with `kgen::checkConfig` once the target is known.
