@@ -198,7 +198,9 @@ std::vector<AttentionConfig> enumerateConfigs(const AttentionProblem &p,
     packs.push_back(true);
   std::vector<std::pair<double, AttentionConfig>> ranked;
   // Decode (at most one atom of rows, packed): also one-warp blocks of one
-  // atom, half the idle rows of a 32-row block and more blocks per SM.
+  // atom, half the idle rows of a 32-row block and more blocks per SM; with
+  // 32-key tiles only (H200: b16x32 won 4 of the 8 decode shapes of
+  // bench/attention.py, b16x64 none, up to 30% behind).
   const int64_t packedRows =
       p.seqlenQ * (p.headsQ > p.headsKv ? p.headsQ / p.headsKv : 1);
   std::vector<int> blockMs{32, 64, 128};
@@ -222,7 +224,8 @@ std::vector<AttentionConfig> enumerateConfigs(const AttentionProblem &p,
               for (int sp :
                    {1, bestSplits(p, c, t), chooseSplits(p, c, t, 1)}) {
                 c.splits = sp;
-                if (c.warps < 1 || c.warps > 8 || checkConfig(p, c, t))
+                if (c.warps < 1 || c.warps > 8 || (bm == 16 && bn > 32) ||
+                    checkConfig(p, c, t))
                   continue;
                 bool dup = false;
                 for (auto &r : ranked)
