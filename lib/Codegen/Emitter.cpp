@@ -323,7 +323,7 @@ KernelSource emitGemm(const GemmProblem &problem, const GemmConfig &c, Target t,
     if (!c.repack)
       return;
     os << "\n// Pads A and/or B into the workspace (kgen/gemm/repack.h); "
-          "grid (chunks, 2 operands, batch).\n"
+          "grid (A's blocks then B's, 1, batch).\n"
        << "extern \"C\" __global__ void __launch_bounds__("
        << gemm::kRepackThreads << ")\n"
        << ks.prologue << "(const kgen::gemm::RepackParams p) {\n"

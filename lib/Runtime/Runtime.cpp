@@ -588,12 +588,13 @@ void Runtime::launch(const Kernel &k, const GemmArgs &args, void *stream) {
       gemm::planRepack(prm, rp, kp.transA, kp.transB, r.alignA < 8,
                        r.alignB < 8, w.repack);
       LaunchDims cd{};
-      gemm::repackGrid(rp, int64_t(backend_->computeUnits()) * 16, cd.grid);
       cd.block[0] = unsigned(gemm::kRepackThreads);
       cd.block[1] = cd.block[2] = 1;
       cd.smemBytes = 0;
       void *copyParams[] = {&rp};
-      backend_->launch(k.prologueFunction, cd, copyParams, stream);
+      // Nothing to copy (aligned operands, K a multiple of 8): no launch.
+      if (gemm::repackGrid(rp, int64_t(backend_->computeUnits()) * 16, cd.grid))
+        backend_->launch(k.prologueFunction, cd, copyParams, stream);
     }
   }
   if (k.config.loop == GemmLoop::Wgmma) {

@@ -49,16 +49,21 @@ struct RepackOperand {
   void *dst;
   long long ld, stride, rows, extent;
   long long dstRows, dstLd, dstStride;
-  int batch; ///< batches to copy (1 when the source is shared, stride 0)
-  int pad;
+  int batch;  ///< batches to copy (1 when the source is shared, stride 0)
+  int blocks; ///< the grid's x blocks this operand takes (repackGrid)
 };
 
 struct RepackParams {
   RepackOperand op[2]; ///< A, B
 };
 
-/// Threads of a copy-kernel block; each moves 16 bytes a step.
+/// Threads of a copy-kernel block, and the 16-byte chunks each moves a step
+/// of its loop, all their loads issued before the first is used. 3: 68
+/// registers a thread on sm_90a (nvcc 13), so 3 blocks a multiprocessor
+/// keep 2304 chunks (36 KiB of source) in flight; 4 took 116 registers (2
+/// blocks: 32 KiB), 2 took 54 (4 blocks: 32 KiB).
 constexpr int kRepackThreads = 256;
+constexpr int kRepackUnroll = 3;
 
 /// Whether the main loop cannot read this 2-byte operand directly with
 /// 16-byte vectors: a pointer, row stride, row length or batch stride off
@@ -123,23 +128,30 @@ inline long long planRepack(Params &p, RepackParams &rp, bool transA,
   return bytes;
 }
 
-/// The copy kernel's grid: x strides over the 16-byte chunks of the larger
-/// copy (at most maxBlocks blocks), y picks the operand, z the batch.
-inline void repackGrid(const RepackParams &rp, long long maxBlocks,
-                       unsigned grid[3]) {
-  long long chunks = 0, batch = 1;
-  for (const RepackOperand &o : rp.op) {
+/// The copy kernel's grid: x holds the copied operands' blocks one after
+/// the other (A's first; op[i].blocks each, at most maxBlocks, striding over
+/// the operand's 16-byte chunks kRepackThreads * kRepackUnroll at a time),
+/// z the batch. Returns the blocks along x: 0 when nothing is copied (the
+/// launch can be skipped; grid[0] is 1 then).
+inline long long repackGrid(RepackParams &rp, long long maxBlocks,
+                            unsigned grid[3]) {
+  long long total = 0, batch = 1;
+  for (RepackOperand &o : rp.op) {
+    o.blocks = 0;
     if (!o.src)
       continue;
-    const long long c = o.dstRows * (o.dstLd / 8);
-    chunks = c > chunks ? c : chunks;
+    const long long chunks = o.dstRows * (o.dstLd / 8);
+    const long long span = (long long)kRepackThreads * kRepackUnroll;
+    long long blocks = (chunks + span - 1) / span;
+    blocks = blocks < maxBlocks ? blocks : maxBlocks;
+    o.blocks = int(blocks > 0 ? blocks : 1);
+    total += o.blocks;
     batch = o.batch > batch ? o.batch : batch;
   }
-  long long blocks = (chunks + kRepackThreads - 1) / kRepackThreads;
-  blocks = blocks < maxBlocks ? blocks : maxBlocks;
-  grid[0] = unsigned(blocks > 0 ? blocks : 1);
-  grid[1] = 2;
+  grid[0] = unsigned(total > 0 ? total : 1);
+  grid[1] = 1;
   grid[2] = unsigned(batch);
+  return total;
 }
 
 } // namespace kgen::gemm

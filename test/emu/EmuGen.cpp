@@ -182,7 +182,7 @@ int main(int argc, char **argv) {
         "kgen/gemm/epilogue.h",    "kgen/gemm/params.h",
         "kgen/gemm/fixup.h",       "kgen/common/mma_sm80.h",
         "kgen/common/mfma_cdna.h", "kgen/gemm/gemv.h",
-        "kgen/gemm/repack.h"};
+        "kgen/gemm/repack.h",      "kgen/common/global_io.h"};
     if (!amd)
       known.insert(std::string(kHipRuntimeNvidia));
     for (const std::string &h : ks.headers)

@@ -59,10 +59,12 @@ add_custom_command(
 add_executable(EmulatorTest
   ${KGEN_EMU_SRC}/EmulatorTest.cpp
   ${KGEN_EMU_SRC}/StreamKFixupTest.cpp
+  ${KGEN_EMU_SRC}/RepackEmulatorTest.cpp
   ${KGEN_EMU_SRC}/EmuRuntime.cpp
   ${kgen_emu_kernels})
 # g++ does not know the templates' `#pragma unroll` (nvrtc's and clang's).
-set_source_files_properties(${kgen_emu_kernels} PROPERTIES COMPILE_OPTIONS -Wno-unknown-pragmas)
+set_source_files_properties(${kgen_emu_kernels} ${KGEN_EMU_SRC}/RepackEmulatorTest.cpp
+  PROPERTIES COMPILE_OPTIONS -Wno-unknown-pragmas)
 # Order matters: the emulated headers shadow their templates/ namesakes.
 target_include_directories(EmulatorTest PRIVATE
   ${KGEN_EMU_SRC} ${KGEN_EMU_SRC}/include ${KGEN_EMU_GEN}/templates ${KGEN_EMU_GEN})

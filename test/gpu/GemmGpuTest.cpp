@@ -91,6 +91,9 @@ struct Case {
   bool residual = false;
   int64_t batch = 1;
   bool tf32 = false; ///< f32 inputs through TF32 (ab = F32)
+  /// A's and B's allocations end at their last element (no guard), so that
+  /// compute-sanitizer sees any read past them (repack's copy kernel).
+  bool tight = false;
 
   int64_t runM() const { return callM >= 0 ? callM : m; }
 
@@ -190,7 +193,7 @@ std::array<Operand, 3> operands(const Case &c) {
               ld,
               c.off[i],
               c.off[i] + (c.batch - 1) * rows[i] * ld + (rows[i] - 1) * ld +
-                  extent[i] + kGuard,
+                  extent[i] + (c.tight && i < 2 ? 0 : kGuard),
               elem[i],
               rows[i] * ld};
   }
@@ -497,7 +500,10 @@ std::vector<Case> streamKCases(Target t) {
 /// 127x4099x1023 in three layouts (wgmma on sm_90a, tiled, split-K), the
 /// fused epilogue with beta (C, bias and residual stay the caller's), only B
 /// misaligned (A's rows of 1024 are read in place), pointers one element
-/// off, a strided batch (tiled loop), and the tiny shapes 1x1x1 and 33x17x9.
+/// off, pointers 3 and 5 elements off in allocations that end at A's and
+/// B's last element (the copy's aligned 16-byte reads must stop short of
+/// them: run under compute-sanitizer), a strided batch (tiled loop), and the
+/// tiny shapes 1x1x1 and 33x17x9.
 std::vector<Case> repackCases(Target t) {
   std::vector<Case> out;
   auto add = [&](Case c) {
@@ -522,6 +528,14 @@ std::vector<Case> repackCases(Target t) {
   off.off[1] = 1;
   off.staticK = false;
   add(off);
+  for (const char *layout : {"nt", "nn"}) {
+    Case tight = make(127, 4099, 1023, layout, DType::BF16, DType::BF16);
+    tight.off[0] = 3;
+    tight.off[1] = 5;
+    tight.staticK = false;
+    tight.tight = true;
+    add(tight);
+  }
   Case batched = make(127, 259, 1023, "tn", DType::F16, DType::BF16);
   batched.batch = 3;
   batched.bias = BiasKind::AlongM;

@@ -833,11 +833,29 @@ TEST(Repack, PlanPadsRowsAndKAndSizesTheWorkspace) {
   EXPECT_EQ(rp.op[1].batch, 3);
   EXPECT_EQ(rp.op[1].rows, 1024);
   EXPECT_EQ(rp.op[1].extent, 4099);
+  // The grid: B's blocks alone (A is not copied), each moving
+  // kRepackThreads x kRepackUnroll chunks a step; capped, they stride.
   unsigned grid[3];
-  gemm::repackGrid(rp, 1 << 20, grid);
-  EXPECT_EQ(grid[0], unsigned((1024LL * 4104 / 8 + 255) / 256));
-  EXPECT_EQ(grid[1], 2u);
+  const long long span = gemm::kRepackThreads * gemm::kRepackUnroll;
+  EXPECT_EQ(gemm::repackGrid(rp, 1 << 20, grid),
+            (1024LL * 4104 / 8 + span - 1) / span);
+  EXPECT_EQ(grid[0], unsigned((1024LL * 4104 / 8 + span - 1) / span));
+  EXPECT_EQ(rp.op[0].blocks, 0);
+  EXPECT_EQ(rp.op[1].blocks, int(grid[0]));
+  EXPECT_EQ(grid[1], 1u);
   EXPECT_EQ(grid[2], 3u);
+  EXPECT_EQ(gemm::repackGrid(rp, 7, grid), 7);
+  EXPECT_EQ(rp.op[1].blocks, 7);
+  // Both copied (nt, K = 1023): A's blocks first, then B's.
+  gemm::Params both = p;
+  both.a = both.b = base;
+  both.k = 1023;
+  both.lda = both.ldb = 1023;
+  gemm::planRepack(both, rp, false, true, true, true, ws);
+  EXPECT_EQ(gemm::repackGrid(rp, 1 << 20, grid),
+            (127 * 128 + span - 1) / span + (4099 * 128 + span - 1) / span);
+  EXPECT_EQ(rp.op[0].blocks, int((127 * 128 + span - 1) / span));
+  EXPECT_EQ(grid[0], unsigned(rp.op[0].blocks + rp.op[1].blocks));
   // A shared operand (stride 0) is copied once and stays shared.
   gemm::Params s = q;
   s.b = base;

@@ -33,10 +33,15 @@ kgen.gemm @ragged {m = 127, n = 4099, k = 1023, ab = bf16, c = bf16, layout = "n
 // ROUND:      config = #kgen.gemm_config<repack = 1, block = [64, 64, 32], warps = [2, 2], stages = 3, smem = padded, pad = 8>
 kgen.gemm @ragged_nn {m = 127, n = 4099, k = 1023, ab = bf16, c = bf16, layout = "nn", target = "sm_90a", config = #kgen.gemm_config<repack = 1, block = [64, 64, 32], warps = [2, 2], stages = 3, smem = padded, pad = 8>}
 
-// The copy kernel: whole 16-byte chunks of the padded rows, sources read
-// 2 bytes at a time, zeros past the source's extent and rows.
+// The copy kernel: whole 16-byte chunks of the padded rows, each read as
+// the aligned 16-byte blocks that cover it (its elements one by one at a
+// batch's ends), shifted into place; zeros past the source's extent and
+// rows; every access through kgen/common/global_io.h.
+// INLINE:     begin kgen/common/global_io.h
+// INLINE:     KGEN_DEVICE Words4 loadGlobal16(const void *p) {
 // INLINE:     begin kgen/gemm/repack.h
 // INLINE:     KGEN_DEVICE void repackOperands(const RepackParams &p) {
-// INLINE:     const bool inRow = row < o.rows;
-// INLINE:     const uint32_t lo = 2 * j < left ? s[2 * j] : 0u;
-// INLINE:     *reinterpret_cast<Chunk *>(dst + row * o.dstLd + col) = c;
+// INLINE:     lo >= begin && lo + (two ? 32 : 16) <= end;
+// INLINE:     const Words4 b0 = loadGlobal16(bytes + (lo - begin));
+// INLINE:     out[j] = repackBlend(by2, (v[j] >> 16) | (v[j + 1] << 16), v[j]);
+// INLINE:     storeGlobal16(dst + r * o.dstLd + c * 8,
