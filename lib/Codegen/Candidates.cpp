@@ -30,9 +30,12 @@
 // stream-K (measured slower as defaults; see there).
 //
 // Repack variants (GemmConfig::repack) join when A or B cannot be read with
-// 16-byte vectors (rows of 1023 bf16, a ragged N of B 'N'): the best two
-// wgmma and the best two tiled configs (split-K included) on the padded
-// copies, placed last and never the default (repackCost says why).
+// 16-byte vectors (rows of 1023 bf16, a ragged N of B 'N'): on the padded
+// copies, the best two wgmma tile shapes at their best two depths (the
+// model ties 4, 5 and 6 stages; 64x64 tiles, repack only, fill 130 of 132
+// multiprocessors at 127x4099), the best wgmma stream-K config where the
+// tiles leave multiprocessors idle, and the best two tiled configs (split-K
+// included), placed last and never the default (repackCost says why).
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,6 +43,7 @@
 #include "kgen/Codegen/Limits.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 namespace kgen {
@@ -105,8 +109,6 @@ double modelCost(const GemmProblem &p, const GemmConfig &c, Target t) {
 struct Shape {
   int bm, bn, wm, wn;
 };
-
-constexpr size_t kMaxRepackCandidates = 4;
 
 /// Split-K versions of a tiled config whose tiles leave multiprocessors
 /// idle: 2, 4, 8 or 16 splits, each with at least two k-slices and at most
@@ -296,7 +298,15 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
     if (!misaligned)
       return;
     c.repack = true;
-    if (!checkConfig(p, c, t))
+    if (checkConfig(p, c, t))
+      return;
+    repacked.push_back({repackCost(p, c, t), c});
+    // Stream-K under the same rule as below, on the padded problem.
+    const double tiles =
+        std::ceil(double(p.m) / c.blockM) * std::ceil(double(p.n) / c.blockN);
+    c.streamK = true;
+    if (c.loop == GemmLoop::Wgmma && c.blockM <= capM &&
+        tiles < targetInfo(t).computeUnits && !checkConfig(p, c, t))
       repacked.push_back({repackCost(p, c, t), c});
   };
   for (const Shape &s : shapes) {
@@ -325,9 +335,11 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
   if (t == Target::SM90A) {
     static const Shape wgmmaShapes[] = {
         {64, 128, 1, 1},  {64, 256, 1, 1},  {128, 64, 2, 1},  {128, 128, 2, 1},
-        {128, 192, 2, 1}, {128, 256, 2, 1}, {256, 128, 2, 1},
+        {128, 192, 2, 1}, {128, 256, 2, 1}, {256, 128, 2, 1}, {64, 64, 1, 1},
     };
     for (const Shape &s : wgmmaShapes) {
+      // 64x64: repack configs only (see the top); the rest keep their list.
+      const bool repackOnly = s.bm == 64 && s.bn == 64;
       if (s.bm > std::max<int64_t>(capM, 64) || s.bn > capN)
         continue;
       // Pairs (cluster = 2) are not offered: measured on an H200 they run
@@ -345,7 +357,7 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
         c.smem = SmemLayout::Swizzled;
         c.smemPad = 0;
         offerRepack(c);
-        if (checkConfig(p, c, t))
+        if (repackOnly || checkConfig(p, c, t))
           continue;
         ranked.push_back({modelCost(p, c, t), c});
         // Stream-K where the tiles leave multiprocessors idle, with tiles
@@ -372,14 +384,32 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
   auto byCost = [](auto &a, auto &b) { return a.first < b.first; };
   std::stable_sort(repacked.begin(), repacked.end(), byCost);
   std::vector<GemmConfig> repackPicks;
-  for (GemmLoop loop : {GemmLoop::Wgmma, GemmLoop::Tiled}) {
-    size_t taken = 0;
-    for (const auto &[cost, c] : repacked)
-      if (c.loop == loop && taken < kMaxRepackCandidates / 2) {
-        repackPicks.push_back(c);
-        ++taken;
+  // The cheapest `depths` configs of each of the `shapes` cheapest tiles
+  // (block and split-K) of one loop, stream-K or not.
+  auto pickRepack = [&](GemmLoop loop, bool streamK, size_t shapes,
+                        size_t depths) {
+    std::vector<std::pair<std::array<int, 4>, size_t>> taken;
+    for (const auto &[cost, c] : repacked) {
+      if (c.loop != loop || c.streamK != streamK)
+        continue;
+      const std::array<int, 4> tile = {c.blockM, c.blockN, c.blockK, c.splitK};
+      auto it = std::find_if(taken.begin(), taken.end(),
+                             [&](auto &e) { return e.first == tile; });
+      if (it == taken.end()) {
+        if (taken.size() == shapes)
+          continue;
+        it = taken.insert(taken.end(), {tile, 0});
       }
-  }
+      if (it->second < depths) {
+        repackPicks.push_back(c);
+        ++it->second;
+      }
+    }
+  };
+  // Seven at most: 2 wgmma shapes x 2 depths, 1 wgmma stream-K, 2 tiled.
+  pickRepack(GemmLoop::Wgmma, false, 2, 2);
+  pickRepack(GemmLoop::Wgmma, true, 1, 1);
+  pickRepack(GemmLoop::Tiled, false, 2, 1);
   std::stable_sort(ranked.begin(), ranked.end(), byCost);
   std::stable_sort(split.begin(), split.end(), byCost);
   std::stable_sort(streamK.begin(), streamK.end(), byCost);

@@ -249,7 +249,7 @@ TEST(Candidates, EveryCandidateIsValidAndThereIsOne) {
           std::vector<GemmConfig> cs = enumerateConfigs(p, t);
           ASSERT_FALSE(cs.empty()) << toString(t) << " " << d[0] << "x" << d[1];
           // 12 configs at most, up to 4 split-K and 4 stream-K ones on
-          // top, up to 6 of the gemv loop (first) for small M, and up to 4
+          // top, up to 6 of the gemv loop (first) for small M, and up to 7
           // repack ones (last) for misaligned rows.
           size_t split = 0, streamK = 0, gemv = 0, repack = 0;
           for (const GemmConfig &cfg : cs) {
@@ -260,10 +260,10 @@ TEST(Candidates, EveryCandidateIsValidAndThereIsOne) {
               ++gemv;
             else
               split += cfg.splitK > 1;
-            streamK += cfg.streamK;
+            streamK += cfg.streamK && !cfg.repack;
           }
           EXPECT_LE(cs.size() - split - streamK - gemv - repack, 12u);
-          EXPECT_LE(repack, 4u);
+          EXPECT_LE(repack, 7u);
           EXPECT_LE(split, 4u);
           EXPECT_LE(streamK, 4u);
           EXPECT_LE(gemv, 6u);
@@ -680,31 +680,40 @@ GemmConfig firstRepack(const GemmProblem &p, Target t) {
 } // namespace
 
 TEST(Repack, OfferedOnlyForMisalignedOperandsAndNeverTheDefault) {
-  // Issue 3's shape: rows of 1023 bf16. Two wgmma and two tiled picks on
-  // sm_90a, tiled ones elsewhere, after every other candidate.
+  // Issue 3's shape: rows of 1023 bf16. On sm_90a two wgmma tiles at two
+  // depths each, 64x64 among them (130 tiles for 132 multiprocessors), one
+  // wgmma stream-K and two tiled picks; tiled ones elsewhere; after every
+  // other candidate.
   const GemmProblem ragged = problem(127, 4099, 1023, "nt");
   for (Target t : {Target::SM90A, Target::SM80, Target::GFX90A}) {
     const std::vector<GemmConfig> all = enumerateConfigs(ragged, t);
-    size_t wgmma = 0, tiled = 0;
+    size_t wgmma = 0, tiled = 0, streamK = 0, fill = 0;
     bool seen = false;
     for (const GemmConfig &c : all) {
       if (c.repack) {
         seen = true;
         EXPECT_FALSE(checkConfig(ragged, c, t)) << toString(t);
         (c.loop == GemmLoop::Wgmma ? wgmma : tiled) += 1;
+        streamK += c.streamK;
+        fill += c.loop == GemmLoop::Wgmma && c.blockM == 64 && c.blockN == 64;
       } else {
         EXPECT_FALSE(seen) << "a repack config comes before another on "
                            << toString(t);
       }
     }
-    EXPECT_EQ(wgmma, t == Target::SM90A ? 2u : 0u) << toString(t);
+    EXPECT_EQ(wgmma, t == Target::SM90A ? 5u : 0u) << toString(t);
+    EXPECT_EQ(streamK, t == Target::SM90A ? 1u : 0u) << toString(t);
+    EXPECT_EQ(fill, t == Target::SM90A ? 2u : 0u) << toString(t);
     EXPECT_EQ(tiled, 2u) << toString(t);
     EXPECT_FALSE(defaultConfig(ragged, t).repack);
   }
-  // Aligned operands: nothing to repack. A ragged N of B 'T' is not a row.
+  // Aligned operands: nothing to repack (nor the repack-only 64x64 wgmma
+  // tile). A ragged N of B 'T' is not a row.
   for (const GemmConfig &c :
-       enumerateConfigs(problem(127, 4099, 1024, "nt"), Target::SM90A))
+       enumerateConfigs(problem(127, 4099, 1024, "nt"), Target::SM90A)) {
     EXPECT_FALSE(c.repack);
+    EXPECT_FALSE(c.loop == GemmLoop::Wgmma && c.blockN == 64 && c.blockM == 64);
+  }
   // A ragged N of B 'N' is: repack offered.
   EXPECT_TRUE(
       firstRepack(problem(127, 4099, 1024, "nn"), Target::SM90A).repack);
