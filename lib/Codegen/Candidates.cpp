@@ -29,6 +29,12 @@
 // for the tuner, up to kMaxGemvCandidates. defaultConfig takes neither it nor
 // stream-K (measured slower as defaults; see there).
 //
+// Pairs (cluster = 2: two CTAs on vertically adjacent tiles, each loading
+// half of the B slice and multicasting it) join on sm_90a for 128-row tiles
+// 128 or 256 wide, up to kMaxSplitCandidates, for the tuner: they halve B's
+// traffic from L2, which the model does not price, and the default stays a
+// single CTA (the model ranks a pair like its single twin, after it).
+//
 // Repack variants (GemmConfig::repack) join when A or B cannot be read with
 // 16-byte vectors (rows of 1023 bf16, a ragged N of B 'N'): on the padded
 // copies, the best two wgmma tile shapes at their best two depths (the
@@ -287,7 +293,7 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
   int64_t capM = std::max<int64_t>(pow2Ceil(p.m), amd ? 32 : 16);
   int64_t capN = std::max<int64_t>(pow2Ceil(p.n), 64);
 
-  std::vector<std::pair<double, GemmConfig>> ranked, streamK, repacked;
+  std::vector<std::pair<double, GemmConfig>> ranked, streamK, pairs, repacked;
   // Repack variants, for operands the main loops cannot read with 16-byte
   // vectors (see repackCost): the config on the padded copies.
   const bool misaligned = sizeOf(p.ab) == 2 && [&] {
@@ -342,9 +348,6 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
       const bool repackOnly = s.bm == 64 && s.bn == 64;
       if (s.bm > std::max<int64_t>(capM, 64) || s.bn > capN)
         continue;
-      // Pairs (cluster = 2) are not offered: measured on an H200 they run
-      // at half the tensor-pipe utilization of single CTAs (ncu: 47% vs
-      // 80% at 4096^3), a defect not found yet; explicit configs keep them.
       for (int stages : {3, 4, 5, 6}) {
         GemmConfig c;
         c.loop = GemmLoop::Wgmma;
@@ -368,6 +371,11 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
         if (s.bm <= capM && tiles < targetInfo(t).computeUnits &&
             !checkConfig(p, c, t))
           streamK.push_back({modelCost(p, c, t), c});
+        c.streamK = false;
+        c.cluster = 2;
+        if (s.bm == 128 && (s.bn == 128 || s.bn == 256) &&
+            p.m > s.bm && !checkConfig(p, c, t))
+          pairs.push_back({modelCost(p, c, t), c});
       }
     }
   }
@@ -413,14 +421,18 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
   std::stable_sort(ranked.begin(), ranked.end(), byCost);
   std::stable_sort(split.begin(), split.end(), byCost);
   std::stable_sort(streamK.begin(), streamK.end(), byCost);
+  std::stable_sort(pairs.begin(), pairs.end(), byCost);
   if (ranked.size() > kMaxCandidates)
     ranked.resize(kMaxCandidates);
   if (split.size() > kMaxSplitCandidates)
     split.resize(kMaxSplitCandidates);
   if (streamK.size() > kMaxSplitCandidates)
     streamK.resize(kMaxSplitCandidates);
+  if (pairs.size() > kMaxSplitCandidates)
+    pairs.resize(kMaxSplitCandidates);
   ranked.insert(ranked.end(), split.begin(), split.end());
   ranked.insert(ranked.end(), streamK.begin(), streamK.end());
+  ranked.insert(ranked.end(), pairs.begin(), pairs.end());
   std::stable_sort(ranked.begin(), ranked.end(), byCost);
   std::vector<GemmConfig> out = gemvConfigs(p, t);
   for (auto &[cost, c] : ranked)

@@ -248,10 +248,10 @@ TEST(Candidates, EveryCandidateIsValidAndThereIsOne) {
           GemmProblem p = problem(d[0], d[1], d[2], layout, DType::BF16, c);
           std::vector<GemmConfig> cs = enumerateConfigs(p, t);
           ASSERT_FALSE(cs.empty()) << toString(t) << " " << d[0] << "x" << d[1];
-          // 12 configs at most, up to 4 split-K and 4 stream-K ones on
-          // top, up to 6 of the gemv loop (first) for small M, and up to 7
-          // repack ones (last) for misaligned rows.
-          size_t split = 0, streamK = 0, gemv = 0, repack = 0;
+          // 12 configs at most, up to 4 split-K, 4 stream-K and 4 pair
+          // (cluster = 2) ones on top, up to 6 of the gemv loop (first) for
+          // small M, and up to 7 repack ones (last) for misaligned rows.
+          size_t split = 0, streamK = 0, gemv = 0, repack = 0, pairs = 0;
           for (const GemmConfig &cfg : cs) {
             EXPECT_FALSE(checkConfig(p, cfg, t));
             if (cfg.repack)
@@ -261,8 +261,15 @@ TEST(Candidates, EveryCandidateIsValidAndThereIsOne) {
             else
               split += cfg.splitK > 1;
             streamK += cfg.streamK && !cfg.repack;
+            pairs += cfg.cluster > 1;
           }
-          EXPECT_LE(cs.size() - split - streamK - gemv - repack, 12u);
+          EXPECT_LE(cs.size() - split - streamK - gemv - repack - pairs, 12u);
+          EXPECT_LE(pairs, 4u);
+          // Pairs are the wgmma loop's (sm_90a, A stored M x K), for more
+          // than one 128-row tile.
+          EXPECT_TRUE(pairs == 0 || t == Target::SM90A);
+          if (t == Target::SM90A && layout[0] == 'n' && d[0] >= 532)
+            EXPECT_GT(pairs, 0u);
           EXPECT_LE(repack, 7u);
           EXPECT_LE(split, 4u);
           EXPECT_LE(streamK, 4u);
