@@ -95,31 +95,22 @@ const Runtime::Workspace &Runtime::workspace(void *stream,
                 "run the call once before capture");
   // Kernels queued on this stream may still use the old buffers.
   backend_->synchronizeStream(stream);
-  if (w.partialBytes < partials) {
-    if (w.partials)
-      backend_->free(w.partials);
-    w.partials = nullptr;
-    w.partialBytes = 0;
-    w.partials = backend_->alloc(partials);
-    w.partialBytes = partials;
-  }
-  if (w.counterBytes < counters) {
-    if (w.counters)
-      backend_->free(w.counters);
-    w.counters = nullptr;
-    w.counterBytes = 0;
-    w.counters = backend_->alloc(counters);
-    w.counterBytes = counters;
+  // One buffer grown to `want` bytes (its contents are not kept).
+  auto grow = [&](void *&buf, size_t &have, size_t want) {
+    if (have >= want)
+      return false;
+    if (buf)
+      backend_->free(buf);
+    buf = nullptr;
+    have = 0;
+    buf = backend_->alloc(want);
+    have = want;
+    return true;
+  };
+  grow(w.partials, w.partialBytes, partials);
+  if (grow(w.counters, w.counterBytes, counters))
     backend_->memsetAsync(w.counters, 0, counters, stream);
-  }
-  if (w.repackBytes < repack) {
-    if (w.repack)
-      backend_->free(w.repack);
-    w.repack = nullptr;
-    w.repackBytes = 0;
-    w.repack = backend_->alloc(repack);
-    w.repackBytes = repack;
-  }
+  grow(w.repack, w.repackBytes, repack);
   return w;
 }
 
