@@ -9,14 +9,23 @@
 // The rule (DESIGN.md, FlashAttention's): max|ours - ref| <= 2 * max|naive -
 // ref|, never below half an ulp of the output's dtype at max|ref|; ref is
 // the recurrent form in fp64 from the exact inputs. `naive` is a
-// straightforward fp32 implementation of the same formulation as the kernel
-// (the recurrent one for the recurrent kernel, the chunkwise one with the
-// same chunk for the chunkwise kernels), its h rounded to the input dtype:
-// the two formulations have different conditioning (the chunkwise normalizer
-// sums q.k_s terms that cancel where the recurrent one sums the k_s into n
-// first), and where h = num / z is ill-conditioned (|z| small) a correct
-// fp32 chunkwise kernel errs ~10x more than the recurrent loop. Both naive
-// errors are printed, so the margin against each stays visible.
+// straightforward same-dtype implementation of the same formulation as the
+// kernel (the recurrent one for the recurrent kernel, the chunkwise one with
+// the same chunk for the chunkwise kernels), its h rounded to the input
+// dtype: the two formulations have different conditioning (the chunkwise
+// normalizer sums q.k_s terms that cancel where the recurrent one sums the
+// k_s into n first), and where h = num / z is ill-conditioned (|z| small) a
+// correct chunkwise kernel errs ~10x more than the recurrent loop. Both
+// naive errors are printed, so the margin against each stays visible.
+//
+// Same-dtype, as the issue words FlashAttention's rule: the naive chunkwise
+// form keeps gates, prefix sums, states and every sum in fp32 (the issue
+// asks for fp32 gate math and states), and takes the operands of its matrix
+// products in the input dtype, as a 16-bit tensor-core implementation does
+// (the xLSTM project's Triton kernels do the same): q-bar, P, K * w and the
+// state C are rounded to the input dtype where a product reads them. With
+// fp32 inputs nothing is rounded. The naive recurrent form is fp32 (the
+// recurrent kernel's fp32 FMAs are held to that).
 //
 //===----------------------------------------------------------------------===//
 
@@ -148,15 +157,21 @@ void recurrentHead(const MlstmInputs &in, int64_t x, Real eps,
 }
 
 /// The chunkwise form of the issue, written plainly in fp32 (prefix sums
-/// included), chunk length L, for head x.
+/// included), chunk length L, for head x; the operands of its products
+/// (q-bar, P, K * w, C) rounded to the inputs' dtype (see above).
 inline void chunkwiseHead(const MlstmInputs &in, int64_t x, int L, float eps,
                           MlstmOutputs<float> &out) {
   const int dqk = in.dqk, dv = in.dv;
+  const DType dt = in.q.type;
+  auto op = [dt](float y) { return float(roundTo(dt, y)); };
   out.initialStates(in, x);
   const float scale = 1.f / std::sqrt(float(dqk));
   float *C = &out.C[size_t(x * dqk * dv)], *n = &out.n[size_t(x * dqk)];
   float &m = out.m[size_t(x)];
-  std::vector<float> b(static_cast<size_t>(L)), mc(b), a(b), P(b);
+  std::vector<float> b(static_cast<size_t>(L)), mc(b), a(b), P(b), kw(b);
+  // The product operands in the input dtype: C, q-bar of one token.
+  std::vector<float> Cop(static_cast<size_t>(dqk) * size_t(dv)),
+      qbar(static_cast<size_t>(dqk));
   auto qv = [&](int64_t row, int e) {
     return float(in.q.value[size_t(row) * dqk + e]);
   };
@@ -183,11 +198,15 @@ inline void chunkwiseHead(const MlstmInputs &in, int64_t x, int L, float eps,
       mc[size_t(t)] = mx;
       a[size_t(t)] = it(t) + g - b[size_t(t)];
     }
+    for (size_t e = 0; e < Cop.size(); ++e)
+      Cop[e] = op(C[e]);
     for (int t = 0; t < len; ++t) {
       const float qf = std::exp(b[size_t(t)] + m - mc[size_t(t)]);
       float z = 0;
-      for (int e = 0; e < dqk; ++e)
+      for (int e = 0; e < dqk; ++e) {
         z += scale * qv(r0 + t, e) * qf * n[e];
+        qbar[size_t(e)] = op(scale * qv(r0 + t, e) * qf);
+      }
       for (int s = 0; s <= t; ++s) {
         float d = 0;
         for (int e = 0; e < dqk; ++e)
@@ -195,12 +214,13 @@ inline void chunkwiseHead(const MlstmInputs &in, int64_t x, int L, float eps,
         P[size_t(s)] =
             d * std::exp(b[size_t(t)] - b[size_t(s)] + it(s) - mc[size_t(t)]);
         z += P[size_t(s)];
+        P[size_t(s)] = op(P[size_t(s)]);
       }
       const float den = std::max(std::abs(z), std::exp(-mc[size_t(t)])) + eps;
       for (int j = 0; j < dv; ++j) {
         float num = 0;
         for (int e = 0; e < dqk; ++e)
-          num += scale * qv(r0 + t, e) * qf * C[size_t(e) * dv + j];
+          num += qbar[size_t(e)] * Cop[size_t(e) * dv + j];
         for (int s = 0; s <= t; ++s)
           num += P[size_t(s)] * vv(r0 + s, j);
         out.h[size_t((r0 + t) * dv + j)] = num / den;
@@ -212,13 +232,16 @@ inline void chunkwiseHead(const MlstmInputs &in, int64_t x, int L, float eps,
     const float decay = std::exp(g + m - mNew);
     for (int e = 0; e < dqk; ++e) {
       float ns = 0;
-      for (int t = 0; t < len; ++t)
-        ns += kv(r0 + t, e) * std::exp(a[size_t(t)] - mNew);
+      for (int t = 0; t < len; ++t) {
+        const float w = kv(r0 + t, e) * std::exp(a[size_t(t)] - mNew);
+        ns += w;
+        kw[size_t(t)] = op(w);
+      }
       n[e] = decay * n[e] + ns;
       for (int j = 0; j < dv; ++j) {
         float cs = 0;
         for (int t = 0; t < len; ++t)
-          cs += kv(r0 + t, e) * std::exp(a[size_t(t)] - mNew) * vv(r0 + t, j);
+          cs += kw[size_t(t)] * vv(r0 + t, j);
         C[size_t(e) * dv + j] = decay * C[size_t(e) * dv + j] + cs;
       }
     }

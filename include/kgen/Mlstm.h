@@ -85,15 +85,6 @@ struct MlstmTraits {
 /// shared memory. Others (fp32 inputs among them) keep the fp32 FMA path.
 bool mlstmUsesMma(const MlstmProblem &p, const MlstmConfig &c, MlstmKernel k,
                   Target t);
-/// Into how many 16-bit parts the tensor-core kernels split each fp32
-/// operand (x ~ hi + mid + lo, one product per part): the state C for
-/// q^T C, the decayed scores P for P V, the decayed values diag(exp(a - m))
-/// V for the state update. MlstmProblem.cpp gives the errors that decided
-/// the counts.
-struct MlstmMmaSplit {
-  int state, scores, update;
-};
-MlstmMmaSplit mlstmMmaSplit(const MlstmProblem &p);
 /// How many warps share each 32x32 tile of the tensor-core kernels'
 /// products (split-k over the k-steps; ChunkMma::splitK): the scores, the
 /// outputs (q^T C + P V) and the state update. The most that the block's

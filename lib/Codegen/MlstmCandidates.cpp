@@ -18,8 +18,7 @@
 // Tensor-core kernels (mlstmUsesMma) run their four products at a unit's
 // 16-bit matrix rate instead -- assumed 1024 FMAs per cycle per SM with
 // mma.sync on sm_90a (about half of wgmma's peak), 768 on sm_80 (A100's
-// mma.sync in practice), 512 per CU for MFMA 32x32x8 on gfx90a -- one
-// product per part of a split operand (mlstmMmaSplit), over whole 32x32 tiles
+// mma.sync in practice), 512 per CU for MFMA 32x32x8 on gfx90a -- over whole 32x32 tiles
 // (the causal half of the scores skipped) and at that rate only with ~8 warps
 // per unit in flight; the scalar rest (normalizer, the
 // exp per score, the rounding of C and diag(w) V, n's update) stays on the
@@ -71,14 +70,12 @@ double kernelCycles(const MlstmProblem &p, const MlstmConfig &c, MlstmKernel k,
   // Tensor-core products per chunk and block, as FMAs.
   double mmaFmas = 0, mmaRate = 1;
   if (mlstmUsesMma(p, c, k, t)) {
-    const MlstmMmaSplit sp = mlstmMmaSplit(p);
-    const double pc = sp.state, pp = sp.scores, pw = sp.update;
     const double tiles = L / 32;
     const double scoresM = (tiles * (tiles + 1) / 2) * 32 * 32 * dqk;
-    const double outM = pc * L * vb * dqk + pp * (tiles + 1) / 2 * L * vb * L;
-    const double updM = pw * dqk * vb * L;
+    const double outM = L * vb * dqk + (tiles + 1) / 2 * L * vb * L;
+    const double updM = dqk * vb * L;
     const double scalarOut = L * dqk + 8 * L * L + L * vb;
-    const double scalarUpd = (pc + 1) * dqk * vb + L * vb * (pw + 1) + L * dqk;
+    const double scalarUpd = 2 * dqk * vb + 2 * L * vb + L * dqk;
     mmaRate = t == Target::SM90A ? 1024 : t == Target::SM80 ? 768 : 512;
     switch (k) {
     case MlstmKernel::Fused:
@@ -95,7 +92,7 @@ double kernelCycles(const MlstmProblem &p, const MlstmConfig &c, MlstmKernel k,
       break;
     case MlstmKernel::Outputs:
       mmaFmas = scoresM + outM;
-      outFmasOverride = scalarOut + (pc + 1) * dqk * vb;
+      outFmasOverride = scalarOut + 2 * dqk * vb;
       break;
     default:
       break;

@@ -81,7 +81,6 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
   if (k != MlstmKernel::Recurrent)
     os << ", chunk " << c.chunk;
   const bool mma = mlstmUsesMma(p, c, k, t);
-  const MlstmMmaSplit split = mlstmMmaSplit(p);
   const MlstmSplitK splitK = mlstmSplitK(p, c, k, t);
   // Where shared memory admits one block per SM, say so: ptxas otherwise
   // budgets registers for two blocks (128 each at 256 threads) and spills
@@ -94,9 +93,8 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
     os << "// matrix work: ";
     if (mma)
       os << (nvidia ? "mma.sync m16n8k16 + ldmatrix" : "MFMA 32x32x8")
-         << ", fp32 accumulators; fp32 operands in " << toString(p.dtype)
-         << " parts: C " << split.state << ", P " << split.scores
-         << ", diag(w) V " << split.update << "; warps per tile (split-k): "
+         << ", fp32 accumulators; C, P and diag(w) V rounded to "
+         << toString(p.dtype) << " as operands; warps per tile (split-k): "
          << "scores " << splitK.scores << ", outputs " << splitK.outputs
          << ", update " << splitK.update << "\n";
     else
@@ -129,9 +127,6 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
      << ", kBlockDV = " << c.blockDV << ";\n"
      << "  static constexpr int kThreads = " << tr.threads << ";\n"
      << "  static constexpr bool kMma = " << (mma ? "true" : "false") << ";\n"
-     << "  static constexpr int kPartsC = " << (mma ? split.state : 1)
-     << ", kPartsP = " << (mma ? split.scores : 1)
-     << ", kPartsW = " << (mma ? split.update : 1) << ";\n"
      << "  static constexpr int kSplitS = " << splitK.scores
      << ", kSplitO = " << splitK.outputs << ", kSplitU = " << splitK.update
      << ";\n"

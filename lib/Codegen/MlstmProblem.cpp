@@ -73,22 +73,6 @@ std::vector<MlstmKernel> mlstmKernels(MlstmVariant v) {
   return {};
 }
 
-// The parts, from the emulator test (test/emu/MlstmEmulatorTest.cpp, which
-// prints each plan's worst error / bound; bound = 2 x the fp32 chunkwise
-// implementation's error, h rounded to the input dtype; four plans: bf16
-// 64/64 c32, f16 64/128 c32, f16 128/128 c64, f16 64/64 c32 on gfx90a):
-//   C 1, P 1, W 3: h 3.24 (bf16), 2.01 (f16)            -- fails
-//   C 1, P 2, W 3: h 3.24 (bf16), 1.38 and 1.01 (f16)   -- fails: C rounded
-//   C 2, P 1, W 3: h 0.80 (bf16), 2.01 (f16 64/128)     -- fails: P in f16
-//   C 2, P 2, W 2: returned C 11 (bf16 S = 1: 5.3e-8 vs 4.7e-9), 5.8 and
-//                  2.1 at S = 7, 64 -- fails: the returned state is fp32
-//                  and held to the fp32 implementation's error
-//   C 2, P 2, W 3 without f16's scaled rest (ChunkMma::kRest): returned C
-//                  1.19 (f16 64/128)                        -- fails
-//   C 2, P 2, W 3: every plan <= 0.58 (h 0.50: h's own rounding)
-// so q^T C and P V take two products and the state update three.
-MlstmMmaSplit mlstmMmaSplit(const MlstmProblem &) { return {2, 2, 3}; }
-
 namespace {
 /// The warp tiles of the three products (ChunkMma<>::kTiles*): the scores'
 /// causal tiles, the outputs', the state update's; and their k-steps of 16.
@@ -115,7 +99,6 @@ int64_t mmaSmemBytes(const MlstmProblem &p, const MlstmConfig &c,
   const int64_t L = c.chunk;
   const int64_t floats =
       int64_t(p.dqk) * c.blockDV + p.dqk + L * L + 8 * L + 8;
-  const MlstmMmaSplit sp = mlstmMmaSplit(p);
   const int64_t rq = p.dqk + 8, rv = c.blockDV + 8, rl = L + 8;
   const MmaTiles mt = mmaTiles(p, c);
   int64_t scratchTiles = 0;
@@ -123,8 +106,7 @@ int64_t mmaSmemBytes(const MlstmProblem &p, const MlstmConfig &c,
     scratchTiles = std::max(scratchTiles, partials(mt.tiles[x], split[x]));
   return (4 * floats + 15) / 16 * 16 +
          2 * (2 * L * rq + L * rv +
-              std::max(sp.scores * L * rl, sp.update * L * rv) +
-              sp.state * p.dqk * rv) +
+              std::max(L * rl, L * rv) + p.dqk * rv) +
          4096 * scratchTiles;
 }
 

@@ -1486,8 +1486,8 @@ namespace {
 /// The reference is the tests' own (test/MlstmHostReference.h, which the
 /// emulator and GPU tests hold every variant to): the recurrent form in
 /// fp64 on the host from the exact inputs, and as the naive implementation
-/// the same formulation as the candidate in plain fp32 with h rounded to
-/// the dtype (the recurrent loop for the recurrent variant, the chunkwise
+/// the same formulation as the candidate with h rounded to the dtype (the
+/// fp32 recurrent loop for the recurrent variant, the same-dtype chunkwise
 /// form with the candidate's chunk for the others). Not an fp32 reference:
 /// against fp32 the naive fp32 loop would err by ~0 and leave the rule no
 /// room; and not the full problem: the fp64 loop costs minutes on the host

@@ -520,19 +520,6 @@ template <class T, bool kTransA, bool kTransB> struct WarpMma {
 #endif
   }
 
-  /// acc += s * o.acc (the same tile).
-  KGEN_DEVICE void addScaled(const WarpMma &o, float s) {
-#if KGEN_NVIDIA
-    for (int i = 0; i < 2; ++i)
-      for (int j = 0; j < 4; ++j)
-        for (int e = 0; e < 4; ++e)
-          acc[i][j][e] += s * o.acc[i][j][e];
-#else
-    for (int e = 0; e < 16; ++e)
-      acc[e] += s * o.acc[e];
-#endif
-  }
-
   /// f(row, col, value&) for every element of the tile this lane holds.
   template <class F> KGEN_DEVICE void forEach(int m0, int n0, F f) {
 #if KGEN_NVIDIA
@@ -560,27 +547,25 @@ template <class T, bool kTransA, bool kTransB> struct WarpMma {
 /// then fall into distinct bank groups):
 ///   Q, K [kChunk][kDQK + 8]          the tokens (rows past the chunk zero)
 ///   V    [kChunk][kBlockDV + 8]      (rows past the chunk zero)
-///   Pp   kPartsP x [kChunk][kChunk + 8]     the decayed scores P
-///   Wp   kPartsW x [kChunk][kBlockDV + 8]   diag(exp(a - m^k)) V, in P's
-///                                           place (update follows outputs)
-///   Cp   kPartsC x [kDQK][kBlockDV + 8]     the state C
+///   Pp   [kChunk][kChunk + 8]     the decayed scores P
+///   Wp   [kChunk][kBlockDV + 8]   diag(exp(a - m^k)) V, in P's place
+///                                 (update follows outputs)
+///   Cp   [kDQK][kBlockDV + 8]     the state C
 /// and, in fp32, the split-k scratch (splitK): kScratchTiles 32x32 tiles.
-/// The last three are fp32 values the atoms take in 16 bits: each is split
-/// into parts, x ~ hi + mid + ..., each part the rounded rest of the ones
-/// before (put), and the product runs once per part into the same fp32
-/// accumulator. Two bf16 parts keep ~16 mantissa bits, three ~24 (fp32).
-/// The counts are mlstmMmaSplit's (lib/Codegen/MlstmProblem.cpp gives the
-/// emulator's errors that set them): C 2 and P 2 keep h within the bound,
-/// the update needs 3, since the returned C is fp32 and held to the fp32
-/// chunkwise implementation's error.
+/// The last three are fp32 values rounded to the input dtype for the atoms,
+/// as a 16-bit tensor-core implementation does (the xLSTM project's Triton
+/// kernels too); the tests hold the results to 2x the error of a naive
+/// chunkwise implementation that rounds the same operands
+/// (test/MlstmHostReference.h), the same-dtype rule. The state
+/// itself stays fp32 (C, the update's accumulators).
 /// Products (fp32 accumulators):
 ///   scores   S = Q K^T (tiles above the diagonal skipped), P = mask(scale S
 ///            * exp(log D - m^comb)) to fp32 P (the normalizer's row sums)
-///            and to its parts
+///            and to Pp
 ///   outputs  num = qfac * scale * Q C + P V in one accumulator: Q C first,
 ///            scaled per row, then P V with k up to the tile's diagonal
 ///   update   C = decay C + K^T (diag(w) V): A = K read transposed; the
-///            epilogue writes C and its parts.
+///            epilogue writes C and Cp.
 /// The state update is written as K^T (diag(w) V) rather than (K w)^T V so
 /// the fp32 factor lands in the small kChunk x kBlockDV operand.
 ///
@@ -601,15 +586,10 @@ template <class Config> struct ChunkMma : Chunk<Config> {
                        kVB = Config::kBlockDV, kThreads = Config::kThreads;
   static constexpr int kWarps = kThreads / kWaveSize;
   static constexpr int kRowQ = kDQK + 8, kRowL = kL + 8, kRowV = kVB + 8;
-  static constexpr int kPartsC = Config::kPartsC, kPartsP = Config::kPartsP,
-                       kPartsW = Config::kPartsW;
-  static_assert(kPartsC >= 1 && kPartsP >= 1 && kPartsW >= 1,
-                "every operand has a part");
   static constexpr int kFront = (4 * Base::kFloats + 15) / 16 * 16;
   /// P (scores, outputs) and diag(w) V (update) share one region.
-  static constexpr int kRegionPW = kPartsP * kL * kRowL > kPartsW * kL * kRowV
-                                       ? kPartsP * kL * kRowL
-                                       : kPartsW * kL * kRowV;
+  static constexpr int kRegionPW =
+      kL * kRowL > kL * kRowV ? kL * kRowL : kL * kRowV;
   /// Tiles and split (warps per tile, mlstmSplitK) of the three products:
   /// the scores' causal tiles over DQK, outputs (num) over DQK, the update
   /// over the chunk.
@@ -631,7 +611,7 @@ template <class Config> struct ChunkMma : Chunk<Config> {
                        kPartialsU = partials(kTilesU, kSplitU);
   static constexpr int kScratchTiles = max3(kPartialsS, kPartialsO, kPartialsU);
   static constexpr int kOperands =
-      2 * (2 * kL * kRowQ + kL * kRowV + kRegionPW + kPartsC * kDQK * kRowV);
+      2 * (2 * kL * kRowQ + kL * kRowV + kRegionPW + kDQK * kRowV);
   static constexpr int kBytes = kFront + kOperands + 4 * 1024 * kScratchTiles;
   static_assert(kBytes == Config::kSmemBytes,
                 "kSmemBytes disagrees with ChunkMma's smem layout");
@@ -639,7 +619,7 @@ template <class Config> struct ChunkMma : Chunk<Config> {
                 "the 32x32 warp tiles cover the chunk, DQK and the slice");
   static_assert(!IsSame<T, float>::value, "tensor cores take 16-bit inputs");
 
-  T *Pp, *Cp, *Wp; // the parts of P, C, diag(w) V, one array after another
+  T *Pp, *Cp, *Wp; // P, C, diag(w) V in the input dtype
   float *scratch;  // kScratchTiles tiles of 32x32 (WarpMma::save's order)
   int warp, lane;
 
@@ -702,47 +682,6 @@ template <class Config> struct ChunkMma : Chunk<Config> {
     }
   }
 
-  /// The parts after the first are kept scaled by kRest: x ~ part 0 +
-  /// (part 1 + part 2 + ...) / kRest. For f16 (5 exponent bits) the rest
-  /// would otherwise fall into the subnormals, whose spacing 2^-24 caps the
-  /// split's accuracy (the returned C of an S = 1 run erred 3.05e-8 against
-  /// a half-ulp bound of 2.98e-8 so); 2^11 lifts it by f16's precision.
-  /// bf16 has fp32's exponent range and needs no scale.
-  static constexpr float kRest = IsSame<T, f16>::value ? 2048.f : 1.f;
-
-  /// x as kParts 16-bit parts (x ~ part[0] + (part[1] + ...) / kRest, at
-  /// part[q * kStride + e]): each part the rounded rest of the ones before.
-  template <int kParts, int kStride>
-  KGEN_DEVICE static void put(T *part, int e, float x) {
-    const T h = Convert<T>::fromFloat(x);
-    part[e] = h;
-    x = (x - Convert<T>::toFloat(h)) * kRest;
-#pragma unroll
-    for (int q = 1; q < kParts; ++q) {
-      const T r = Convert<T>::fromFloat(x);
-      part[q * kStride + e] = r;
-      x -= Convert<T>::toFloat(r);
-    }
-  }
-
-  /// mma += A B over the parts of one operand (kParts arrays kStride apart,
-  /// the A side when kPartsOfA): part 0 directly, the rest through a second
-  /// accumulator scaled back by 1 / kRest.
-  template <int kParts, int kStride, bool kPartsOfA, bool kTA, bool kTB>
-  KGEN_DEVICE void runParts(WarpMma<T, kTA, kTB> &mma, const T *a, int lda,
-                            const T *b, int ldb, int m0, int n0, int kLen,
-                            int kBegin, int kStep) const {
-    mma.run(a, lda, b, ldb, m0, n0, kLen, kBegin, kStep);
-    if constexpr (kParts > 1) {
-      WarpMma<T, kTA, kTB> rest(lane);
-      for (int q = 1; q < kParts; ++q)
-        rest.run(kPartsOfA ? a + q * kStride : a, lda,
-                 kPartsOfA ? b : b + q * kStride, ldb, m0, n0, kLen, kBegin,
-                 kStep);
-      mma.addScaled(rest, 1.f / kRest);
-    }
-  }
-
   KGEN_DEVICE void loadState(const float *c, long long cStride, int j0,
                              const float *nn, const float *m) const {
     // Four columns per thread and step, kBatch steps' loads issued before
@@ -775,7 +714,7 @@ template <class Config> struct ChunkMma : Chunk<Config> {
 #pragma unroll
           for (int u = 0; u < 4; ++u) {
             this->C[i * kVB + j + u] = v[r].x[u];
-            put<kPartsC, kDQK * kRowV>(Cp, i * kRowV + j + u, v[r].x[u]);
+            Cp[i * kRowV + j + u] = Convert<T>::fromFloat(v[r].x[u]);
           }
       }
     }
@@ -882,7 +821,7 @@ template <class Config> struct ChunkMma : Chunk<Config> {
                 expf(float(this->bcum[t] - this->bcum[s] + this->ig[s] -
                            this->mcomb[t]));
           this->P[t * kL + s] = y;
-          put<kPartsP, kL * kRowL>(Pp, t * kRowL + s, y);
+          Pp[t * kRowL + s] = Convert<T>::fromFloat(y);
         });
   }
 
@@ -921,14 +860,12 @@ template <class Config> struct ChunkMma : Chunk<Config> {
         [&](int tile, Mma &mma, int kBegin, int kStep) {
           int m0, n0;
           origin(tile, m0, n0);
-          runParts<kPartsC, kDQK * kRowV, false>(mma, this->Q, kRowQ, Cp, kRowV,
-                                                 m0, n0, kDQK, kBegin, kStep);
+          mma.run(this->Q, kRowQ, Cp, kRowV, m0, n0, kDQK, kBegin, kStep);
           mma.forEach(m0, n0, [&](int t, int, float &x) {
             x *= this->qfac[t < len ? t : 0] * scale;
           });
           // P is zero right of the diagonal: k runs to the tile's last row.
-          runParts<kPartsP, kL * kRowL, true>(mma, Pp, kRowL, this->V, kRowV,
-                                              m0, n0, m0 + 32, kBegin, kStep);
+          mma.run(Pp, kRowL, this->V, kRowV, m0, n0, m0 + 32, kBegin, kStep);
         },
         [&](int t, int j, float x) {
           if (t < len) {
@@ -945,8 +882,8 @@ template <class Config> struct ChunkMma : Chunk<Config> {
     for (int e = this->tid; e < kL * kVB; e += kThreads) {
       const int t = e / kVB, j = e % kVB;
       const float w = t < len ? this->wa[t] : 0.f;
-      put<kPartsW, kL * kRowV>(
-          Wp, t * kRowV + j, w * Convert<T>::toFloat(this->V[t * kRowV + j]));
+      Wp[t * kRowV + j] =
+          Convert<T>::fromFloat(w * Convert<T>::toFloat(this->V[t * kRowV + j]));
     }
     // n = decay n + K^T w: kGroups threads per entry of n, each taking
     // every kGroups-th token; their sums meet in P's fp32 region (free: the
@@ -986,13 +923,12 @@ template <class Config> struct ChunkMma : Chunk<Config> {
         [&](int tile, Mma &mma, int kBegin, int kStep) {
           int m0, n0;
           origin(tile, m0, n0);
-          runParts<kPartsW, kL * kRowV, false>(mma, this->K, kRowQ, Wp, kRowV,
-                                               m0, n0, kL, kBegin, kStep);
+          mma.run(this->K, kRowQ, Wp, kRowV, m0, n0, kL, kBegin, kStep);
         },
         [&](int i, int j, float x) {
           const float c = decay * this->C[i * kVB + j] + x;
           this->C[i * kVB + j] = c;
-          put<kPartsC, kDQK * kRowV>(Cp, i * kRowV + j, c);
+          Cp[i * kRowV + j] = Convert<T>::fromFloat(c);
         });
   }
 };

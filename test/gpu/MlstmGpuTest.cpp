@@ -9,8 +9,9 @@
 // config of that variant).
 //
 // Reference, on the CPU from the exact (rounded) inputs: the recurrent form
-// in fp64; the bound: 2 x the error of a plain fp32 implementation of the
-// kernel's own formulation (recurrent or chunkwise with its chunk), h
+// in fp64; the bound: 2 x the error of a naive same-dtype implementation
+// of the kernel's own formulation (recurrent in fp32, or chunkwise with its
+// chunk: fp32 sums and states, product operands in the input dtype), h
 // rounded to the input dtype, never below half an ulp of the output dtype
 // (test/MlstmHostReference.h says why); for h and the returned C, n, m.
 // Outputs and final states start as NaN. Without a GPU every test is
