@@ -21,8 +21,8 @@ const char *what(MlstmKernel k) {
   case MlstmKernel::Recurrent:
     return "the recurrent form, token by token, C slice in registers";
   case MlstmKernel::Fused:
-    return "the chunkwise form, one block walking the chunks with C and n in "
-           "shared memory";
+    return "the chunkwise form, one block walking the chunks, the state kept "
+           "on chip";
   case MlstmKernel::States:
     return "the chunkwise form, phase 1: the state entering every chunk, to "
            "the workspace";
@@ -96,7 +96,11 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
          << ", fp32 accumulators; C, P and diag(w) V rounded to "
          << toString(p.dtype) << " as operands; warps per tile (split-k): "
          << "scores " << splitK.scores << ", outputs " << splitK.outputs
-         << ", update " << splitK.update << "\n";
+         << ", update " << splitK.update
+         << (k != MlstmKernel::Outputs && mlstmStateInRegisters(p, c, k, t)
+                 ? "; the fp32 state C in registers"
+                 : "")
+         << "\n";
     else
       os << "fp32 FMAs from shared memory\n";
   }
@@ -126,7 +130,9 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
      << (k == MlstmKernel::Recurrent ? 0 : c.chunk)
      << ", kBlockDV = " << c.blockDV << ";\n"
      << "  static constexpr int kThreads = " << tr.threads << ";\n"
-     << "  static constexpr bool kMma = " << (mma ? "true" : "false") << ";\n"
+     << "  static constexpr bool kMma = " << (mma ? "true" : "false")
+     << ", kStateInRegisters = "
+     << (mlstmStateInRegisters(p, c, k, t) ? "true" : "false") << ";\n"
      << "  static constexpr int kSplitS = " << splitK.scores
      << ", kSplitO = " << splitK.outputs << ", kSplitU = " << splitK.update
      << ";\n"

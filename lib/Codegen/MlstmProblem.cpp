@@ -90,15 +90,27 @@ int64_t partials(int64_t tiles, int64_t split) {
   return split > 1 ? tiles * split : 0;
 }
 
+/// Whether kernel k keeps C in registers (mlstmStateInRegisters), given
+/// the update's split.
+bool stateInRegisters(const MlstmProblem &p, const MlstmConfig &c,
+                      MlstmKernel k, int64_t updateSplit) {
+  if (k == MlstmKernel::Outputs)
+    return true;
+  const int64_t tiles = mmaTiles(p, c).tiles[2];
+  return updateSplit == 1 && tiles <= 2 * int64_t(c.warps);
+}
+
 /// Must match ChunkMma<>::kBytes: the fp32 front (Chunk's, without Q, K,
-/// V), then the 16-bit operands with rows padded by 8 elements; P (scores,
-/// outputs) and diag(w) V (update) share one region; then the split-k
-/// scratch, 4 KiB per 32x32 fp32 partial tile.
+/// V, and without C where it is in registers), then the 16-bit operands
+/// with rows padded by 8 elements; P (scores, outputs) and diag(w) V
+/// (update) share one region; then the split-k scratch, 4 KiB per 32x32
+/// fp32 partial tile.
 int64_t mmaSmemBytes(const MlstmProblem &p, const MlstmConfig &c,
-                     const int64_t (&split)[3]) {
+                     MlstmKernel k, const int64_t (&split)[3]) {
   const int64_t L = c.chunk;
   const int64_t floats =
-      int64_t(p.dqk) * c.blockDV + p.dqk + L * L + 8 * L + 8;
+      (stateInRegisters(p, c, k, split[2]) ? 0 : int64_t(p.dqk) * c.blockDV) +
+      p.dqk + L * L + 8 * L + 8;
   const int64_t rq = p.dqk + 8, rv = c.blockDV + 8, rl = L + 8;
   const MmaTiles mt = mmaTiles(p, c);
   int64_t scratchTiles = 0;
@@ -129,11 +141,11 @@ void widestSplits(const MlstmProblem &p, const MlstmConfig &c,
 
 /// Halves the split with the most partial tiles until the layout fits;
 /// false when even no split does not.
-bool fitSplits(const MlstmProblem &p, const MlstmConfig &c, Target t,
-               int64_t (&split)[3]) {
+bool fitSplits(const MlstmProblem &p, const MlstmConfig &c, MlstmKernel k,
+               Target t, int64_t (&split)[3]) {
   widestSplits(p, c, split);
   const MmaTiles mt = mmaTiles(p, c);
-  while (mmaSmemBytes(p, c, split) > targetInfo(t).maxSharedBytes) {
+  while (mmaSmemBytes(p, c, k, split) > targetInfo(t).maxSharedBytes) {
     int worst = -1;
     for (int x = 0; x < 3; ++x)
       if (split[x] > 1 &&
@@ -151,15 +163,22 @@ bool fitSplits(const MlstmProblem &p, const MlstmConfig &c, Target t,
 MlstmSplitK mlstmSplitK(const MlstmProblem &p, const MlstmConfig &c,
                         MlstmKernel k, Target t) {
   int64_t split[3];
-  if (!mmaShapes(p, c, k) || !fitSplits(p, c, t, split))
+  if (!mmaShapes(p, c, k) || !fitSplits(p, c, k, t, split))
     return {1, 1, 1};
   return {int(split[0]), int(split[1]), int(split[2])};
+}
+
+bool mlstmStateInRegisters(const MlstmProblem &p, const MlstmConfig &c,
+                           MlstmKernel k, Target t) {
+  int64_t split[3];
+  return mmaShapes(p, c, k) && fitSplits(p, c, k, t, split) &&
+         stateInRegisters(p, c, k, split[2]);
 }
 
 bool mlstmUsesMma(const MlstmProblem &p, const MlstmConfig &c, MlstmKernel k,
                   Target t) {
   int64_t split[3];
-  return mmaShapes(p, c, k) && fitSplits(p, c, t, split);
+  return mmaShapes(p, c, k) && fitSplits(p, c, k, t, split);
 }
 
 MlstmTraits mlstmTraits(const MlstmProblem &p, const MlstmConfig &c,
@@ -195,7 +214,7 @@ MlstmTraits mlstmTraits(const MlstmProblem &p, const MlstmConfig &c,
     if (mlstmUsesMma(p, c, k, t)) {
       const MlstmSplitK sk = mlstmSplitK(p, c, k, t);
       const int64_t split[3] = {sk.scores, sk.outputs, sk.update};
-      tr.smemBytes = int(mmaSmemBytes(p, c, split));
+      tr.smemBytes = int(mmaSmemBytes(p, c, k, split));
     }
     tr.rows = 0;
   }

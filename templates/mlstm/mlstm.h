@@ -107,8 +107,10 @@ template <class Config> struct Chunk {
   static constexpr int kL = Config::kChunk, kDQK = Config::kDQK,
                        kDV = Config::kDV, kVB = Config::kBlockDV,
                        kThreads = Config::kThreads;
+  /// C's fp32 slice, unless ChunkMma keeps it in registers.
+  static constexpr int kCFloats = Config::kStateInRegisters ? 0 : kDQK * kVB;
   static constexpr int kFloats =
-      kDQK * kVB + kDQK + kL * kL * int(sizeof(Acc) / 4) + 8 * kL + 8;
+      kCFloats + kDQK + kL * kL * int(sizeof(Acc) / 4) + 8 * kL + 8;
   /// Q and K rows are padded by one 32-bit word: the scores read K rows
   /// (and the normalizer Q rows) across a warp, which would otherwise all
   /// fall into one shared-memory bank.
@@ -119,7 +121,7 @@ template <class Config> struct Chunk {
   static_assert(Config::kMma || kBytes == Config::kSmemBytes,
                 "kSmemBytes disagrees with the template's smem layout");
   static_assert(kDV % kVB == 0, "kBlockDV divides DV");
-  static_assert((kDQK * kVB + kDQK) % 2 == 0 && kL % 2 == 0,
+  static_assert((kCFloats + kDQK) % 2 == 0 && kL % 2 == 0,
                 "the fp64 vectors stay 8-byte aligned");
 
   float *C, *n;
@@ -134,7 +136,7 @@ template <class Config> struct Chunk {
   KGEN_DEVICE explicit Chunk(unsigned char *smem) : tid(int(threadIdx.x)) {
     float *f = reinterpret_cast<float *>(smem);
     C = f;
-    n = C + kDQK * kVB;
+    n = C + kCFloats;
     P = reinterpret_cast<Acc *>(n + kDQK);
     bcum = reinterpret_cast<double *>(P + kL * kL);
     mcomb = bcum + kL;
@@ -150,7 +152,10 @@ template <class Config> struct Chunk {
   }
 
   /// C slice, n and m from (c, n, m) (rows of cStride floats, the slice at
-  /// column j0), or zeros where a pointer is null.
+  /// column j0), or zeros where a pointer is null. kAsState: whether the
+  /// block updates this state (ChunkMma keeps it in registers then; the
+  /// outputs kernel only reads C).
+  template <bool kAsState = true>
   KGEN_DEVICE void loadState(const float *c, long long cStride, int j0,
                              const float *nn, const float *m) const {
     for (int e = tid; e < kDQK * kVB; e += kThreads) {
@@ -416,6 +421,7 @@ template <class T, bool kTransA, bool kTransB> struct WarpMma {
 #endif
   int lane;
 
+  KGEN_DEVICE WarpMma() : lane(0) {}
   KGEN_DEVICE explicit WarpMma(int laneId) : lane(laneId) {
 #if KGEN_NVIDIA
     for (int i = 0; i < 2; ++i)
@@ -619,13 +625,25 @@ template <class Config> struct ChunkMma : Chunk<Config> {
                 "the 32x32 warp tiles cover the chunk, DQK and the slice");
   static_assert(!IsSame<T, float>::value, "tensor cores take 16-bit inputs");
 
+  /// With Config::kStateInRegisters (mlstmStateInRegisters) the fp32 C is
+  /// not in shared memory: warp w holds the update's tiles w, w + kWarps,
+  /// ... as accumulators that live across the chunks (state[r]), so the
+  /// update reads and writes no fp32 C, and writes only Cp.
+  static constexpr bool kRegs = Config::kStateInRegisters;
+  static constexpr int kOwn = (kTilesU + kWarps - 1) / kWarps;
+  using StateMma = WarpMma<T, true, true>;
+
   T *Pp, *Cp, *Wp; // P, C, diag(w) V in the input dtype
   float *scratch;  // kScratchTiles tiles of 32x32 (WarpMma::save's order)
   int warp, lane;
+  mutable StateMma state[kRegs ? kOwn : 1];
 
   KGEN_DEVICE explicit ChunkMma(unsigned char *smem)
       : Base(smem), warp(int(threadIdx.x) / kWaveSize),
         lane(int(threadIdx.x) % kWaveSize) {
+#pragma unroll
+    for (int r = 0; r < (kRegs ? kOwn : 1); ++r)
+      state[r] = StateMma(lane);
     T *x = reinterpret_cast<T *>(smem + kFront);
     this->Q = x;
     this->K = this->Q + kL * kRowQ;
@@ -682,8 +700,27 @@ template <class Config> struct ChunkMma : Chunk<Config> {
     }
   }
 
+  /// Where warp w's r-th tile of the state sits (kRegs), or false past
+  /// the last tile.
+  KGEN_DEVICE bool stateTile(int r, int &m0, int &n0) const {
+    const int tile = warp + r * kWarps;
+    m0 = 32 * (tile / kTilesV);
+    n0 = 32 * (tile % kTilesV);
+    return tile < kTilesU;
+  }
+
+  template <bool kAsState = true>
   KGEN_DEVICE void loadState(const float *c, long long cStride, int j0,
                              const float *nn, const float *m) const {
+    if constexpr (kRegs && kAsState)
+#pragma unroll
+      for (int r = 0; r < kOwn; ++r) {
+        int m0, n0;
+        if (stateTile(r, m0, n0))
+          state[r].forEach(m0, n0, [&](int i, int j, float &x) {
+            x = c ? c[i * cStride + j0 + j] : 0.f;
+          });
+      }
     // Four columns per thread and step, kBatch steps' loads issued before
     // their stores (the outputs kernel starts with a whole C slice to read).
     struct alignas(16) F4 {
@@ -713,7 +750,8 @@ template <class Config> struct ChunkMma : Chunk<Config> {
         if (e < kN)
 #pragma unroll
           for (int u = 0; u < 4; ++u) {
-            this->C[i * kVB + j + u] = v[r].x[u];
+            if constexpr (!kRegs)
+              this->C[i * kVB + j + u] = v[r].x[u];
             Cp[i * kRowV + j + u] = Convert<T>::fromFloat(v[r].x[u]);
           }
       }
@@ -722,6 +760,25 @@ template <class Config> struct ChunkMma : Chunk<Config> {
       this->n[i] = nn ? nn[i] : 0.f;
     if (this->tid == 0)
       *this->mState = m ? *m : 0.f;
+  }
+
+  /// Chunk::storeState, C from the warps' tiles where they hold it.
+  KGEN_DEVICE void storeState(float *c, long long cStride, int j0, float *nn,
+                              float *m) const {
+    if constexpr (kRegs) {
+      if (c)
+#pragma unroll
+        for (int r = 0; r < kOwn; ++r) {
+          int m0, n0;
+          if (stateTile(r, m0, n0))
+            state[r].forEach(m0, n0, [&](int i, int j, float &x) {
+              c[i * cStride + j0 + j] = x;
+            });
+        }
+      Base::storeState(nullptr, cStride, j0, nn, m);
+    } else {
+      Base::storeState(c, cStride, j0, nn, m);
+    }
   }
 
   /// The chunk's rows of K and the V slice (and Q when kWithQ); rows past
@@ -913,6 +970,23 @@ template <class Config> struct ChunkMma : Chunk<Config> {
           acc += this->P[g * kDQK + this->tid];
         this->n[this->tid] = decay * this->n[this->tid] + acc;
       }
+    if constexpr (kRegs) {
+      static_assert(kSplitU == 1 && kOwn <= 2,
+                    "C in registers: whole update tiles, two per warp at most");
+      // C = decay C + K^T W on the warp's own tiles, in place.
+#pragma unroll
+      for (int r = 0; r < kOwn; ++r) {
+        int m0, n0;
+        if (!stateTile(r, m0, n0))
+          continue;
+        state[r].forEach(m0, n0, [&](int, int, float &x) { x *= decay; });
+        state[r].run(this->K, kRowQ, Wp, kRowV, m0, n0, kL);
+        state[r].forEach(m0, n0, [&](int i, int j, float &x) {
+          Cp[i * kRowV + j] = Convert<T>::fromFloat(x);
+        });
+      }
+      return;
+    }
     using Mma = WarpMma<T, true, true>;
     auto origin = [](int tile, int &m0, int &n0) {
       m0 = 32 * (tile / kTilesV);
@@ -1067,7 +1141,8 @@ template <class Config> KGEN_DEVICE void outputs(const Params &p) {
   const int len = chunkLength<Config>(p, t0);
   const long long row0 = bh * p.seq + t0;
   const long long ws = bh * p.chunks + k;
-  ch.loadState(p.wsC + ws * dqk * dv, dv, at.j0, p.wsN + ws * dqk, p.wsM + ws);
+  ch.template loadState<false>(p.wsC + ws * dqk * dv, dv, at.j0, p.wsN + ws * dqk,
+                               p.wsM + ws);
   ch.template loadTokens<true>(p, row0, at.j0, len);
   __syncthreads();
   ch.gates(p, row0, len);

@@ -13,7 +13,7 @@
 // CHECK: // launch: grid (2 * chunks, B * NH), 512 threads
 // CHECK: static constexpr int kDQK = 64, kDV = 64;
 // CHECK: static constexpr int kChunk = 128, kBlockDV = 32;
-// CHECK: static constexpr bool kMma = true;
+// CHECK: static constexpr bool kMma = true, kStateInRegisters = false;
 // CHECK: kgen_mlstm_bf16_qk64_v64_chunkstates_c128_d32_w16(kgen::mlstm::Params p) {
 // CHECK-NEXT: kgen::mlstm::chunkStates<Config>(p);
 
@@ -21,7 +21,7 @@
 // CHECK-NOT: matrix work
 // CHECK: // launch: grid (ceil((DQK * DV + DQK) / 256), B * NH), 256 threads, 16 B dynamic shared memory
 // CHECK: static constexpr int kThreads = 256;
-// CHECK: static constexpr bool kMma = false;
+// CHECK: static constexpr bool kMma = false, kStateInRegisters = false;
 // CHECK: __launch_bounds__(256)
 // CHECK-NEXT: kgen_mlstm_bf16_qk64_v64_combine_c128_d32_w16(kgen::mlstm::Params p) {
 // CHECK-NEXT: kgen::mlstm::combine<Config>(p);
