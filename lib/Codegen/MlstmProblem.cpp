@@ -96,8 +96,12 @@ bool stateInRegisters(const MlstmProblem &p, const MlstmConfig &c,
                       MlstmKernel k, int64_t updateSplit) {
   if (k == MlstmKernel::Outputs)
     return true;
+  // A tile is 32 accumulator registers per lane: at most 4 per warp, and
+  // 2 at 16 warps (128 registers a thread at 512 threads; the 7B heads'
+  // 128-column fused kernel spills a little there already).
   const int64_t tiles = mmaTiles(p, c).tiles[2];
-  return updateSplit == 1 && tiles <= 2 * int64_t(c.warps);
+  const int64_t perWarp = std::min<int64_t>(4, 32 / std::max(1, c.warps));
+  return updateSplit == 1 && tiles <= perWarp * int64_t(c.warps);
 }
 
 /// Must match ChunkMma<>::kBytes: the fp32 front (Chunk's, without Q, K,

@@ -971,8 +971,8 @@ template <class Config> struct ChunkMma : Chunk<Config> {
         this->n[this->tid] = decay * this->n[this->tid] + acc;
       }
     if constexpr (kRegs) {
-      static_assert(kSplitU == 1 && kOwn <= 2,
-                    "C in registers: whole update tiles, two per warp at most");
+      static_assert(kSplitU == 1 && kOwn <= 4,
+                    "C in registers: whole update tiles, four per warp at most");
       // C = decay C + K^T W on the warp's own tiles, in place.
 #pragma unroll
       for (int r = 0; r < kOwn; ++r) {
