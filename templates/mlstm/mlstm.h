@@ -201,6 +201,9 @@ template <class Config> struct Chunk {
     }
   }
 
+  /// loadTokens' copies are plain stores here: the barrier suffices.
+  KGEN_DEVICE void tokensLanded() const {}
+
   /// Asks L2 for the chunk at rows row0 .. row0+len (K, the V slice, the
   /// gates, and Q when kWithQ), one 128-byte line per thread at a time, so
   /// that its loadTokens, issued a chunk's work later, finds them there.
@@ -796,10 +799,32 @@ template <class Config> struct ChunkMma : Chunk<Config> {
          (unsigned long long)(v)) %
             16 ==
         0) {
+      constexpr int kQv = kDQK / 8, kVv = kVB / 8;
+      constexpr int kNK = kL * kQv, kNV = kL * kVv;
+#if KGEN_NVIDIA
+      // cp.async: every copy of the chunk in flight at once, no registers
+      // in between; rows past len are zero-filled. tokensLanded() waits.
+      for (int e = this->tid; e < kNK; e += kThreads) {
+        const int t = e / kQv, i = 8 * (e % kQv);
+        const long long src = (row0 + (t < len ? t : 0)) * kDQK + i;
+        sm80::cpAsync<16>(sm80::smemAddress(this->K + t * kRowQ + i), k + src,
+                          t < len);
+        if constexpr (kWithQ)
+          sm80::cpAsync<16>(sm80::smemAddress(this->Q + t * kRowQ + i),
+                            q + src, t < len);
+      }
+      for (int e = this->tid; e < kNV; e += kThreads) {
+        const int t = e / kVv, j = 8 * (e % kVv);
+        sm80::cpAsync<16>(
+            sm80::smemAddress(this->V + t * kRowV + j),
+            v + (row0 + (t < len ? t : 0)) * Config::kDV + j0 + j, t < len);
+      }
+      sm80::cpAsyncCommit();
+      return;
+#endif
       // One index space over K, Q, V; each thread issues kBatch loads
       // before it stores them, so their latencies overlap.
-      constexpr int kQv = kDQK / 8, kVv = kVB / 8;
-      constexpr int kNK = kL * kQv, kNQ = kWithQ ? kNK : 0, kNV = kL * kVv;
+      constexpr int kNQ = kWithQ ? kNK : 0;
       constexpr int kN = kNK + kNQ + kNV, kBatch = 8;
       for (int e0 = this->tid; e0 < kN; e0 += kBatch * kThreads) {
         Vec x[kBatch];
@@ -853,6 +878,14 @@ template <class Config> struct ChunkMma : Chunk<Config> {
     }
   }
 
+  /// Waits for this thread's copies of loadTokens; the caller's barrier
+  /// then publishes every thread's.
+  KGEN_DEVICE void tokensLanded() const {
+#if KGEN_NVIDIA
+    sm80::cpAsyncWait<0>();
+#endif
+  }
+
   KGEN_DEVICE void scores(int len) const {
     const float scale = 1.f / sqrtf(float(kDQK));
     using Mma = WarpMma<T, false, false>;
@@ -882,23 +915,39 @@ template <class Config> struct ChunkMma : Chunk<Config> {
         });
   }
 
-  /// z_t as Chunk::normalizer, one warp per row: the lanes split q_t . n
-  /// and the row of P, then a butterfly sum.
+  /// z_t as Chunk::normalizer, kG consecutive lanes per row (every thread
+  /// of the block busy: one warp per row left a chain of dependent shared
+  /// loads and shuffles per row that was ~19% of the 7B fused kernel's
+  /// stall samples): the group splits q_t . n over four partial sums and
+  /// the row of P, then a butterfly sum within the group.
   KGEN_DEVICE void normalizer(int len) const {
+    constexpr int kPerRow = kThreads / kL;
+    constexpr int kG = kPerRow >= 32 ? 32 : kPerRow >= 1 ? kPerRow : 1;
+    static_assert((kG & (kG - 1)) == 0 && kWaveSize % kG == 0,
+                  "a row's group is a power of two within one warp");
     const float scale = 1.f / sqrtf(float(kDQK));
-    for (int t = warp; t < len; t += kWarps) {
-      float dot = 0.f, row = 0.f;
-      for (int i = lane; i < kDQK; i += kWaveSize)
-        dot += Convert<T>::toFloat(this->Q[t * kRowQ + i]) * this->n[i];
-      for (int s = lane; s <= t; s += kWaveSize)
-        row += this->P[t * kL + s];
+    static_assert(kThreads / kG <= kL, "rows for every group");
+    const int g = this->tid % kG;
+    // The same trip count on every lane: the shuffles take the whole warp.
+    for (int t0 = 0; t0 < kL; t0 += kThreads / kG) {
+      const int t = t0 + this->tid / kG;
+      const bool in = t < len;
+      float dot[4] = {0.f, 0.f, 0.f, 0.f}, row = 0.f;
+      if (in) {
 #pragma unroll
-      for (int m = kWaveSize / 2; m > 0; m /= 2) {
-        dot += shuffleXor(dot, m);
+        for (int i = g, u = 0; i < kDQK; i += kG, u = (u + 1) % 4)
+          dot[u] += Convert<T>::toFloat(this->Q[t * kRowQ + i]) * this->n[i];
+        for (int s = g; s <= t; s += kG)
+          row += this->P[t * kL + s];
+      }
+      float d = (dot[0] + dot[1]) + (dot[2] + dot[3]);
+#pragma unroll
+      for (int m = kG / 2; m > 0; m /= 2) {
+        d += shuffleXor(d, m);
         row += shuffleXor(row, m);
       }
-      if (lane == 0)
-        this->zden[t] = this->qfac[t] * scale * dot + row;
+      if (in && g == 0)
+        this->zden[t] = this->qfac[t] * scale * d + row;
     }
   }
 
@@ -1070,6 +1119,7 @@ template <class Config> KGEN_DEVICE void fused(const Params &p) {
       ch.template prefetch<true>(p, row0 + len, at.j0,
                                  chunkLength<Config>(p, t0 + len));
     ch.gates(p, row0, len);
+    ch.tokensLanded();
     __syncthreads();
     ch.scores(len);
     __syncthreads();
@@ -1115,6 +1165,7 @@ template <class Config> KGEN_DEVICE void states(const Params &p) {
       ch.template prefetch<false>(p, row0 + len, at.j0,
                                   chunkLength<Config>(p, t0 + len));
     ch.gates(p, row0, len);
+    ch.tokensLanded();
     __syncthreads();
     ch.update(len);
   }
@@ -1144,6 +1195,7 @@ template <class Config> KGEN_DEVICE void outputs(const Params &p) {
   ch.template loadState<false>(p.wsC + ws * dqk * dv, dv, at.j0, p.wsN + ws * dqk,
                                p.wsM + ws);
   ch.template loadTokens<true>(p, row0, at.j0, len);
+  ch.tokensLanded();
   __syncthreads();
   ch.gates(p, row0, len);
   __syncthreads();
@@ -1182,6 +1234,7 @@ template <class Config> KGEN_DEVICE void chunkStates(const Params &p) {
     *ch.mState = kNoState;
   ch.template loadTokens<false>(p, row0, at.j0, len);
   ch.gates(p, row0, len);
+  ch.tokensLanded();
   __syncthreads();
   ch.update(len);
   // ChunkMma's update writes C in the warp tiles' layout, not storeState's.

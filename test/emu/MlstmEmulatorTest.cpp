@@ -183,6 +183,11 @@ TEST_P(MlstmEmulator, MatchesRecurrentReference) {
         l.threads = int(d.block[0]);
         l.waveSize = kgen::targetInfo(pl.target).waveSize;
         l.smemBytes = int(d.smemBytes);
+        // What the tensor-core kernels' cp.async may read: q, k, v.
+        l.buffers[0] = {q.bytes.data(), q.bytes.size()};
+        l.buffers[1] = {k.bytes.data(), k.bytes.size()};
+        l.buffers[2] = {v.bytes.data(), v.bytes.size()};
+        l.inputs = 3;
         char message[2048] = {};
         ASSERT_TRUE(pl.launch[n](prm, l, message, sizeof(message)))
             << kgen::toString(kinds[n]) << ": " << message;
