@@ -143,8 +143,19 @@ double kernelCycles(const MlstmProblem &p, const MlstmConfig &c, MlstmKernel k,
   const double shared = std::min<double>(resident, blocks);
   // mma.sync / MFMA reach their rate with ~8 warps per unit in flight.
   const double mmaIssue = std::min(1.0, shared * c.warps / 8.0);
+  // C in registers costs 32 a thread per tile a warp owns, on top of ~90
+  // the kernel needs besides; past the per-thread budget it spills. Fits
+  // what ptxas and the H200 showed: one tile on 16 warps and four on 8 run
+  // without spills; two on 16 warps (the 7B heads' 128-column slices)
+  // spill at the 128-register cap and ran 27% slower than on 8 warps.
+  double spill = 1;
+  if (k != MlstmKernel::Outputs && mlstmStateInRegisters(p, c, k, t)) {
+    const double owned = std::ceil(dqk / 32 * (vb / 32) / c.warps);
+    if (90 + 32 * owned > std::min(255.0, 65536.0 / tr.threads))
+      spill = 1.3;
+  }
   return waves * (shared * fmas / std::min(128.0, shared * lanes) +
-                  shared * mmaFmas / (mmaRate * mmaIssue) +
+                  shared * mmaFmas * spill / (mmaRate * mmaIssue) +
                   steps * kStepLatency) +
          bytes / bytesPerCycle(t);
 }
