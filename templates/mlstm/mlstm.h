@@ -339,8 +339,9 @@ template <class Config> struct Chunk {
   }
 
   /// The normalizer z_t = exp(b_t + m^{k-1} - m^comb_t) (s q_t)^T n +
-  /// sum_s P[t][s]; reads n and P.
-  KGEN_DEVICE void normalizer(int len) const {
+  /// sum_s P[t][s], and from it h's denominator max(|z_t|, exp(-m^comb_t))
+  /// + eps to zden[t]; reads n and P.
+  KGEN_DEVICE void normalizer(int len, float eps) const {
     const Acc scale = Acc(1) / Acc(sqrtf(float(kDQK)));
     for (int t = tid; t < len; t += kThreads) {
       Acc dot = 0;
@@ -349,7 +350,7 @@ template <class Config> struct Chunk {
       Acc z = Acc(qfac[t]) * scale * dot;
       for (int s = 0; s <= t; ++s)
         z += P[t * kL + s];
-      zden[t] = float(z);
+      zden[t] = fmaxf(fabsf(float(z)), expf(float(-mcomb[t]))) + eps;
     }
   }
 
@@ -366,8 +367,7 @@ template <class Config> struct Chunk {
       Acc num = Acc(qfac[t]) * scale * inter;
       for (int s = 0; s <= t; ++s)
         num += P[t * kL + s] * Acc(Convert<T>::toFloat(V[s * kVB + j]));
-      const float den = fmaxf(fabsf(zden[t]), expf(float(-mcomb[t]))) + p.eps;
-      store<T>(p.h, (row0 + t) * kDV + j0 + j, float(num / Acc(den)));
+      store<T>(p.h, (row0 + t) * kDV + j0 + j, float(num / Acc(zden[t])));
     }
   }
 
@@ -627,6 +627,10 @@ template <class Config> struct ChunkMma : Chunk<Config> {
   static_assert(kL % 32 == 0 && kDQK % 32 == 0 && kVB % 32 == 0,
                 "the 32x32 warp tiles cover the chunk, DQK and the slice");
   static_assert(!IsSame<T, float>::value, "tensor cores take 16-bit inputs");
+  /// Eight 16-bit elements, one 16-byte shared-memory access.
+  struct alignas(16) T8 {
+    T x[8];
+  };
 
   /// With Config::kStateInRegisters (mlstmStateInRegisters) the fp32 C is
   /// not in shared memory: warp w holds the update's tiles w, w + kWarps,
@@ -915,39 +919,57 @@ template <class Config> struct ChunkMma : Chunk<Config> {
         });
   }
 
-  /// z_t as Chunk::normalizer, kG consecutive lanes per row (every thread
-  /// of the block busy: one warp per row left a chain of dependent shared
-  /// loads and shuffles per row that was ~19% of the 7B fused kernel's
-  /// stall samples): the group splits q_t . n over four partial sums and
-  /// the row of P, then a butterfly sum within the group.
-  KGEN_DEVICE void normalizer(int len) const {
+  /// z_t and h's denominator as Chunk::normalizer, kG consecutive lanes
+  /// per row (every thread of the block busy: one warp per row left a
+  /// chain of dependent shared loads and shuffles per row, ~19% of the 7B
+  /// fused kernel's stall samples), 16-byte loads (8 elements of q_t, 4 of
+  /// n and of P's row), then a butterfly sum within the group. P's row is
+  /// read in fours up to the one holding t: the rest of that four lies in
+  /// the diagonal tile, where the scores wrote zeros.
+  KGEN_DEVICE void normalizer(int len, float eps) const {
     constexpr int kPerRow = kThreads / kL;
     constexpr int kG = kPerRow >= 32 ? 32 : kPerRow >= 1 ? kPerRow : 1;
     static_assert((kG & (kG - 1)) == 0 && kWaveSize % kG == 0,
                   "a row's group is a power of two within one warp");
-    const float scale = 1.f / sqrtf(float(kDQK));
     static_assert(kThreads / kG <= kL, "rows for every group");
+    static_assert(kDQK % 8 == 0 && kL % 4 == 0, "16-byte steps");
+    struct alignas(16) F4 {
+      float x[4];
+    };
+    const float scale = 1.f / sqrtf(float(kDQK));
     const int g = this->tid % kG;
     // The same trip count on every lane: the shuffles take the whole warp.
     for (int t0 = 0; t0 < kL; t0 += kThreads / kG) {
       const int t = t0 + this->tid / kG;
       const bool in = t < len;
-      float dot[4] = {0.f, 0.f, 0.f, 0.f}, row = 0.f;
+      float d0 = 0.f, d1 = 0.f, row = 0.f;
       if (in) {
+#pragma unroll 4
+        for (int i = 8 * g; i < kDQK; i += 8 * kG) {
+          const T8 q8 = *reinterpret_cast<const T8 *>(this->Q + t * kRowQ + i);
+          const F4 na = *reinterpret_cast<const F4 *>(this->n + i);
+          const F4 nb = *reinterpret_cast<const F4 *>(this->n + i + 4);
 #pragma unroll
-        for (int i = g, u = 0; i < kDQK; i += kG, u = (u + 1) % 4)
-          dot[u] += Convert<T>::toFloat(this->Q[t * kRowQ + i]) * this->n[i];
-        for (int s = g; s <= t; s += kG)
-          row += this->P[t * kL + s];
+          for (int u = 0; u < 4; ++u) {
+            d0 += Convert<T>::toFloat(q8.x[u]) * na.x[u];
+            d1 += Convert<T>::toFloat(q8.x[4 + u]) * nb.x[u];
+          }
+        }
+        for (int s = 4 * g; s <= t; s += 4 * kG) {
+          const F4 pr = *reinterpret_cast<const F4 *>(this->P + t * kL + s);
+          row += (pr.x[0] + pr.x[1]) + (pr.x[2] + pr.x[3]);
+        }
       }
-      float d = (dot[0] + dot[1]) + (dot[2] + dot[3]);
+      float d = d0 + d1;
 #pragma unroll
       for (int m = kG / 2; m > 0; m /= 2) {
         d += shuffleXor(d, m);
         row += shuffleXor(row, m);
       }
       if (in && g == 0)
-        this->zden[t] = this->qfac[t] * scale * d + row;
+        this->zden[t] = fmaxf(fabsf(this->qfac[t] * scale * d + row),
+                              expf(float(-this->mcomb[t]))) +
+                        eps;
     }
   }
 
@@ -975,9 +997,7 @@ template <class Config> struct ChunkMma : Chunk<Config> {
         },
         [&](int t, int j, float x) {
           if (t < len) {
-            const float den =
-                fmaxf(fabsf(this->zden[t]), expf(float(-this->mcomb[t]))) +
-                p.eps;
+            const float den = this->zden[t];
             store<T>(p.h, (row0 + t) * Config::kDV + j0 + j, x / den);
           }
         });
@@ -985,11 +1005,17 @@ template <class Config> struct ChunkMma : Chunk<Config> {
 
   KGEN_DEVICE void update(int len) const {
     const float decay = this->scal[0];
-    for (int e = this->tid; e < kL * kVB; e += kThreads) {
-      const int t = e / kVB, j = e % kVB;
+    // W = diag(w) V, 8 elements (16 bytes) a step.
+    constexpr int kV8 = kVB / 8;
+    for (int e = this->tid; e < kL * kV8; e += kThreads) {
+      const int t = e / kV8, j = 8 * (e % kV8);
       const float w = t < len ? this->wa[t] : 0.f;
-      Wp[t * kRowV + j] =
-          Convert<T>::fromFloat(w * Convert<T>::toFloat(this->V[t * kRowV + j]));
+      const T8 v = *reinterpret_cast<const T8 *>(this->V + t * kRowV + j);
+      T8 o;
+#pragma unroll
+      for (int u = 0; u < 8; ++u)
+        o.x[u] = Convert<T>::fromFloat(w * Convert<T>::toFloat(v.x[u]));
+      *reinterpret_cast<T8 *>(Wp + t * kRowV + j) = o;
     }
     // n = decay n + K^T w: kGroups threads per entry of n, each taking
     // every kGroups-th token; their sums meet in P's fp32 region (free: the
@@ -999,10 +1025,13 @@ template <class Config> struct ChunkMma : Chunk<Config> {
     static_assert(kGroups * kDQK <= kL * kL, "the partial sums fit in P");
     if constexpr (kGroups == 1) {
       for (int i = this->tid; i < kDQK; i += kThreads) {
-        float acc = 0.f;
+        // Four partial sums: the loads are independent, the adds need not
+        // be one chain.
+        float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 4
         for (int t = 0; t < len; ++t)
-          acc += Convert<T>::toFloat(this->K[t * kRowQ + i]) * this->wa[t];
-        this->n[i] = decay * this->n[i] + acc;
+          acc[t % 4] += Convert<T>::toFloat(this->K[t * kRowQ + i]) * this->wa[t];
+        this->n[i] = decay * this->n[i] + ((acc[0] + acc[1]) + (acc[2] + acc[3]));
       }
     } else if (this->tid < kGroups * kDQK) {
       const int i = this->tid % kDQK;
@@ -1123,7 +1152,7 @@ template <class Config> KGEN_DEVICE void fused(const Params &p) {
     __syncthreads();
     ch.scores(len);
     __syncthreads();
-    ch.normalizer(len);
+    ch.normalizer(len, p.eps);
     __syncthreads();
     ch.outputs(p, row0, at.j0, len);
     __syncthreads();
@@ -1201,7 +1230,7 @@ template <class Config> KGEN_DEVICE void outputs(const Params &p) {
   __syncthreads();
   ch.scores(len);
   __syncthreads();
-  ch.normalizer(len);
+  ch.normalizer(len, p.eps);
   __syncthreads();
   ch.outputs(p, row0, at.j0, len);
 }
