@@ -128,7 +128,9 @@ template <class Config> struct Chunk {
   Acc *P;
   double *bcum, *mcomb;         // per token of the chunk
   double *mState;               // [0]: the m entering the chunk
-  float *ig, *qfac, *wa, *zden; // per token of the chunk
+  // Per token of the chunk; zden is h's denominator (ChunkMma: its
+  // reciprocal, one multiply per output instead of a division).
+  float *ig, *qfac, *wa, *zden;
   float *scal; // [0] decay exp(g + m^{k-1} - m^k), [1] lastOfHead's flag
   T *Q, *K, *V;
   int tid;
@@ -919,7 +921,8 @@ template <class Config> struct ChunkMma : Chunk<Config> {
         });
   }
 
-  /// z_t and h's denominator as Chunk::normalizer, kG consecutive lanes
+  /// z_t and h's denominator as Chunk::normalizer (its reciprocal to
+  /// zden), kG consecutive lanes
   /// per row (every thread of the block busy: one warp per row left a
   /// chain of dependent shared loads and shuffles per row, ~19% of the 7B
   /// fused kernel's stall samples), 16-byte loads (8 elements of q_t, 4 of
@@ -967,9 +970,9 @@ template <class Config> struct ChunkMma : Chunk<Config> {
         row += shuffleXor(row, m);
       }
       if (in && g == 0)
-        this->zden[t] = fmaxf(fabsf(this->qfac[t] * scale * d + row),
-                              expf(float(-this->mcomb[t]))) +
-                        eps;
+        this->zden[t] = 1.f / (fmaxf(fabsf(this->qfac[t] * scale * d + row),
+                                     expf(float(-this->mcomb[t]))) +
+                               eps);
     }
   }
 
@@ -983,24 +986,48 @@ template <class Config> struct ChunkMma : Chunk<Config> {
       m0 = 32 * (tile / kTilesV);
       n0 = 32 * (tile % kTilesV);
     };
-    splitK<kTilesO, kSplitO, Mma>(
-        origin,
-        [&](int tile, Mma &mma, int kBegin, int kStep) {
-          int m0, n0;
-          origin(tile, m0, n0);
-          mma.run(this->Q, kRowQ, Cp, kRowV, m0, n0, kDQK, kBegin, kStep);
-          mma.forEach(m0, n0, [&](int t, int, float &x) {
-            x *= this->qfac[t < len ? t : 0] * scale;
-          });
-          // P is zero right of the diagonal: k runs to the tile's last row.
-          mma.run(Pp, kRowL, this->V, kRowV, m0, n0, m0 + 32, kBegin, kStep);
-        },
-        [&](int t, int j, float x) {
+    auto product = [&](int tile, Mma &mma, int kBegin, int kStep) {
+      int m0, n0;
+      origin(tile, m0, n0);
+      mma.run(this->Q, kRowQ, Cp, kRowV, m0, n0, kDQK, kBegin, kStep);
+      mma.forEach(m0, n0, [&](int t, int, float &x) {
+        x *= this->qfac[t < len ? t : 0] * scale;
+      });
+      // P is zero right of the diagonal: k runs to the tile's last row.
+      mma.run(Pp, kRowL, this->V, kRowV, m0, n0, m0 + 32, kBegin, kStep);
+    };
+    T *h = static_cast<T *>(p.h) + row0 * Config::kDV + j0;
+#if KGEN_NVIDIA
+    if constexpr (kSplitO == 1) {
+      // mma.sync's elements 2i and 2i + 1 are neighbours in a row: h gets
+      // them as one 4-byte store (DV and the slice are even).
+      for (int tile = warp; tile < kTilesO; tile += kWarps) {
+        Mma mma(lane);
+        product(tile, mma, 0, 16);
+        int m0, n0;
+        origin(tile, m0, n0);
+        const float *x = &mma.acc[0][0][0];
+#pragma unroll
+        for (int e = 0; e < Mma::kPerLane; e += 2) {
+          int t, j;
+          Mma::at(lane, e, m0, n0, t, j);
           if (t < len) {
-            const float den = this->zden[t];
-            store<T>(p.h, (row0 + t) * Config::kDV + j0 + j, x / den);
+            const float r = this->zden[t];
+            struct alignas(4) Pair {
+              T x[2];
+            } o{{Convert<T>::fromFloat(x[e] * r),
+                 Convert<T>::fromFloat(x[e + 1] * r)}};
+            *reinterpret_cast<Pair *>(h + t * Config::kDV + j) = o;
           }
-        });
+        }
+      }
+      return;
+    }
+#endif
+    splitK<kTilesO, kSplitO, Mma>(origin, product, [&](int t, int j, float x) {
+      if (t < len)
+        h[t * Config::kDV + j] = Convert<T>::fromFloat(x * this->zden[t]);
+    });
   }
 
   KGEN_DEVICE void update(int len) const {
