@@ -206,6 +206,11 @@ template <class Config> struct Chunk {
   /// loadTokens' copies are plain stores here: the barrier suffices.
   KGEN_DEVICE void tokensLanded() const {}
 
+  /// The first thread that issues the token copies (loadTokens on
+  /// cp.async) and L2 prefetches: with several warps, warp 0 is left to the
+  /// gate scan, which runs at the same time.
+  static constexpr int kCopier0 = kThreads > kWaveSize ? kWaveSize : 0;
+
   /// Asks L2 for the chunk at rows row0 .. row0+len (K, the V slice, the
   /// gates, and Q when kWithQ), one 128-byte line per thread at a time, so
   /// that its loadTokens, issued a chunk's work later, finds them there.
@@ -220,7 +225,8 @@ template <class Config> struct Chunk {
             *v = static_cast<const T *>(p.v);
     const int nQK = (len * kDQK + kLine - 1) / kLine, nV = len * kVLines;
     const int n = nQK * (kWithQ ? 2 : 1) + nV + 2;
-    for (int e = tid; e < n; e += kThreads) {
+    // Warp 0 runs the gate scan meanwhile (kCopiers).
+    for (int e = tid - kCopier0; e >= 0 && e < n; e += kThreads - kCopier0) {
       const void *at;
       if (e < nQK)
         at = k + row0 * kDQK + e * kLine;
@@ -810,7 +816,13 @@ template <class Config> struct ChunkMma : Chunk<Config> {
 #if KGEN_NVIDIA
       // cp.async: every copy of the chunk in flight at once, no registers
       // in between; rows past len are zero-filled. tokensLanded() waits.
-      for (int e = this->tid; e < kNK; e += kThreads) {
+      // Warp 0 leaves the copies to the others and goes to the gate scan,
+      // whose global loads and serial steps are the chunk's first chain
+      // (the other warps waited ~10% of the 7B fused kernel's time at the
+      // barrier after it).
+      constexpr int kCopiers = kThreads - Base::kCopier0;
+      const int first = this->tid - Base::kCopier0;
+      for (int e = first; e >= 0 && e < kNK; e += kCopiers) {
         const int t = e / kQv, i = 8 * (e % kQv);
         const long long src = (row0 + (t < len ? t : 0)) * kDQK + i;
         sm80::cpAsync<16>(sm80::smemAddress(this->K + t * kRowQ + i), k + src,
@@ -819,7 +831,7 @@ template <class Config> struct ChunkMma : Chunk<Config> {
           sm80::cpAsync<16>(sm80::smemAddress(this->Q + t * kRowQ + i),
                             q + src, t < len);
       }
-      for (int e = this->tid; e < kNV; e += kThreads) {
+      for (int e = first; e >= 0 && e < kNV; e += kCopiers) {
         const int t = e / kVv, j = 8 * (e % kVv);
         sm80::cpAsync<16>(
             sm80::smemAddress(this->V + t * kRowV + j),
