@@ -703,15 +703,8 @@ template <class Config> struct ChunkMma : Chunk<Config> {
       if (mine) {
         int m0, n0;
         origin(tile, m0, n0);
-        // e0 unrolled, so the element's row and column (at) are mostly
-        // constants (with a runtime e, IMAD was the most executed
-        // instruction of the 7B scores epilogue).
-        static_assert(Mma::kPerLane % kSplit == 0, "slices of equal size");
-#pragma unroll
-        for (int e0 = 0; e0 < Mma::kPerLane; e0 += kSplit) {
-          const int e = e0 + slice;
+        for (int e = slice; e < Mma::kPerLane; e += kSplit) {
           float x = 0.f;
-#pragma unroll
           for (int q = 0; q < kSplit; ++q)
             x += part[q * 1024 + e * kWaveSize + lane];
           int row, col;
