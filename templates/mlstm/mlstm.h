@@ -1347,10 +1347,18 @@ template <class Config> KGEN_DEVICE void combine(const Params &p) {
   double m = p.m0 ? double(p.m0[bh]) : 0.0;
   float x = mine && init ? *init : 0.f;
   for (int k0 = 0; k0 < p.chunks; k0 += kBatch) {
+    // The batch's (g, m_loc) are loaded with its states, before the stores
+    // below: loaded in the chain, each would wait for a global round trip
+    // behind the stores (which the compiler may not move them above).
     float loc[kBatch];
+    double gs[kBatch], ms[kBatch];
 #pragma unroll
-    for (int r = 0; r < kBatch; ++r)
-      loc[r] = mine && k0 + r < p.chunks ? ws[(k0 + r) * stride] : 0.f;
+    for (int r = 0; r < kBatch; ++r) {
+      const bool in = k0 + r < p.chunks;
+      loc[r] = mine && in ? ws[(k0 + r) * stride] : 0.f;
+      gs[r] = in ? gm[2 * (k0 + r)] : 0.0;
+      ms[r] = in ? gm[2 * (k0 + r) + 1] : 0.0;
+    }
 #pragma unroll
     for (int r = 0; r < kBatch; ++r) {
       const int k = k0 + r;
@@ -1360,7 +1368,7 @@ template <class Config> KGEN_DEVICE void combine(const Params &p) {
         ws[k * stride] = x;
       if (writesM)
         wsM[k] = float(m);
-      const double g = gm[2 * k], mLoc = gm[2 * k + 1];
+      const double g = gs[r], mLoc = ms[r];
       const double mNext = fmax(g + m, mLoc);
       x = expf(float(g + m - mNext)) * x + expf(float(mLoc - mNext)) * loc[r];
       m = mNext;
