@@ -82,6 +82,7 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
     os << ", chunk " << c.chunk;
   const bool mma = mlstmUsesMma(p, c, k, t);
   const MlstmSplitK splitK = mlstmSplitK(p, c, k, t);
+  const bool stateInRegisters = mlstmStateInRegisters(p, c, k, t);
   // Where shared memory admits one block per SM, say so: ptxas otherwise
   // budgets registers for two blocks (128 each at 256 threads) and spills
   // (the 128/128 c64 d32 w8 fused kernel: 4 bytes at 128 registers, none
@@ -97,7 +98,7 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
          << toString(p.dtype) << " as operands; warps per tile (split-k): "
          << "scores " << splitK.scores << ", outputs " << splitK.outputs
          << ", update " << splitK.update
-         << (k != MlstmKernel::Outputs && mlstmStateInRegisters(p, c, k, t)
+         << (k != MlstmKernel::Outputs && stateInRegisters
                  ? "; the fp32 state C in registers"
                  : "")
          << "\n";
@@ -132,7 +133,7 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
      << "  static constexpr int kThreads = " << tr.threads << ";\n"
      << "  static constexpr bool kMma = " << (mma ? "true" : "false")
      << ", kStateInRegisters = "
-     << (mlstmStateInRegisters(p, c, k, t) ? "true" : "false") << ";\n"
+     << (stateInRegisters ? "true" : "false") << ";\n"
      << "  static constexpr int kSplitS = " << splitK.scores
      << ", kSplitO = " << splitK.outputs << ", kSplitU = " << splitK.update
      << ";\n"

@@ -639,6 +639,10 @@ template <class Config> struct ChunkMma : Chunk<Config> {
   struct alignas(16) T8 {
     T x[8];
   };
+  /// Four fp32, one 16-byte access (C rows, n, P rows).
+  struct alignas(16) F4 {
+    float x[4];
+  };
 
   /// With Config::kStateInRegisters (mlstmStateInRegisters) the fp32 C is
   /// not in shared memory: warp w holds the update's tiles w, w + kWarps,
@@ -738,9 +742,6 @@ template <class Config> struct ChunkMma : Chunk<Config> {
       }
     // Four columns per thread and step, kBatch steps' loads issued before
     // their stores (the outputs kernel starts with a whole C slice to read).
-    struct alignas(16) F4 {
-      float x[4];
-    };
     constexpr int kV4 = kVB / 4, kN = kDQK * kV4, kBatch = 8;
     const bool vec = (((unsigned long long)(c) | (unsigned long long)(j0)*4 |
                        (unsigned long long)(cStride)*4) %
@@ -948,9 +949,6 @@ template <class Config> struct ChunkMma : Chunk<Config> {
                   "a row's group is a power of two within one warp");
     static_assert(kThreads / kG <= kL, "rows for every group");
     static_assert(kDQK % 8 == 0 && kL % 4 == 0, "16-byte steps");
-    struct alignas(16) F4 {
-      float x[4];
-    };
     const float scale = 1.f / sqrtf(float(kDQK));
     const int g = this->tid % kG;
     // The same trip count on every lane: the shuffles take the whole warp.
