@@ -163,8 +163,10 @@ struct GemmConfig {
   /// warpsN is 1.
   int warpsM = 2, warpsN = 2;
   int stages = 3;             ///< shared-memory pipeline depth (>= 2)
-  /// GemmLoop::Wgmma: CTAs per cluster (1 or 2); a pair takes vertically
-  /// adjacent tiles and multicasts the shared B slice to both.
+  /// GemmLoop::Wgmma: CTAs per cluster (1 or 2). A pair shares the larger
+  /// of its two slices through TMA multicast: tiles at least as wide as
+  /// tall go one above the other and share B, taller ones (128x80) side by
+  /// side and share A (pairSharesA).
   int cluster = 1;
   SmemLayout smem = SmemLayout::Padded;
   int smemPad = 8; ///< elements added to every shared row when Padded
@@ -189,6 +191,9 @@ struct GemmConfig {
   bool repack = false;
 
   bool operator==(const GemmConfig &) const = default;
+
+  /// A pair of taller-than-wide tiles shares A (see cluster).
+  bool pairSharesA() const { return cluster > 1 && blockM > blockN; }
 };
 
 /// The four operands' vector widths and the bounds checks a variant needs;

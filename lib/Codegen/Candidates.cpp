@@ -29,11 +29,22 @@
 // for the tuner, up to kMaxGemvCandidates. defaultConfig takes neither it nor
 // stream-K (measured slower as defaults; see there).
 //
-// Pairs (cluster = 2: two CTAs on vertically adjacent tiles, each loading
-// half of the B slice and multicasting it) join on sm_90a for 128-row tiles
-// 128 or 256 wide, up to kMaxSplitCandidates, for the tuner: they halve B's
-// traffic from L2, which the model does not price, and the default stays a
-// single CTA (the model ranks a pair like its single twin, after it).
+// Pairs (cluster = 2: two CTAs on adjacent tiles, each loading half of the
+// slice they share and multicasting it) join on sm_90a for 128-row tiles:
+// one above the other sharing B when 128 or 256 wide, side by side sharing
+// A when narrower (64, or fitted as 80). Up to kMaxSplitCandidates, for the
+// tuner: they halve one operand's traffic from L2, which the model does not
+// price, and the default stays a single CTA (the model ranks a pair like
+// its single twin, after it).
+//
+// Fitted widths (wgmma, B stored N x K): the tile width that makes one wave
+// of 64- or 128-row tiles fill the multiprocessors (fittedWgmmaShapes), at
+// their two deepest rings, single and in pairs sharing A, after the ranked
+// list and never the default: the model prefers them for the filled
+// multiprocessors, but the measured time is bound by L2 bandwidth more
+// than the model knows (788x2048x2048 nt on an H200: 128x120 at 6 stages
+// 18.0 us, 128x128 16.0), and the tuner takes them where they win (64x208
+// there, 14.8 us).
 //
 // Repack variants (GemmConfig::repack) join when A or B cannot be read with
 // 16-byte vectors (rows of 1023 bf16, a ragged N of B 'N'): on the padded
@@ -85,7 +96,10 @@ double modelCost(const GemmProblem &p, const GemmConfig &c, Target t) {
     // waves but overlaps one tile's stores with the next tile's loads.
     double wgSpeed = std::min(intensity, 96.0);
     tileTime = double(c.blockM) * c.blockN * kSteps * c.blockK / wgSpeed;
-    stageFactor = c.stages >= 4 ? 1.0 : 1.1;
+    // Deeper rings win on sm_90a where they fit: kgen tune on an H200
+    // picked 6 stages at every 128x128 or narrower winner of issue 3's
+    // shapes (532x2048x2048: 14.7 us at 6 stages, 16.3-16.7 at 4).
+    stageFactor = c.stages >= 4 ? 1.0 - 0.01 * (c.stages - 4) : 1.1;
     if (c.streamK) {
       // Equal runs of k-iterations; each CTA writes up to two fp32 partial
       // tiles and the last contributor reads them back (as split-K's
@@ -115,6 +129,30 @@ double modelCost(const GemmProblem &p, const GemmConfig &c, Target t) {
 struct Shape {
   int bm, bn, wm, wn;
 };
+
+/// wgmma tiles whose width is fitted to the problem (B stored N x K, where
+/// any multiple of 8 is a valid wgmma n): for 64- and 128-row tiles, the
+/// narrowest width that makes one wave of tiles fill the multiprocessors,
+/// as cuBLAS's 64x136 and 64x200 tiles do at 532 and 788 x 2048 x 2048
+/// (128x128 leaves 52 of 132 multiprocessors idle at 532). Only widths the
+/// fixed list lacks, from 48 up.
+std::vector<Shape> fittedWgmmaShapes(const GemmProblem &p, Target t) {
+  std::vector<Shape> out;
+  if (!p.transB)
+    return out;
+  const int64_t cus = targetInfo(t).computeUnits;
+  for (int bm : {64, 128}) {
+    const int64_t tilesM = (p.m + bm - 1) / bm;
+    const int64_t tilesN = cus / tilesM;
+    if (tilesN < 1)
+      continue;
+    const int64_t bn = ((p.n + tilesN - 1) / tilesN + 7) / 8 * 8;
+    if (bn < 48 || bn > 256 || bn % 64 == 0)
+      continue;
+    out.push_back({bm, int(bn), bm / 64, 1});
+  }
+  return out;
+}
 
 /// Split-K versions of a tiled config whose tiles leave multiprocessors
 /// idle: 2, 4, 8 or 16 splits, each with at least two k-slices and at most
@@ -294,6 +332,7 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
   int64_t capN = std::max<int64_t>(pow2Ceil(p.n), 64);
 
   std::vector<std::pair<double, GemmConfig>> ranked, streamK, pairs, repacked;
+  std::vector<GemmConfig> fittedPicks;
   // Repack variants, for operands the main loops cannot read with 16-byte
   // vectors (see repackCost): the config on the padded copies.
   const bool misaligned = sizeOf(p.ab) == 2 && [&] {
@@ -373,9 +412,36 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
           streamK.push_back({modelCost(p, c, t), c});
         c.streamK = false;
         c.cluster = 2;
-        if (s.bm == 128 && (s.bn == 128 || s.bn == 256) &&
-            p.m > s.bm && !checkConfig(p, c, t))
+        // Pairs of 128-row tiles: one above the other sharing B (128 or
+        // 256 wide), or side by side sharing A (narrower tiles).
+        const bool sharesB = s.bn == 128 || s.bn == 256;
+        if (s.bm == 128 && (sharesB ? p.m > s.bm : s.bn < s.bm && p.n > s.bn) &&
+            !checkConfig(p, c, t))
           pairs.push_back({modelCost(p, c, t), c});
+      }
+    }
+    // The fitted widths: each at its two deepest rings, single CTAs then
+    // pairs sharing A (128-row tiles), for the tuner only (see the top).
+    for (const Shape &s : fittedWgmmaShapes(p, t)) {
+      int depths = 0;
+      for (int stages : {6, 5, 4, 3}) {
+        GemmConfig c;
+        c.loop = GemmLoop::Wgmma;
+        c.blockM = s.bm;
+        c.blockN = s.bn;
+        c.blockK = 64;
+        c.warpsM = s.wm;
+        c.warpsN = 1;
+        c.stages = stages;
+        c.smem = SmemLayout::Swizzled;
+        c.smemPad = 0;
+        if (depths == 2 || checkConfig(p, c, t))
+          continue;
+        ++depths;
+        fittedPicks.push_back(c);
+        c.cluster = 2;
+        if (c.pairSharesA() && p.n > s.bn && !checkConfig(p, c, t))
+          fittedPicks.push_back(c);
       }
     }
   }
@@ -437,7 +503,10 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
   std::vector<GemmConfig> out = gemvConfigs(p, t);
   for (auto &[cost, c] : ranked)
     out.push_back(c);
-  // Last: the model cannot rank them against the rest (see repackCost).
+  // Then the fitted widths, which the model would rank too well (see the
+  // top); last the repack picks: the model cannot rank them against the
+  // rest (see repackCost).
+  out.insert(out.end(), fittedPicks.begin(), fittedPicks.end());
   out.insert(out.end(), repackPicks.begin(), repackPicks.end());
   return out;
 }

@@ -50,6 +50,44 @@ const char *activationEnum(Activation a) {
   return "?";
 }
 
+/// wgmma_sm90.h spells out the m64nNk16 atoms of n = 64, 128, 192 and 256
+/// (the ones attention and mLSTM use too); a GEMM tile of another width (a
+/// multiple of 8, chosen so the tiles fill the multiprocessors) gets its
+/// atom written into the kernel's own file, in the same form: N / 2 fp32
+/// accumulators a thread, A and B through shared-memory descriptors.
+bool headerHasWgmma(int n) { return n == 64 || n == 128 || n == 192 || n == 256; }
+
+std::string wgmmaAtom(DType ab, int n) {
+  const int acc = n / 2;
+  const char *type = ab == DType::BF16 ? "bf16" : "f16";
+  std::ostringstream os;
+  os << "\n// wgmma m64n" << n << "k16 (kgen/common/wgmma_sm90.h has n = 64, "
+     << "128, 192, 256): " << acc << " fp32 accumulators a thread.\n"
+     << "namespace kgen::sm90 {\n"
+     << "template <bool kTransB> struct Wgmma<" << type << ", " << n
+     << ", kTransB> {\n"
+     << "  static KGEN_DEVICE void run(float (&d)[" << acc
+     << "], uint64_t descA, uint64_t descB,\n"
+     << "                              int scaleD) {\n"
+     << "    asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" << acc + 2
+     << ", 0;\\n\"\n"
+     << "                 \"wgmma.mma_async.sync.aligned.m64n" << n << "k16.f32."
+     << type << "." << type << " {";
+  for (int i = 0; i < acc; ++i)
+    os << (i ? "," : "") << "%" << i;
+  os << "}, %" << acc << ", %" << acc + 1 << ", p, 1, 1, 0, %" << acc + 3
+     << ";\\n}\\n\"\n                 :";
+  for (int i = 0; i < acc; ++i)
+    os << (i == 0 ? " " : i % 8 == 0 ? ",\n                   " : ", ")
+       << "\"+f\"(d[" << i << "])";
+  os << "\n                 : \"l\"(descA), \"l\"(descB), \"r\"(scaleD), "
+        "\"n\"(int(kTransB)));\n"
+     << "  }\n"
+     << "};\n"
+     << "} // namespace kgen::sm90\n";
+  return os.str();
+}
+
 /// "relu(alpha * acc + beta * C + bias[n]) + R", for the file's comment.
 std::string epilogueFormula(const GemmProblem &p) {
   std::string v = "alpha * acc + beta * C";
@@ -116,7 +154,8 @@ std::string configComment(const GemmConfig &c) {
        << ", 1 producer + " << c.warpsM << " consumer warpgroups, " << c.stages
        << " stages, 128-byte swizzled shared memory";
     if (c.cluster > 1)
-      os << ", clusters of " << c.cluster << " (B multicast)";
+      os << ", clusters of " << c.cluster
+         << (c.pairSharesA() ? " (A multicast)" : " (B multicast)");
     if (c.streamK)
       os << ", stream-K";
     return os.str();
@@ -281,7 +320,7 @@ KernelSource emitGemm(const GemmProblem &problem, const GemmConfig &c, Target t,
     os << "// stream-K: each CTA takes an equal run of the tiles x "
           "k-slices iterations; tiles split between CTAs are added up "
           "through the workspace (kgen/gemm/fixup.h)\n";
-  else
+  else if (!wgmma)
     os << "// launch: grid (ceil(N/" << c.blockN << "), ceil(M/" << c.blockM
        << "), batch), " << tr.threads << " threads, " << tr.smemBytes
        << " B dynamic shared memory\n";
@@ -318,6 +357,8 @@ KernelSource emitGemm(const GemmProblem &problem, const GemmConfig &c, Target t,
     if (c.repack)
       os << "#include \"kgen/gemm/repack.h\"\n";
   }
+  if (wgmma && !headerHasWgmma(c.blockN))
+    os << wgmmaAtom(p.ab, c.blockN);
   // A repack config's copy kernel, after the main one.
   auto copyKernel = [&] {
     if (!c.repack)
@@ -385,7 +426,7 @@ KernelSource emitGemm(const GemmProblem &problem, const GemmConfig &c, Target t,
        << "; // warpgroups, after the producer's\n"
        << "  static constexpr int kStages = " << c.stages << ";\n"
        << "  static constexpr int kCluster = " << c.cluster
-       << "; // CTAs sharing B by multicast\n"
+       << "; // CTAs sharing A or B by multicast\n"
        << "  static constexpr bool kStreamK = " << boolStr(c.streamK)
        << "; // CTAs share out the k-iterations\n"
        << "  static constexpr int kVecC = " << tr.vecC << ";\n"
@@ -510,8 +551,12 @@ LaunchDims gemmLaunchDims(const GemmProblem &p, const GemmConfig &c, Target t,
   int64_t tilesM = (m + c.blockM - 1) / c.blockM;
   if (c.loop == GemmLoop::Wgmma) {
     // Persistent: one block per multiprocessor walks the tiles.
-    // Clusters take kCluster vertically adjacent tiles at a time.
-    int64_t units = (tilesM + c.cluster - 1) / c.cluster * tilesN;
+    // Clusters take kCluster adjacent tiles at a time (gemm_sm90.h's
+    // pairTile: side by side when the pair shares A, else one above the
+    // other).
+    const int64_t cm = c.pairSharesA() ? 1 : c.cluster;
+    const int64_t cn = c.pairSharesA() ? c.cluster : 1;
+    int64_t units = (tilesM + cm - 1) / cm * ((tilesN + cn - 1) / cn);
     if (c.streamK) // as many CTAs as k-iterations at most
       units *= std::max<int64_t>(1, (p.k + c.blockK - 1) / c.blockK);
     int64_t slots = computeUnits > 0 ? computeUnits / c.cluster : units;

@@ -50,15 +50,26 @@ std::optional<std::string> checkWgmmaConfig(const GemmProblem &p,
            str(c.warpsM) +
            " must be 64 or 128 (each consumer warpgroup runs one or two "
            "wgmma m64 slices)";
-  if (c.blockN % 64 != 0 || c.blockN > 256)
-    return "config: blockN = " + str(c.blockN) +
-           " with loop = wgmma must be 64, 128, 192 or 256 (wgmma n <= 256, "
-           "64-column TMA boxes)";
+  // B stored N x K (K-major) comes in one box of blockN rows, so any
+  // wgmma n (a multiple of 8) fits; B stored K x N comes in 64-column boxes.
+  if (p.transB ? c.blockN % 8 != 0 || c.blockN < 16 || c.blockN > 256
+               : c.blockN % 64 != 0 || c.blockN > 256)
+    return "config: blockN = " + str(c.blockN) + " with loop = wgmma must be " +
+           (p.transB ? "a multiple of 8 from 16 to 256 (wgmma n)"
+                     : "64, 128, 192 or 256 when B is stored K x N "
+                       "(64-column TMA boxes)");
   if (c.stages < 2 || c.stages > 8)
     return "config: stages = " + str(c.stages) + " must be between 2 and 8";
   if (c.cluster != 1 && c.cluster != 2)
     return "config: cluster = " + str(c.cluster) + " must be 1 or 2";
-  if (c.cluster == 2 && !p.transB && c.blockN % 128 != 0)
+  // A pair of taller-than-wide tiles splits A (blockM / 2 rows each, always
+  // whole swizzle groups); the others split B.
+  const bool splitB = c.cluster == 2 && !c.pairSharesA();
+  if (splitB && p.transB && c.blockN % 16 != 0)
+    return "config: cluster = 2 with tiles at least as wide as tall splits "
+           "the B slice between the pair in 8-row swizzle groups; blockN = " +
+           str(c.blockN) + " must be a multiple of 16";
+  if (splitB && !p.transB && c.blockN % 128 != 0)
     return "config: cluster = 2 with B stored K x N splits the B slice into "
            "64-column boxes between the pair; blockN = " +
            str(c.blockN) + " must be 128 or 256";

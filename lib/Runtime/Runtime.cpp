@@ -594,13 +594,16 @@ void Runtime::launch(const Kernel &k, const GemmArgs &args, void *stream) {
     // swizzle row wide.
     Backend::TensorMap mapA, mapB;
     const GemmConfig &cf = k.config;
+    // A pair loads half the rows of the slice it shares each.
+    const unsigned splitA = cf.pairSharesA() ? cf.cluster : 1;
+    const unsigned splitB = cf.pairSharesA() ? 1 : cf.cluster;
     backend_->encodeTensorMap2d(&mapA, prm.a, kp.ab, uint64_t(prm.k),
                               uint64_t(prm.m), uint64_t(prm.lda), 64,
-                              unsigned(cf.blockM));
-    if (kp.transB) // N x K, K contiguous; a pair loads half the rows each
+                              unsigned(cf.blockM) / splitA);
+    if (kp.transB) // N x K, K contiguous
       backend_->encodeTensorMap2d(&mapB, prm.b, kp.ab, uint64_t(prm.k),
                                 uint64_t(prm.n), uint64_t(prm.ldb), 64,
-                                unsigned(cf.blockN / cf.cluster));
+                                unsigned(cf.blockN) / splitB);
     else // K x N, N contiguous: 64-column boxes of blockK rows
       backend_->encodeTensorMap2d(&mapB, prm.b, kp.ab, uint64_t(prm.n),
                                 uint64_t(prm.k), uint64_t(prm.ldb), 64,

@@ -16,10 +16,16 @@
 //                       tile writes its fp32 accumulators to C while the
 //                       producer already loads the next tile.
 //
-// With kCluster = 2, two CTAs of a cluster take vertically adjacent tiles
-// (the same columns of B): each loads half of the B slice and multicasts it
-// to both, halving B's traffic from L2, and a stage is refilled only when
-// the consumers of both CTAs have released it.
+// With kCluster = 2, the two CTAs of a cluster share the larger of their
+// two slices: with tiles at least as wide as tall they take vertically
+// adjacent tiles (the same columns of B) and each loads half of the B slice;
+// with taller tiles (128x80, fitted to the multiprocessors) they take
+// horizontally adjacent tiles (the same rows of A) and each loads half of
+// the A slice. Each multicasts its half to both, and a stage is refilled
+// only when the consumers of both CTAs have released it. What this saves is
+// L2 bandwidth: at 532x2048x2048 the CTAs of single 128x80 tiles wait on
+// their TMA loads with L2 delivering ~7 TB/s, the rate at which cuBLAS's
+// pairs also run (ncu, H200).
 //
 // With kStreamK, the CTAs do not take whole tiles: the k-iterations of all
 // tiles are dealt out in equal runs, one per CTA (templates/gemm/
@@ -55,7 +61,12 @@ template <class Config> struct Shape {
   static constexpr int kBlockM = Config::kBlockM, kBlockN = Config::kBlockN,
                        kBlockK = Config::kBlockK, kStages = Config::kStages;
   static constexpr int kConsumers = Config::kConsumers;
-  static constexpr int kCluster = Config::kCluster; ///< CTAs sharing B
+  static constexpr int kCluster = Config::kCluster; ///< CTAs of a pair
+  /// A pair shares A (tiles side by side) when its tiles are taller than
+  /// wide, else B (tiles one above the other).
+  static constexpr bool kShareA = kCluster > 1 && kBlockM > kBlockN;
+  static constexpr int kClusterM = kShareA ? 1 : kCluster;
+  static constexpr int kClusterN = kShareA ? kCluster : 1;
   static constexpr bool kStreamK = Config::kStreamK;
   static constexpr int kConsumerThreads = 128 * kConsumers;
   static constexpr int kThreads = 128 * (kConsumers + 1);
@@ -83,14 +94,15 @@ template <class Config> struct Shape {
   static_assert(kThreads == Config::kThreads, "128 threads per warpgroup");
   static_assert(kRowsPerConsumer % 64 == 0 && kMmaM <= 2,
                 "each consumer owns one or two m64 slices");
-  static_assert(kBlockN % 64 == 0 && kBlockN <= 256,
-                "kBlockN is 64, 128, 192 or 256");
+  static_assert(kBlockN <= 256 && (kBNMajor ? kBlockN % 64 == 0
+                                            : kBlockN % 8 == 0),
+                "wgmma n <= 256; B stored K x N comes in 64-column boxes");
   static_assert(kBlockM <= 256, "a TMA box has at most 256 rows");
   static_assert(kCluster == 1 || kCluster == 2, "clusters of 1 or 2 CTAs");
   static_assert(!kStreamK || kCluster == 1,
                 "stream-K runs single CTAs (a pair shares its k-slices)");
-  static_assert(kCluster == 1 || (kBNMajor ? kBlockN % 128 == 0
-                                           : kBlockN % 16 == 0),
+  static_assert(kClusterM == 1 || (kBNMajor ? kBlockN % 128 == 0
+                                            : kBlockN % 16 == 0),
                 "each CTA of a pair loads half of the B slice");
 };
 
@@ -106,6 +118,18 @@ KGEN_DEVICE void tileCoords(int tile, int tilesM, int tilesN, int &tm,
   const int inGroup = tile % perGroup;
   tm = firstM + inGroup % rows;
   tn = inGroup / rows;
+}
+
+/// The tile CTA `rank` of a pair takes in unit `unit` (a single CTA's unit
+/// is its tile): unitsM x unitsN units in the grouped order, each kClusterM
+/// tiles tall and kClusterN wide.
+template <class S>
+KGEN_DEVICE void pairTile(int unit, int unitsM, int unitsN, uint32_t rank,
+                          int &tm, int &tn) {
+  int um, un;
+  tileCoords<S>(unit, unitsM, unitsN, um, un);
+  tm = um * S::kClusterM + (S::kClusterM > 1 ? int(rank) : 0);
+  tn = un * S::kClusterN + (S::kClusterN > 1 ? int(rank) : 0);
 }
 
 /// What one CTA computes, segment by segment: units unit0, unit0 + stride,
@@ -204,7 +228,7 @@ template <class S> KGEN_DEVICE void release(uint64_t *emptyBar) {
 }
 
 /// Loads this CTA's part of the B slice of columns n0.. and k-slice k0: all
-/// of it, or with a pair, half of it multicast to both CTAs.
+/// of it, or with a pair sharing B, half of it multicast to both CTAs.
 template <class S>
 KGEN_DEVICE void loadB(unsigned char *b, const TensorMap &mapB, uint64_t *bar,
                        int n0, int k0, uint32_t rank) {
@@ -213,7 +237,7 @@ KGEN_DEVICE void loadB(unsigned char *b, const TensorMap &mapB, uint64_t *bar,
     // CTA r loads boxes r, r + 2, ...
 #pragma unroll
     for (int j = 0; j < S::kBlockN / 64; ++j) {
-      if constexpr (S::kCluster > 1) {
+      if constexpr (S::kClusterM > 1) {
         if (j % S::kCluster == int(rank))
           sm90::tmaLoad2dMulticast(b + j * 64 * S::kRowBytes, &mapB, bar,
                                    n0 + j * 64, k0, 0x3);
@@ -222,7 +246,7 @@ KGEN_DEVICE void loadB(unsigned char *b, const TensorMap &mapB, uint64_t *bar,
                         k0);
       }
     }
-  } else if constexpr (S::kCluster > 1) {
+  } else if constexpr (S::kClusterM > 1) {
     constexpr int kRows = S::kBlockN / S::kCluster;
     sm90::tmaLoad2dMulticast(b + rank * kRows * S::kRowBytes, &mapB, bar, k0,
                              n0 + int(rank) * kRows, 0x3);
@@ -235,8 +259,8 @@ KGEN_DEVICE void loadB(unsigned char *b, const TensorMap &mapB, uint64_t *bar,
 template <class Config>
 KGEN_DEVICE void consume(unsigned char *smem, uint64_t *full, uint64_t *empty,
                          int *flag, uint32_t rank, int unit0, int unitStride,
-                         int units, int unitsM, int tilesM, int tilesN,
-                         int slices, const gemm::Params &p) {
+                         int units, int unitsM, int unitsN, int tilesM,
+                         int tilesN, int slices, const gemm::Params &p) {
   using S = Shape<Config>;
   using T = typename S::T;
   sm90::setMaxRegsInc<232>();
@@ -252,9 +276,8 @@ KGEN_DEVICE void consume(unsigned char *smem, uint64_t *full, uint64_t *empty,
   Work<S> work(units, slices, unit0, unitStride);
   Segment seg;
   while (work.next(seg)) {
-    int um, tn;
-    tileCoords<S>(seg.tile, unitsM, tilesN, um, tn);
-    const int tm = um * S::kCluster + int(rank);
+    int tm, tn;
+    pairTile<S>(seg.tile, unitsM, unitsN, rank, tm, tn);
     if constexpr (S::kPromote) {
 #pragma unroll
       for (int mi = 0; mi < S::kMmaM; ++mi)
@@ -322,8 +345,8 @@ KGEN_DEVICE void consume(unsigned char *smem, uint64_t *full, uint64_t *empty,
       if (warpLeader)
         release<S>(&empty[prevStage]);
     }
-    if (S::kCluster > 1 && tm >= tilesM)
-      continue; // the pair's second tile lies past M
+    if (S::kCluster > 1 && (tm >= tilesM || tn >= tilesN))
+      continue; // the pair's second tile lies past M or N
     if constexpr (S::kStreamK) {
       // A tile split between CTAs: the last contributor stores the sum.
       if (seg.parts > 1) {
@@ -377,16 +400,17 @@ KGEN_DEVICE void run(const TensorMap &mapA, const TensorMap &mapB,
   else
     __syncthreads();
 
-  // Tiles go out in units of kCluster vertically adjacent tiles; CTA `rank`
-  // of a cluster takes row rank of each unit (rows past M read zeros and
-  // store nothing).
+  // Tiles go out in units of kCluster adjacent tiles (pairTile); CTA `rank`
+  // of a cluster takes tile rank of each unit (one past M or N reads zeros
+  // and stores nothing).
   const uint32_t rank = S::kCluster > 1 ? sm90::clusterRank() : 0;
   const int unit0 = int(blockIdx.x) / S::kCluster;
   const int unitStride = int(gridDim.x) / S::kCluster;
   const int tilesM = (m + S::kBlockM - 1) / S::kBlockM;
   const int tilesN = (n + S::kBlockN - 1) / S::kBlockN;
-  const int unitsM = (tilesM + S::kCluster - 1) / S::kCluster;
-  const int units = unitsM * tilesN;
+  const int unitsM = (tilesM + S::kClusterM - 1) / S::kClusterM;
+  const int unitsN = (tilesN + S::kClusterN - 1) / S::kClusterN;
+  const int units = unitsM * unitsN;
   const int slices = (k + S::kBlockK - 1) / S::kBlockK;
   const int warpgroup = int(threadIdx.x / 128u);
 
@@ -402,9 +426,8 @@ KGEN_DEVICE void run(const TensorMap &mapA, const TensorMap &mapB,
       Work<S> work(units, slices, unit0, unitStride);
       Segment seg;
       while (work.next(seg)) {
-        int um, tn;
-        tileCoords<S>(seg.tile, unitsM, tilesN, um, tn);
-        const int tm = um * S::kCluster + int(rank);
+        int tm, tn;
+        pairTile<S>(seg.tile, unitsM, unitsN, rank, tm, tn);
         for (int kt = 0; kt < seg.kCount; ++kt) {
           if (issuer) {
             sm90::barrierWait(&empty[stage], phase ^ 1);
@@ -412,7 +435,15 @@ KGEN_DEVICE void run(const TensorMap &mapA, const TensorMap &mapB,
             unsigned char *b = a + S::kStageBytesA;
             sm90::barrierArriveExpectTx(&full[stage], S::kStageBytes);
             const int k0 = (seg.kBegin + kt) * S::kBlockK;
-            sm90::tmaLoad2d(a, &mapA, &full[stage], k0, tm * S::kBlockM);
+            if constexpr (S::kShareA) {
+              constexpr int kRows = S::kBlockM / S::kCluster;
+              sm90::tmaLoad2dMulticast(a + rank * kRows * S::kRowBytes, &mapA,
+                                       &full[stage], k0,
+                                       tm * S::kBlockM + int(rank) * kRows,
+                                       0x3);
+            } else {
+              sm90::tmaLoad2d(a, &mapA, &full[stage], k0, tm * S::kBlockM);
+            }
             loadB<S>(b, mapB, &full[stage], tn * S::kBlockN, k0, rank);
           }
           __syncwarp();
@@ -425,7 +456,7 @@ KGEN_DEVICE void run(const TensorMap &mapA, const TensorMap &mapB,
     }
   } else {
     consume<Config>(smem, full, empty, flag, rank, unit0, unitStride, units,
-                    unitsM, tilesM, tilesN, slices, p);
+                    unitsM, unitsN, tilesM, tilesN, slices, p);
   }
   // No CTA of a cluster leaves while the other may still arrive on its
   // barriers or multicast into its shared memory.

@@ -759,6 +759,28 @@ std::vector<Case> explicitCases(Target t) {
     fusedN.config = pair;
     fusedN.config->cluster = 1;
     out.push_back(fusedN);
+    // Tiles fitted to the multiprocessors (B stored N x K; a wgmma n outside
+    // the header's four, its atom written into the kernel file): f16 into
+    // an f32 C (the promoted sums) through the fused epilogue, and a pair
+    // of them, which shares A (each CTA loads 64 of the 128 A rows and
+    // multicasts them); 25 tiles across, so the last pair's second tile
+    // lies past N. Then a pair sharing A with B stored K x N.
+    Case fitted = make(788, 2048, 2048, "nt", DType::F16, DType::F32);
+    fitted.bias = BiasKind::AlongN;
+    fitted.act = Activation::SiLU;
+    fitted.beta = 0.5f;
+    fitted.config = pair;
+    fitted.config->blockN = 120;
+    fitted.config->cluster = 1;
+    out.push_back(fitted);
+    Case fittedPair = make(532, 1960, 2048, "nt", DType::BF16, DType::BF16);
+    fittedPair.config = pair;
+    fittedPair.config->blockN = 80;
+    out.push_back(fittedPair);
+    Case sharesA = make(532, 1984, 512, "nn", DType::F16, DType::F16);
+    sharesA.config = pair;
+    sharesA.config->blockN = 64;
+    out.push_back(sharesA);
   }
   return out;
 }

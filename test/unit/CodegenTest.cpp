@@ -250,8 +250,10 @@ TEST(Candidates, EveryCandidateIsValidAndThereIsOne) {
           ASSERT_FALSE(cs.empty()) << toString(t) << " " << d[0] << "x" << d[1];
           // 12 configs at most, up to 4 split-K, 4 stream-K and 4 pair
           // (cluster = 2) ones on top, up to 6 of the gemv loop (first) for
-          // small M, and up to 7 repack ones (last) for misaligned rows.
-          size_t split = 0, streamK = 0, gemv = 0, repack = 0, pairs = 0;
+          // small M, up to 8 of fitted wgmma widths, and up to 7 repack
+          // ones (last) for misaligned rows.
+          size_t split = 0, streamK = 0, gemv = 0, repack = 0, pairs = 0,
+                 fitted = 0;
           for (const GemmConfig &cfg : cs) {
             EXPECT_FALSE(checkConfig(p, cfg, t));
             if (cfg.repack)
@@ -261,9 +263,13 @@ TEST(Candidates, EveryCandidateIsValidAndThereIsOne) {
             else
               split += cfg.splitK > 1;
             streamK += cfg.streamK && !cfg.repack;
-            pairs += cfg.cluster > 1;
+            const bool fit = cfg.loop == GemmLoop::Wgmma && cfg.blockN % 64;
+            fitted += fit;
+            pairs += cfg.cluster > 1 && !fit;
           }
-          EXPECT_LE(cs.size() - split - streamK - gemv - repack - pairs, 12u);
+          EXPECT_LE(cs.size() - split - streamK - gemv - repack - pairs - fitted,
+                    12u);
+          EXPECT_LE(fitted, 8u);
           EXPECT_LE(pairs, 4u);
           // Pairs are the wgmma loop's (sm_90a, A stored M x K), for more
           // than one 128-row tile.
@@ -413,6 +419,64 @@ TEST(Candidates, StreamKForMidShapesOnSm90a) {
   for (const GemmConfig &c :
        enumerateConfigs(problem(532, 2048, 2048), Target::SM80))
     EXPECT_FALSE(c.streamK);
+}
+
+TEST(Candidates, FittedWgmmaTilesAndPairsSharingA) {
+  // 532x2048x2048 with B stored N x K: 128-row tiles 80 wide (5 x 26 = 130
+  // tiles) and 64-row tiles 152 wide (9 x 14 = 126) fill the 132
+  // multiprocessors; their pairs share A (tiles taller than wide). The
+  // kernel file carries the m64n80k16 atom the header lacks.
+  const GemmProblem nt = problem(532, 2048, 2048, "nt");
+  bool fitted80 = false, fitted152 = false, pairA = false;
+  for (const GemmConfig &c : enumerateConfigs(nt, Target::SM90A)) {
+    if (c.loop != GemmLoop::Wgmma)
+      continue;
+    fitted80 |= c.blockM == 128 && c.blockN == 80 && c.cluster == 1;
+    fitted152 |= c.blockM == 64 && c.blockN == 152 && c.warpsM == 1;
+    if (c.cluster == 2 && c.blockN == 80) {
+      pairA = true;
+      EXPECT_TRUE(c.pairSharesA());
+      // Pairs of units side by side: 5 x 13 of them, two CTAs each.
+      EXPECT_EQ(gemmLaunchDims(nt, c, Target::SM90A, 532, 132).grid[0], 130u);
+    }
+  }
+  EXPECT_TRUE(fitted80 && fitted152 && pairA);
+  // Candidates for the tuner, not the default (see defaultConfig).
+  GemmConfig c = defaultConfig(nt, Target::SM90A);
+  EXPECT_EQ(c.blockN, 128);
+  EXPECT_EQ(c.stages, 6) << "the deepest ring that fits";
+  c.blockN = 80;
+  const std::string src = emitGemm(nt, c, Target::SM90A).source;
+  EXPECT_NE(src.find("struct Wgmma<bf16, 80, kTransB>"), std::string::npos);
+  EXPECT_NE(src.find("wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16"),
+            std::string::npos);
+  // No atom for the header's widths.
+  c.blockN = 128;
+  EXPECT_EQ(emitGemm(nt, c, Target::SM90A).source.find("struct Wgmma<"),
+            std::string::npos);
+  // B stored K x N comes in 64-column boxes: no fitted widths, and the
+  // limits say why.
+  const GemmProblem nn = problem(532, 2048, 2048, "nn");
+  for (const GemmConfig &x : enumerateConfigs(nn, Target::SM90A))
+    EXPECT_EQ(x.loop == GemmLoop::Wgmma ? x.blockN % 64 : 0, 0);
+  c.blockN = 80;
+  auto why = checkConfig(nn, c, Target::SM90A);
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("64, 128, 192 or 256 when B is stored K x N"),
+            std::string::npos);
+  c.blockN = 84;
+  why = checkConfig(nt, c, Target::SM90A);
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("a multiple of 8 from 16 to 256"), std::string::npos);
+  // A pair of wide tiles splits B: 8-row groups each, so 16 | blockN.
+  c.blockM = 64;
+  c.warpsM = 1;
+  c.blockN = 152;
+  c.cluster = 2;
+  EXPECT_FALSE(c.pairSharesA());
+  why = checkConfig(nt, c, Target::SM90A);
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("must be a multiple of 16"), std::string::npos);
 }
 
 TEST(Limits, StreamKNeedsSingleWgmmaCtas) {
@@ -689,8 +753,8 @@ GemmConfig firstRepack(const GemmProblem &p, Target t) {
 TEST(Repack, OfferedOnlyForMisalignedOperandsAndNeverTheDefault) {
   // Issue 3's shape: rows of 1023 bf16. On sm_90a two wgmma tiles at two
   // depths each, 64x64 among them (130 tiles for 132 multiprocessors), one
-  // wgmma stream-K and two tiled picks; tiled ones elsewhere; after every
-  // other candidate.
+  // wgmma stream-K (64x64 too, at the deepest ring) and two tiled picks;
+  // tiled ones elsewhere; after every other candidate.
   const GemmProblem ragged = problem(127, 4099, 1023, "nt");
   for (Target t : {Target::SM90A, Target::SM80, Target::GFX90A}) {
     const std::vector<GemmConfig> all = enumerateConfigs(ragged, t);
@@ -710,7 +774,7 @@ TEST(Repack, OfferedOnlyForMisalignedOperandsAndNeverTheDefault) {
     }
     EXPECT_EQ(wgmma, t == Target::SM90A ? 5u : 0u) << toString(t);
     EXPECT_EQ(streamK, t == Target::SM90A ? 1u : 0u) << toString(t);
-    EXPECT_EQ(fill, t == Target::SM90A ? 2u : 0u) << toString(t);
+    EXPECT_EQ(fill, t == Target::SM90A ? 3u : 0u) << toString(t);
     EXPECT_EQ(tiled, 2u) << toString(t);
     EXPECT_FALSE(defaultConfig(ragged, t).repack);
   }

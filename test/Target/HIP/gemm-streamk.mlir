@@ -11,7 +11,7 @@
 // CHECK:      // launch: persistent grid (min(tiles x k-slices, multiprocessors)), 384 threads, 132176 B dynamic shared memory; A and B through tensor maps
 // CHECK-NEXT: // stream-K: each CTA takes an equal run of the tiles x k-slices iterations; tiles split between CTAs are added up through the workspace (kgen/gemm/fixup.h)
 // CHECK:      #include "kgen/gemm/gemm_sm90.h"
-// CHECK:      static constexpr int kCluster = 1; // CTAs sharing B by multicast
+// CHECK:      static constexpr int kCluster = 1; // CTAs sharing A or B by multicast
 // CHECK-NEXT: static constexpr bool kStreamK = true; // CTAs share out the k-iterations
 // CHECK:      kgen_gemm_bf16_nt_mdyn_n2048_k2048_wgmma_b128x128x64_wg2_s4_v888_streamk_biasn(
 // ROUND:      config = #kgen.gemm_config<loop = wgmma, stream_k = 1, block = [128, 128, 64], warps = [2, 1], stages = 4, smem = swizzled>
