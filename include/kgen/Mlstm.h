@@ -75,7 +75,7 @@ struct MlstmTraits {
   int threads;   ///< per block
   int smemBytes; ///< dynamic shared memory per block
   int slices;    ///< DV / blockDV
-  int rows;      ///< C registers per thread (recurrent)
+  int rows;      ///< C rows per thread, 4 columns each (recurrent)
 };
 
 /// Whether kernel k of config c does its matrix work on tensor cores

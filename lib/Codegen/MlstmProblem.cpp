@@ -192,10 +192,15 @@ MlstmTraits mlstmTraits(const MlstmProblem &p, const MlstmConfig &c,
   tr.slices = c.blockDV > 0 ? p.dv / c.blockDV : 0;
   if (k == MlstmKernel::Recurrent) {
     // Must match the static_assert in recurrent<>.
-    int groups = c.blockDV > 0 ? tr.threads / c.blockDV : 0;
+    // Threads take 4 columns each; n and q, k in shared memory.
+    int groups = c.blockDV >= 4 ? tr.threads / (c.blockDV / 4) : 0;
     tr.rows = groups > 0 ? p.dqk / groups : 0;
+    // Column partials per 32-lane group (or row group, 32+ column groups).
+    const int lanes32 = (tr.threads + 31) / 32;
+    const int parts = c.blockDV / 4 < 32 ? lanes32 : groups;
+    const int zpart = (lanes32 + 3) / 4 * 4;
     tr.smemBytes =
-        4 * (2 * p.dqk + c.blockDV + 2 * (groups * c.blockDV + groups));
+        4 * (3 * p.dqk + c.blockDV + 2 * (parts * c.blockDV + zpart));
   } else if (k == MlstmKernel::Combine) {
     // Must match combine<>: 256 threads whatever the config's warps (it is
     // elementwise; more, smaller blocks spread one head over more units),
@@ -269,15 +274,18 @@ std::optional<std::string> checkConfig(const MlstmProblem &p,
       return "config: " + str(tr.threads) + " threads per block exceed " + tgt +
              "'s " + str(ti.maxThreadsPerBlock) + "; lower warps";
     if (k == MlstmKernel::Recurrent) {
-      if (tr.threads % c.blockDV != 0 || p.dqk % (tr.threads / c.blockDV) != 0)
+      const int cols = c.blockDV / 4;
+      if (tr.threads % cols != 0 || tr.threads / cols > p.dqk ||
+          p.dqk % (tr.threads / cols) != 0)
         return "config: the recurrent kernel tiles the " + str(p.dqk) + "x" +
                str(c.blockDV) + " C slice with " + str(tr.threads) +
-               " threads: threads must be a multiple of blockDV and dqk a "
-               "multiple of threads / blockDV; change warps or blockDV";
-      if (2 * tr.rows > ti.maxAccumRegs)
-        return "config: " + str(2 * tr.rows) +
-               " fp32 state registers per thread (C and n rows, dqk * "
-               "blockDV / threads each) exceed the " +
+               " threads of 4 columns each: threads must be a multiple of "
+               "blockDV / 4 and dqk a multiple of threads / (blockDV / 4); "
+               "change warps or blockDV";
+      if (4 * tr.rows > ti.maxAccumRegs)
+        return "config: " + str(4 * tr.rows) +
+               " fp32 state registers per thread (4 columns of dqk * "
+               "blockDV / threads / 4 rows) exceed the " +
                str(ti.maxAccumRegs) + " kgen allows on " + tgt +
                "; use more warps or a smaller blockDV";
     }

@@ -11,8 +11,9 @@
 // every block keeps the full n and m of its head, so h's normalizer needs no
 // communication between slices):
 //
-//   recurrent  walks the tokens; C slice in registers (kRows per thread),
-//              two barriers per token. Serves tiny S and the decoding step
+//   recurrent  walks the tokens; C slice in registers (kRows rows of 4
+//              columns per thread, 16-byte loads and stores), n in shared
+//              memory, two barriers per token. Serves tiny S and the decoding step
 //              (S = 1, states updated in place: each block reads and writes
 //              only its own columns of C, and the last block of a head
 //              writes n and m; see lastOfHead).
@@ -399,6 +400,11 @@ template <class Config> struct Chunk {
   }
 };
 
+/// Four fp32, one 16-byte access (C rows, n, P rows).
+struct alignas(16) F4 {
+  float x[4];
+};
+
 /// 16 bytes, for vector copies.
 struct alignas(16) Vec16 {
   uint32_t w[4];
@@ -639,11 +645,6 @@ template <class Config> struct ChunkMma : Chunk<Config> {
   struct alignas(16) T8 {
     T x[8];
   };
-  /// Four fp32, one 16-byte access (C rows, n, P rows).
-  struct alignas(16) F4 {
-    float x[4];
-  };
-
   /// With Config::kStateInRegisters (mlstmStateInRegisters) the fp32 C is
   /// not in shared memory: warp w holds the update's tiles w, w + kWarps,
   /// ... as accumulators that live across the chunks (state[r]), so the
@@ -1383,40 +1384,63 @@ template <class Config> KGEN_DEVICE void combine(const Params &p) {
 }
 
 /// The recurrent form token by token; grid (DV / kBlockDV, B * NH). Thread
-/// (rg, j) = (tid / kBlockDV, tid % kBlockDV) owns C rows rg + kGroups * r,
-/// column j, in registers; the threads of column 0 also own those rows of n.
+/// (rg, jg) = (tid / (kBlockDV / 4), tid % (kBlockDV / 4)) owns C rows
+/// rg + kGroups * r, columns 4 jg .. 4 jg + 3, in registers, read and
+/// written as 16-byte vectors (a warp covers whole 128-512-byte row runs).
+/// n lives in shared memory, updated by threads x < DQK: keeping it beside
+/// C in every thread's registers cost a third of them, and so blocks per
+/// multiprocessor (the decoding step at B = 64 ran at 62% of HBM).
 template <class Config> KGEN_DEVICE void recurrent(const Params &p) {
   using T = typename Config::Type;
   constexpr int kDQK = Config::kDQK, kDV = Config::kDV, kVB = Config::kBlockDV,
                 kThreads = Config::kThreads;
-  constexpr int kGroups = kThreads / kVB;
+  constexpr int kCols = kVB / 4; // 4-column groups of the slice
+  constexpr int kGroups = kThreads / kCols;
   constexpr int kRows = kDQK / kGroups;
-  static_assert(kThreads % kVB == 0 && kDQK % kGroups == 0,
-                "threads tile the C slice exactly");
-  // q, k [kDQK], v [kVB], then two buffers (by token parity) of the column
-  // partial sums [kGroups][kVB] and the normalizer's partial sums [kGroups].
-  static_assert(4 * (2 * kDQK + kVB + 2 * (kGroups * kVB + kGroups)) ==
+  constexpr int kWarps = (kThreads + 31) / 32; // 32-lane groups
+  constexpr int kZ = (kWarps + 3) / 4 * 4; // zpart, whole 16-byte vectors
+  // Column partial sums kept per column: the row groups of one 32-lane
+  // group are added by shuffles first, so the final sum runs over at most
+  // kWarps (or kGroups, with 32 or more column groups) partials.
+  constexpr int kParts = kCols < 32 ? kWarps : kGroups;
+  static_assert(kVB % 4 == 0 && kThreads % kCols == 0 && kGroups > 0 &&
+                    kDQK % kGroups == 0,
+                "threads tile the C slice exactly, 4 columns a thread");
+  // q, k, n [kDQK], v [kVB], then two buffers (by token parity) of the
+  // column partial sums [kParts][kVB] and the normalizer's [kZ].
+  static_assert(4 * (3 * kDQK + kVB + 2 * (kParts * kVB + kZ)) ==
                     Config::kSmemBytes,
                 "kSmemBytes disagrees with the template's smem layout");
   extern __shared__ __attribute__((aligned(16))) unsigned char kgen_smem[];
   float *const sq = reinterpret_cast<float *>(kgen_smem);
   float *const sk = sq + kDQK;
-  float *const sv = sk + kDQK;
+  float *const sn = sk + kDQK;
+  float *const sv = sn + kDQK;
   float *const red = sv + kVB;
 
   const BlockIndex<Config> at;
   const long long bh = at.bh;
   const int tid = int(threadIdx.x);
-  const int j = tid % kVB, rg = tid / kVB;
+  const int jg = tid % kCols, rg = tid / kCols;
   const float scale = 1.f / sqrtf(float(kDQK));
 
-  float c[kRows], nr[kRows];
+  // 16-byte accesses where the state pointers allow (rows are, DV being a
+  // multiple of 4), else four 4-byte ones.
+  const bool vec = ((unsigned long long)(p.c0) | (unsigned long long)(p.cT)) %
+                       16 == 0;
+  F4 c[kRows];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
-    const int i = rg + kGroups * r;
-    c[r] = p.c0 ? p.c0[(bh * kDQK + i) * kDV + at.j0 + j] : 0.f;
-    nr[r] = p.n0 ? p.n0[bh * kDQK + i] : 0.f;
+    c[r] = F4{};
+    if (p.c0) {
+      const float *src =
+          p.c0 + (bh * kDQK + rg + kGroups * r) * kDV + at.j0 + 4 * jg;
+      c[r] = vec ? *reinterpret_cast<const F4 *>(src)
+                 : F4{{src[0], src[1], src[2], src[3]}};
+    }
   }
+  for (int x = tid; x < kDQK; x += kThreads)
+    sn[x] = p.n0 ? p.n0[bh * kDQK + x] : 0.f;
   float m = p.m0 ? p.m0[bh] : 0.f;
 
   for (int t = 0; t < p.seq; ++t) {
@@ -1434,32 +1458,54 @@ template <class Config> KGEN_DEVICE void recurrent(const Params &p) {
     m = mNew;
     __syncthreads();
 
-    float *const part = red + (t & 1) * (kGroups * kVB + kGroups);
-    float *const zpart = part + kGroups * kVB;
-    float acc = 0.f, zacc = 0.f;
-    const float vj = sv[j];
+    float *const part = red + (t & 1) * (kParts * kVB + kZ);
+    float *const zpart = part + kParts * kVB;
+    // n and its normalizer term: each thread its rows x of n, then a sum
+    // over each 32 lanes (a warp, or half an AMD wavefront) into zpart.
+    float zacc = 0.f;
+    for (int x = tid; x < kDQK; x += kThreads) {
+      sn[x] = fg * sn[x] + ia * sk[x];
+      zacc += sq[x] * sn[x];
+    }
+#pragma unroll
+    for (int mask = 16; mask > 0; mask /= 2) // a sum over 32 lanes
+      zacc += shuffleXor(zacc, mask);
+    if (tid % 32 == 0)
+      zpart[tid / 32] = zacc;
+    const F4 vj = *reinterpret_cast<const F4 *>(sv + 4 * jg);
+    F4 acc{};
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       const int i = rg + kGroups * r;
-      c[r] = fg * c[r] + ia * sk[i] * vj;
-      acc += sq[i] * c[r];
-      if (j == 0) {
-        nr[r] = fg * nr[r] + ia * sk[i];
-        zacc += sq[i] * nr[r];
+      const float kv = ia * sk[i], qi = sq[i];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        c[r].x[e] = fg * c[r].x[e] + kv * vj.x[e];
+        acc.x[e] += qi * c[r].x[e];
       }
     }
-    part[rg * kVB + j] = acc;
-    if (j == 0)
-      zpart[rg] = zacc;
+    if constexpr (kCols < 32) {
+      // Lanes kCols apart hold the same columns.
+#pragma unroll
+      for (int mask = kCols; mask < 32; mask *= 2)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          acc.x[e] += shuffleXor(acc.x[e], mask);
+      if (tid % 32 < kCols)
+        *reinterpret_cast<F4 *>(part + tid / 32 * kVB + 4 * jg) = acc;
+    } else {
+      *reinterpret_cast<F4 *>(part + rg * kVB + 4 * jg) = acc;
+    }
     __syncthreads();
     // The next token writes q, k, v after this barrier and the other
-    // partial-sum buffer, so one more barrier is not needed.
+    // partial-sum buffer, so one more barrier is not needed (n is written
+    // only by the threads that read it).
     if (tid < kVB) {
       float num = 0.f, z = 0.f;
-      for (int g = 0; g < kGroups; ++g) {
+      for (int g = 0; g < kParts; ++g)
         num += part[g * kVB + tid];
-        z += zpart[g];
-      }
+      for (int w = 0; w < kWarps; ++w)
+        z += zpart[w];
       const float den = fmaxf(fabsf(z), expf(-m)) + p.eps;
       store<T>(p.h, row * kDV + at.j0 + tid, num / den);
     }
@@ -1467,15 +1513,22 @@ template <class Config> KGEN_DEVICE void recurrent(const Params &p) {
 
   if (p.cT)
 #pragma unroll
-    for (int r = 0; r < kRows; ++r)
-      p.cT[(bh * kDQK + rg + kGroups * r) * kDV + at.j0 + j] = c[r];
+    for (int r = 0; r < kRows; ++r) {
+      float *to = p.cT + (bh * kDQK + rg + kGroups * r) * kDV + at.j0 + 4 * jg;
+      if (vec) {
+        *reinterpret_cast<F4 *>(to) = c[r];
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          to[e] = c[r].x[e];
+      }
+    }
   // sq is free after the last token's barrier.
   const bool last =
       (p.nT || p.mT) && lastOfHead(p, bh, BlockIndex<Config>::kSlices, sq);
-  if (p.nT && last && j == 0)
-#pragma unroll
-    for (int r = 0; r < kRows; ++r)
-      p.nT[bh * kDQK + rg + kGroups * r] = nr[r];
+  if (p.nT && last)
+    for (int x = tid; x < kDQK; x += kThreads)
+      p.nT[bh * kDQK + x] = sn[x];
   if (p.mT && last && tid == 0)
     p.mT[bh] = m;
 }

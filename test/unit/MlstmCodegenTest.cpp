@@ -92,9 +92,13 @@ TEST(MlstmLimits, ConfigMessages) {
             "config: shared memory 366624 B of the fused kernel exceeds "
             "sm_90a's 232448 B per block; lower chunk or blockDV");
   EXPECT_EQ(*checkConfig(p, {MlstmVariant::Recurrent, 0, 64, 2}, Target::SM80),
-            "config: 512 fp32 state registers per thread (C and n rows, dqk "
-            "* blockDV / threads each) exceed the 128 kgen allows on sm_80; "
-            "use more warps or a smaller blockDV");
+            "config: 256 fp32 state registers per thread (4 columns of dqk "
+            "* blockDV / threads / 4 rows) exceed the 128 kgen allows on "
+            "sm_80; use more warps or a smaller blockDV");
+  // Four columns a thread: 4 warps cannot tile a 512-column slice.
+  EXPECT_NE(checkConfig(p, {MlstmVariant::Recurrent, 0, 512, 1}, Target::SM80)
+                ->find("threads of 4 columns each"),
+            std::string::npos);
   EXPECT_FALSE(checkConfig(p, {MlstmVariant::Fused, 64, 64, 4}, Target::SM90A));
   // The recurrent kernel ignores chunk.
   EXPECT_FALSE(
