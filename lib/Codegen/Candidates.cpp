@@ -130,6 +130,21 @@ struct Shape {
   int bm, bn, wm, wn;
 };
 
+/// The wgmma loop's config of tile `s` (s.wm consumer warpgroups).
+GemmConfig wgmmaConfig(const Shape &s, int stages) {
+  GemmConfig c;
+  c.loop = GemmLoop::Wgmma;
+  c.blockM = s.bm;
+  c.blockN = s.bn;
+  c.blockK = 64;
+  c.warpsM = s.wm;
+  c.warpsN = 1;
+  c.stages = stages;
+  c.smem = SmemLayout::Swizzled;
+  c.smemPad = 0;
+  return c;
+}
+
 /// wgmma tiles whose width is fitted to the problem (B stored N x K, where
 /// any multiple of 8 is a valid wgmma n): for 64- and 128-row tiles, the
 /// narrowest width that makes one wave of tiles fill the multiprocessors,
@@ -388,16 +403,7 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
       if (s.bm > std::max<int64_t>(capM, 64) || s.bn > capN)
         continue;
       for (int stages : {3, 4, 5, 6}) {
-        GemmConfig c;
-        c.loop = GemmLoop::Wgmma;
-        c.blockM = s.bm;
-        c.blockN = s.bn;
-        c.blockK = 64;
-        c.warpsM = s.wm;
-        c.warpsN = 1;
-        c.stages = stages;
-        c.smem = SmemLayout::Swizzled;
-        c.smemPad = 0;
+        GemmConfig c = wgmmaConfig(s, stages);
         offerRepack(c);
         if (repackOnly || checkConfig(p, c, t))
           continue;
@@ -425,16 +431,7 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
     for (const Shape &s : fittedWgmmaShapes(p, t)) {
       int depths = 0;
       for (int stages : {6, 5, 4, 3}) {
-        GemmConfig c;
-        c.loop = GemmLoop::Wgmma;
-        c.blockM = s.bm;
-        c.blockN = s.bn;
-        c.blockK = 64;
-        c.warpsM = s.wm;
-        c.warpsN = 1;
-        c.stages = stages;
-        c.smem = SmemLayout::Swizzled;
-        c.smemPad = 0;
+        GemmConfig c = wgmmaConfig(s, stages);
         if (depths == 2 || checkConfig(p, c, t))
           continue;
         ++depths;
