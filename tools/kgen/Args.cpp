@@ -46,8 +46,8 @@ const char *kConfigHelp =
                      rows of A (8..64) and N = warps * 16 * row tiles,
                      --warps 1xW, --stages = ring slots of k-chunks, 1..16
                      (split-K: "split_k" in --config)
-  --cluster N        wgmma loop: CTAs per cluster, 1 or 2 (pairs share B
-                     through TMA multicast)
+  --cluster N        wgmma loop: CTAs per cluster, 1 or 2 (pairs share B,
+                     or A when the tile is taller than wide, by multicast)
   --repack           tiled and wgmma loops: a copy kernel first pads A and/or
                      B rows that are not 16-byte aligned (K zero-padded to a
                      multiple of 8) into a runtime workspace, so the loop

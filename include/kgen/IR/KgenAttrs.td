@@ -42,7 +42,8 @@ def Kgen_GemmConfigAttr : AttrDef<Kgen_Dialect, "GemmConfig"> {
     and the main loop (`loop = tiled`, the default, or `loop = wgmma` on
     sm_90a: TMA loads by a producer warpgroup, wgmma in `warps = [C, 1]`
     consumer warpgroups, `block = [M, N, 64]`, `smem = swizzled`; with
-    `cluster = 2`, CTA pairs share B through TMA multicast), and split-K
+    `cluster = 2`, CTA pairs share B, or A for tiles taller than wide,
+    through TMA multicast), and split-K
     (`split_k = S`, tiled loop: S blocks share each tile's k-slices and the
     last adds their partial sums; 1 when omitted), stream-K
     (`stream_k = 1`, wgmma loop: the persistent CTAs share out the
