@@ -96,9 +96,10 @@ double modelCost(const GemmProblem &p, const GemmConfig &c, Target t) {
     // waves but overlaps one tile's stores with the next tile's loads.
     double wgSpeed = std::min(intensity, 96.0);
     tileTime = double(c.blockM) * c.blockN * kSteps * c.blockK / wgSpeed;
-    // Deeper rings win on sm_90a where they fit: kgen tune on an H200
-    // picked 6 stages at every 128x128 or narrower winner of issue 3's
-    // shapes (532x2048x2048: 14.7 us at 6 stages, 16.3-16.7 at 4).
+    // Deeper rings win on sm_90a where they fit: the tuned winners of
+    // 128x128 and smaller wgmma tiles on issue 3's nt shapes (H200) ran 6
+    // stages in 9 of 11 cases, 5 in the others (532x2048x2048: 14.7 us at
+    // 6 stages, 16.3-16.7 at 4).
     stageFactor = c.stages >= 4 ? 1.0 - 0.01 * (c.stages - 4) : 1.1;
     if (c.streamK) {
       // Equal runs of k-iterations; each CTA writes up to two fp32 partial

@@ -23,9 +23,10 @@
 // horizontally adjacent tiles (the same rows of A) and each loads half of
 // the A slice. Each multicasts its half to both, and a stage is refilled
 // only when the consumers of both CTAs have released it. What this saves is
-// L2 bandwidth: at 532x2048x2048 the CTAs of single 128x80 tiles wait on
-// their TMA loads with L2 delivering ~7 TB/s, the rate at which cuBLAS's
-// pairs also run (ncu, H200).
+// L2-to-SM traffic, which bounds the mid-size shapes (single 128x80 tiles
+// at 532x2048x2048 wait on their TMA loads with ~8 TB/s coming from L2;
+// ncu, H200). It does not always pay: there the pairs of 128x80 ran 15.1 us
+// against 14.7 for single CTAs, so the tuner decides.
 //
 // With kStreamK, the CTAs do not take whole tiles: the k-iterations of all
 // tiles are dealt out in equal runs, one per CTA (templates/gemm/

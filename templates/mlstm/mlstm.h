@@ -13,10 +13,10 @@
 //
 //   recurrent  walks the tokens; C slice in registers (kRows rows of 4
 //              columns per thread, 16-byte loads and stores), n in shared
-//              memory, two barriers per token. Serves tiny S and the decoding step
-//              (S = 1, states updated in place: each block reads and writes
-//              only its own columns of C, and the last block of a head
-//              writes n and m; see lastOfHead).
+//              memory, two barriers per token. Serves tiny S and the
+//              decoding step (S = 1, states updated in place: each block
+//              reads and writes only its own columns of C, and the last
+//              block of a head writes n and m; see lastOfHead).
 //   fused      walks the chunks of kChunk tokens, C slice and n in shared
 //              memory: per chunk the intra-chunk outputs, then the state
 //              update; per-chunk states never leave the block.
