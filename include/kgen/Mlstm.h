@@ -99,8 +99,8 @@ MlstmSplitK mlstmSplitK(const MlstmProblem &p, const MlstmConfig &c,
 /// Whether a tensor-core kernel keeps its fp32 state C out of shared
 /// memory: the state update's warp tiles then stay in registers as its
 /// accumulators across the chunks (no split-k of the update, at most four
-/// 32x32 tiles per warp, two at 16 warps), and only C's 16-bit copy, the outputs' operand,
-/// is in shared memory. The outputs kernel never needs the fp32 C. False
+/// 32x32 tiles per warp, two at 16 warps), and only C's 16-bit copy, the
+/// outputs' operand, is in shared memory. The outputs kernel never needs the fp32 C. False
 /// where mlstmUsesMma is.
 bool mlstmStateInRegisters(const MlstmProblem &p, const MlstmConfig &c,
                            MlstmKernel k, Target t);

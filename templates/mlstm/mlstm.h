@@ -226,7 +226,7 @@ template <class Config> struct Chunk {
             *v = static_cast<const T *>(p.v);
     const int nQK = (len * kDQK + kLine - 1) / kLine, nV = len * kVLines;
     const int n = nQK * (kWithQ ? 2 : 1) + nV + 2;
-    // Warp 0 runs the gate scan meanwhile (kCopiers).
+    // Warp 0 runs the gate scan meanwhile (kCopier0).
     for (int e = tid - kCopier0; e >= 0 && e < n; e += kThreads - kCopier0) {
       const void *at;
       if (e < nQK)
@@ -674,6 +674,21 @@ template <class Config> struct ChunkMma : Chunk<Config> {
     scratch = reinterpret_cast<float *>(smem + kFront + kOperands);
   }
 
+  /// Runs `product` over the whole k range of each of this warp's tiles
+  /// (warp, warp + kWarps, ...) and hands its accumulators, with the tile's
+  /// origin, to body(mma, m0, n0).
+  template <int kTiles, class Mma, class Origin, class Product, class Body>
+  KGEN_DEVICE void eachOwnTile(Origin origin, Product product,
+                               Body body) const {
+    for (int tile = warp; tile < kTiles; tile += kWarps) {
+      Mma mma(lane);
+      product(tile, mma, 0, 16);
+      int m0, n0;
+      origin(tile, m0, n0);
+      body(mma, m0, n0);
+    }
+  }
+
   /// One product of kTiles warp tiles split kSplit ways (see above):
   /// origin(tile, m0, n0) places a tile, product(tile, mma, kBegin, kStep)
   /// accumulates the warp's k-steps, epilogue(row, col, x) consumes each
@@ -686,13 +701,9 @@ template <class Config> struct ChunkMma : Chunk<Config> {
   KGEN_DEVICE void splitK(Origin origin, Product product,
                           Epilogue epilogue) const {
     if constexpr (kSplit == 1) {
-      for (int tile = warp; tile < kTiles; tile += kWarps) {
-        Mma mma(lane);
-        product(tile, mma, 0, 16);
-        int m0, n0;
-        origin(tile, m0, n0);
+      eachOwnTile<kTiles, Mma>(origin, product, [&](Mma &mma, int m0, int n0) {
         mma.forEach(m0, n0, [&](int r, int c, float &x) { epilogue(r, c, x); });
-      }
+      });
     } else {
       static_assert(kTiles * kSplit <= kWarps, "one item per warp");
       static_assert(kSplit <= Mma::kPerLane, "every slice has elements");
@@ -1012,11 +1023,7 @@ template <class Config> struct ChunkMma : Chunk<Config> {
     if constexpr (kSplitO == 1) {
       // mma.sync's elements 2i and 2i + 1 are neighbours in a row: h gets
       // them as one 4-byte store (DV and the slice are even).
-      for (int tile = warp; tile < kTilesO; tile += kWarps) {
-        Mma mma(lane);
-        product(tile, mma, 0, 16);
-        int m0, n0;
-        origin(tile, m0, n0);
+      eachOwnTile<kTilesO, Mma>(origin, product, [&](Mma &mma, int m0, int n0) {
         const float *x = &mma.acc[0][0][0];
 #pragma unroll
         for (int e = 0; e < Mma::kPerLane; e += 2) {
@@ -1031,7 +1038,7 @@ template <class Config> struct ChunkMma : Chunk<Config> {
             *reinterpret_cast<Pair *>(h + t * Config::kDV + j) = o;
           }
         }
-      }
+      });
       return;
     }
 #endif
