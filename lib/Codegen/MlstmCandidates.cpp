@@ -48,9 +48,48 @@ double bytesPerCycle(Target t) {
 
 constexpr double kStepLatency = 800; // cycles per barrier-separated step
 
+/// The recurrent kernel at small S (the decoding step above all) moves the
+/// state C once in and once out and does little else: its cost is that
+/// traffic at the GPU's bandwidth, or at the share of it its blocks reach
+/// when there are fewer blocks than units, against its arithmetic and
+/// barrier-separated steps (2 a token) in waves. Rows of C are read in
+/// kBlockDV * 4-byte runs; runs under 256 bytes lose DRAM efficiency
+/// (H200 step, B = 64: 128-byte runs ~3% slower than 256-byte ones; B = 1:
+/// 64-byte runs 22% slower than 128-byte ones).
+double recurrentCycles(const MlstmProblem &p, const MlstmConfig &c,
+                       const MlstmTraits &tr, Target t) {
+  const double units = targetInfo(t).computeUnits;
+  const double vb = c.blockDV, S = double(p.s);
+  const double blocks = double(p.b) * p.nh * tr.slices;
+  // Registers: 4 columns x rows of C a thread, plus ~40 others.
+  const double regs = std::min(255.0, 4.0 * tr.rows + 40);
+  const double resident =
+      std::max(1.0, std::min({std::floor(65536 / (regs * tr.threads)),
+                              std::floor(2048.0 / tr.threads),
+                              std::floor(double(targetInfo(t).maxSharedBytes) /
+                                         std::max(tr.smemBytes, 1))}));
+  const double perUnit = std::ceil(blocks / units);
+  const double waves = std::ceil(blocks / (units * resident));
+  const double run = vb * 4;
+  const double runFactor = run >= 256 ? 1 : run >= 128 ? 1.03 : 1.1;
+  const double stateCopies = (p.initialState ? 1 : 0) + (p.finalState ? 1 : 0);
+  const double bytes =
+      blocks * (p.dqk * vb * 4 * stateCopies + S * (2 * p.dqk + vb) * 2);
+  // One block a unit: its load, math and store phases overlap no other
+  // block's (H200 step, B = 64: one resident block 2-3% behind two).
+  const double alone = resident < 2 ? 1.03 : 1;
+  const double memory = bytes * runFactor * alone / bytesPerCycle(t) *
+                        std::max(1.0, units / blocks);
+  const double compute = perUnit * S * 3 * p.dqk * vb /
+                         std::min(128.0, tr.threads * std::min(resident, perUnit));
+  return std::max(memory, compute + waves * 2 * S * kStepLatency);
+}
+
 double kernelCycles(const MlstmProblem &p, const MlstmConfig &c, MlstmKernel k,
                     Target t) {
   const MlstmTraits tr = mlstmTraits(p, c, k, t);
+  if (k == MlstmKernel::Recurrent)
+    return recurrentCycles(p, c, tr, t);
   const double L = c.chunk, dqk = p.dqk, vb = c.blockDV, dv = p.dv;
   const double S = double(p.s), bh = double(p.b) * p.nh;
   const double chunks = std::ceil(S / std::max(1, c.chunk));
@@ -99,9 +138,7 @@ double kernelCycles(const MlstmProblem &p, const MlstmConfig &c, MlstmKernel k,
     }
   }
   switch (k) {
-  case MlstmKernel::Recurrent:
-    fmas = S * 3 * dqk * vb;
-    steps = 2 * S;
+  case MlstmKernel::Recurrent: // recurrentCycles, above
     break;
   case MlstmKernel::Fused:
     fmas = chunks * (outFmas + updFmas);

@@ -5,7 +5,7 @@
 // through Runtime::compileSource -> launches with one Params by value.
 //
 // The workspace holds one counter per head (zero between launches; the
-// kernels' lastOfHead uses it so states can be updated in place) and, for
+// kernels' HeadCounter uses it so states can be updated in place) and, for
 // the two-phase and chunk-parallel variants, the state entering every chunk
 // (mlstmWorkspaceLayout). The runtime keeps
 // one, grown on demand, unless the call brings its own.

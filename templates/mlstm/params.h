@@ -30,7 +30,7 @@ struct Params {
   float *wsC, *wsN, *wsM;    ///< per-chunk states (two-phase, chunk-parallel)
   double *wsGM;              ///< per chunk (g, m_loc) (chunk-parallel only)
   /// One per head, zero before and after every launch: the last block of a
-  /// head to finish writes the final n and m (see lastOfHead in mlstm.h).
+  /// head to count itself writes the final n and m (HeadCounter, mlstm.h).
   unsigned *counters;
   int batch, heads, seq; ///< run-time extents
   int chunks;            ///< ceil(seq / chunk)

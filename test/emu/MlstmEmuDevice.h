@@ -2,7 +2,7 @@
 //
 // Included by each generated mLSTM wrapper before the kernel source: the
 // math functions nvrtc and hiprtc provide as builtins (here glibc's, fp32),
-// and the two device-wide operations of lastOfHead. The emulator runs one
+// and the two device-wide operations of HeadCounter. The emulator runs one
 // block at a time and only thread 0 touches the counter, so a plain
 // read-modify-write is exact.
 //
