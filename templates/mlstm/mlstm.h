@@ -1155,9 +1155,15 @@ template <class Config> struct BlockIndex {
 /// values, and the states may be updated in place. A block counts itself
 /// (countHead) as soon as it has read them and asks for the answer (last)
 /// when it is done; the atomic's round trip hides behind the block's work.
-/// Counted at the end instead, the fence before the atomic waited for the
-/// block's state stores and held its registers (H200, decoding step at
-/// B = 64: 146 -> 140 us). The counter returns to zero for the next launch.
+/// The counter returns to zero for the next launch.
+///
+/// No fence: countHead's barrier follows the block's reads of n0 and m0 and
+/// the uses of their values (stores to shared memory), so they have
+/// returned before the atomic, and the last block's stores come after its
+/// own atomic, which follows every other block's. A fence there waited for
+/// the block's C loads in flight (H200, decoding step at B = 64: 149 ->
+/// 165 us); counted after the C stores, as before, it waited for those and
+/// held the block's registers (149 vs 140 us without it).
 struct HeadCounter {
   long long bh;
   int blocks;     ///< blocks per head
@@ -1178,16 +1184,15 @@ struct HeadCounter {
   }
 };
 
-/// Counts this block among its head's, once every thread has read the
-/// initial n and m; call with every thread, and only where the final n or
-/// m is written (p.counters may be null otherwise).
+/// Counts this block among its head's. Call with every thread, after every
+/// read of the initial n and m has been used (stored to shared memory, or
+/// consumed by arithmetic whose result was stored), and only where the
+/// final n or m is written (p.counters may be null otherwise).
 KGEN_DEVICE HeadCounter countHead(const Params &p, long long bh, int blocks) {
   HeadCounter c{bh, blocks, 0u};
   __syncthreads();
-  if (threadIdx.x == 0 && blocks > 1) {
-    __threadfence();
+  if (threadIdx.x == 0 && blocks > 1)
     c.ahead = atomicAdd(p.counters + bh, 1u);
-  }
   return c;
 }
 
@@ -1378,8 +1383,6 @@ template <class Config> KGEN_DEVICE void combine(const Params &p) {
   const bool writesM = blockIdx.x == 0 && threadIdx.x == 0;
   double m = p.m0 ? double(p.m0[bh]) : 0.0;
   float x = mine && init ? *init : 0.f;
-  const HeadCounter counted =
-      p.mT ? countHead(p, bh, kBlocks) : HeadCounter{};
   for (int k0 = 0; k0 < p.chunks; k0 += kBatch) {
     // The batch's (g, m_loc) are loaded with its states, before the stores
     // below: loaded in the chain, each would wait for a global round trip
@@ -1412,9 +1415,10 @@ template <class Config> KGEN_DEVICE void combine(const Params &p) {
     p.cT[bh * kC + e] = x;
   if (mine && !isC && p.nT)
     p.nT[bh * Config::kDQK + (e - kC)] = x;
-  // Every block reads the initial m: the last one writes the final m.
+  // Every block reads the initial m: the last one writes the final m. The
+  // reads have returned: their value went into the stores above.
   float *const flag = reinterpret_cast<float *>(kgen_smem);
-  if (p.mT && counted.last(p, flag) && threadIdx.x == 0)
+  if (p.mT && countHead(p, bh, kBlocks).last(p, flag) && threadIdx.x == 0)
     p.mT[bh] = float(m);
 }
 
@@ -1476,11 +1480,17 @@ template <class Config> KGEN_DEVICE void recurrent(const Params &p) {
   }
   for (int x = tid; x < kDQK; x += kThreads)
     sn[x] = p.n0 ? p.n0[bh * kDQK + x] : 0.f;
-  float m = p.m0 ? p.m0[bh] : 0.f;
+  // m0 through shared memory too, read once (HeadCounter's rule); the
+  // partial sums first written after the first token's barrier.
+  if (tid == 0)
+    red[0] = p.m0 ? p.m0[bh] : 0.f;
   const bool writesFinal = p.nT || p.mT;
   const HeadCounter counted =
       writesFinal ? countHead(p, bh, BlockIndex<Config>::kSlices)
                   : HeadCounter{};
+  if (!writesFinal)
+    __syncthreads();
+  float m = red[0];
 
   for (int t = 0; t < p.seq; ++t) {
     const long long row = bh * p.seq + t;
