@@ -1157,13 +1157,13 @@ template <class Config> struct BlockIndex {
 /// when it is done; the atomic's round trip hides behind the block's work.
 /// The counter returns to zero for the next launch.
 ///
-/// No fence: countHead's barrier follows the block's reads of n0 and m0 and
-/// the uses of their values (stores to shared memory), so they have
-/// returned before the atomic, and the last block's stores come after its
-/// own atomic, which follows every other block's. A fence there waited for
-/// the block's C loads in flight (H200, decoding step at B = 64: 149 ->
-/// 165 us); counted after the C stores, as before, it waited for those and
-/// held the block's registers (149 vs 140 us without it).
+/// No fence: the count comes after a barrier that follows the block's
+/// reads of n0 and m0 and the uses of their values (stores to shared
+/// memory), so they have returned before the atomic, and the last block's
+/// stores come after its own atomic, which follows every other block's. A
+/// fence there waited for the block's C loads in flight (H200, decoding
+/// step at B = 64: 149 -> 165 us); counted after the C stores, as before,
+/// it waited for those and held the block's registers.
 struct HeadCounter {
   long long bh;
   int blocks;     ///< blocks per head
@@ -1184,15 +1184,21 @@ struct HeadCounter {
   }
 };
 
-/// Counts this block among its head's. Call with every thread, after every
-/// read of the initial n and m has been used (stored to shared memory, or
-/// consumed by arithmetic whose result was stored), and only where the
-/// final n or m is written (p.counters may be null otherwise).
-KGEN_DEVICE HeadCounter countHead(const Params &p, long long bh, int blocks) {
+/// Counts this block among its head's, from thread 0: call after a barrier
+/// that follows every read of the initial n and m and its use (a store to
+/// shared memory, or arithmetic whose result was stored), and only where
+/// the final n or m is written (p.counters may be null otherwise).
+KGEN_DEVICE void countHead(const Params &p, HeadCounter &c) {
+  if (threadIdx.x == 0 && c.blocks > 1)
+    c.ahead = atomicAdd(p.counters + c.bh, 1u);
+}
+
+/// countHead after a barrier of its own; call with every thread.
+KGEN_DEVICE HeadCounter syncCountHead(const Params &p, long long bh,
+                                      int blocks) {
   HeadCounter c{bh, blocks, 0u};
   __syncthreads();
-  if (threadIdx.x == 0 && blocks > 1)
-    c.ahead = atomicAdd(p.counters + bh, 1u);
+  countHead(p, c);
   return c;
 }
 
@@ -1208,7 +1214,7 @@ template <class Config> KGEN_DEVICE void fused(const Params &p) {
                p.n0 ? p.n0 + bh * dqk : nullptr, p.m0 ? p.m0 + bh : nullptr);
   const bool writesFinal = p.nT || p.mT;
   const HeadCounter counted =
-      writesFinal ? countHead(p, bh, BlockIndex<Config>::kSlices)
+      writesFinal ? syncCountHead(p, bh, BlockIndex<Config>::kSlices)
                   : HeadCounter{};
   for (int k = 0; k < p.chunks; ++k) {
     const int t0 = k * Config::kChunk;
@@ -1254,7 +1260,7 @@ template <class Config> KGEN_DEVICE void states(const Params &p) {
                p.n0 ? p.n0 + bh * dqk : nullptr, p.m0 ? p.m0 + bh : nullptr);
   const bool writesFinal = p.nT || p.mT;
   const HeadCounter counted =
-      writesFinal ? countHead(p, bh, BlockIndex<Config>::kSlices)
+      writesFinal ? syncCountHead(p, bh, BlockIndex<Config>::kSlices)
                   : HeadCounter{};
   for (int k = 0; k < p.chunks; ++k) {
     const int t0 = k * Config::kChunk;
@@ -1418,7 +1424,8 @@ template <class Config> KGEN_DEVICE void combine(const Params &p) {
   // Every block reads the initial m: the last one writes the final m. The
   // reads have returned: their value went into the stores above.
   float *const flag = reinterpret_cast<float *>(kgen_smem);
-  if (p.mT && countHead(p, bh, kBlocks).last(p, flag) && threadIdx.x == 0)
+  if (p.mT && syncCountHead(p, bh, kBlocks).last(p, flag) &&
+      threadIdx.x == 0)
     p.mT[bh] = float(m);
 }
 
@@ -1467,30 +1474,31 @@ template <class Config> KGEN_DEVICE void recurrent(const Params &p) {
   // multiple of 4), else four 4-byte ones.
   const bool vec = ((unsigned long long)(p.c0) | (unsigned long long)(p.cT)) %
                        16 == 0;
+  // This thread's first element of C; row r is kGroups * r rows below
+  // (constant offsets: one address register for all rows).
+  const long long mine = (bh * kDQK + rg) * kDV + at.j0 + 4 * jg;
+  float *const cTo = p.cT ? p.cT + mine : nullptr;
   F4 c[kRows];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
     c[r] = F4{};
     if (p.c0) {
-      const float *src =
-          p.c0 + (bh * kDQK + rg + kGroups * r) * kDV + at.j0 + 4 * jg;
+      const float *src = p.c0 + mine + r * kGroups * kDV;
       c[r] = vec ? *reinterpret_cast<const F4 *>(src)
                  : F4{{src[0], src[1], src[2], src[3]}};
     }
   }
   for (int x = tid; x < kDQK; x += kThreads)
     sn[x] = p.n0 ? p.n0[bh * kDQK + x] : 0.f;
-  // m0 through shared memory too, read once (HeadCounter's rule); the
-  // partial sums first written after the first token's barrier.
+  // m0 goes through shared memory too (HeadCounter's rule), in the partial
+  // sums of odd tokens: read after token 0's first barrier, first written
+  // after token 1's.
+  float *const m0 = red + kParts * kVB + kZ;
   if (tid == 0)
-    red[0] = p.m0 ? p.m0[bh] : 0.f;
+    *m0 = p.m0 ? p.m0[bh] : 0.f;
   const bool writesFinal = p.nT || p.mT;
-  const HeadCounter counted =
-      writesFinal ? countHead(p, bh, BlockIndex<Config>::kSlices)
-                  : HeadCounter{};
-  if (!writesFinal)
-    __syncthreads();
-  float m = red[0];
+  HeadCounter counted{bh, BlockIndex<Config>::kSlices, 0u};
+  float m = 0.f;
 
   for (int t = 0; t < p.seq; ++t) {
     const long long row = bh * p.seq + t;
@@ -1502,10 +1510,18 @@ template <class Config> KGEN_DEVICE void recurrent(const Params &p) {
       sv[x] = load<T>(p.v, row * kDV + at.j0 + x);
     const float lf = logSigmoid(load<T>(p.f, row));
     const float it = load<T>(p.i, row);
+    __syncthreads();
+    if (t == 0) {
+      // Counted here, with no barrier of its own: one ahead of the C loads
+      // delayed q, k and v by a round trip (H200 step, B = 64: 149 -> 153
+      // us).
+      m = *m0;
+      if (writesFinal)
+        countHead(p, counted);
+    }
     const float mNew = fmaxf(lf + m, it);
     const float fg = expf(lf + m - mNew), ia = expf(it - mNew);
     m = mNew;
-    __syncthreads();
 
     float *const part = red + (t & 1) * (kParts * kVB + kZ);
     float *const zpart = part + kParts * kVB;
@@ -1522,6 +1538,9 @@ template <class Config> KGEN_DEVICE void recurrent(const Params &p) {
     if (tid % 32 == 0)
       zpart[tid / 32] = zacc;
     const F4 vj = *reinterpret_cast<const F4 *>(sv + 4 * jg);
+    // After the last token each row of C is stored as soon as it is
+    // updated, ahead of the column sums' barrier.
+    const bool storeC = p.cT && t + 1 == p.seq;
     F4 acc{};
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
@@ -1531,6 +1550,16 @@ template <class Config> KGEN_DEVICE void recurrent(const Params &p) {
       for (int e = 0; e < 4; ++e) {
         c[r].x[e] = fg * c[r].x[e] + kv * vj.x[e];
         acc.x[e] += qi * c[r].x[e];
+      }
+      if (storeC) {
+        float *to = cTo + r * kGroups * kDV;
+        if (vec) {
+          *reinterpret_cast<F4 *>(to) = c[r];
+        } else {
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            to[e] = c[r].x[e];
+        }
       }
     }
     if constexpr (kCols < 32) {
@@ -1560,18 +1589,6 @@ template <class Config> KGEN_DEVICE void recurrent(const Params &p) {
     }
   }
 
-  if (p.cT)
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      float *to = p.cT + (bh * kDQK + rg + kGroups * r) * kDV + at.j0 + 4 * jg;
-      if (vec) {
-        *reinterpret_cast<F4 *>(to) = c[r];
-      } else {
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          to[e] = c[r].x[e];
-      }
-    }
   // sq is free after the last token's barrier.
   const bool last = writesFinal && counted.last(p, sq);
   if (p.nT && last)
