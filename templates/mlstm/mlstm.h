@@ -1478,14 +1478,18 @@ template <class Config> KGEN_DEVICE void recurrent(const Params &p) {
   // (constant offsets: one address register for all rows).
   const long long mine = (bh * kDQK + rg) * kDV + at.j0 + 4 * jg;
   float *const cTo = p.cT ? p.cT + mine : nullptr;
+  // One branch around all the loads (and stores below), not one per row:
+  // the rows' accesses then issue back to back.
   F4 c[kRows];
+  if (p.c0 && vec) {
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    c[r] = F4{};
-    if (p.c0) {
+    for (int r = 0; r < kRows; ++r)
+      c[r] = *reinterpret_cast<const F4 *>(p.c0 + mine + r * kGroups * kDV);
+  } else {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
       const float *src = p.c0 + mine + r * kGroups * kDV;
-      c[r] = vec ? *reinterpret_cast<const F4 *>(src)
-                 : F4{{src[0], src[1], src[2], src[3]}};
+      c[r] = p.c0 ? F4{{src[0], src[1], src[2], src[3]}} : F4{};
     }
   }
   for (int x = tid; x < kDQK; x += kThreads)
@@ -1538,9 +1542,6 @@ template <class Config> KGEN_DEVICE void recurrent(const Params &p) {
     if (tid % 32 == 0)
       zpart[tid / 32] = zacc;
     const F4 vj = *reinterpret_cast<const F4 *>(sv + 4 * jg);
-    // After the last token each row of C is stored as soon as it is
-    // updated, ahead of the column sums' barrier.
-    const bool storeC = p.cT && t + 1 == p.seq;
     F4 acc{};
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
@@ -1551,15 +1552,20 @@ template <class Config> KGEN_DEVICE void recurrent(const Params &p) {
         c[r].x[e] = fg * c[r].x[e] + kv * vj.x[e];
         acc.x[e] += qi * c[r].x[e];
       }
-      if (storeC) {
-        float *to = cTo + r * kGroups * kDV;
-        if (vec) {
-          *reinterpret_cast<F4 *>(to) = c[r];
-        } else {
+    }
+    // After the last token C is stored here, ahead of the column sums'
+    // barrier, not after it.
+    if (p.cT && t + 1 == p.seq) {
+      if (vec) {
+#pragma unroll
+        for (int r = 0; r < kRows; ++r)
+          *reinterpret_cast<F4 *>(cTo + r * kGroups * kDV) = c[r];
+      } else {
+#pragma unroll
+        for (int r = 0; r < kRows; ++r)
 #pragma unroll
           for (int e = 0; e < 4; ++e)
-            to[e] = c[r].x[e];
-        }
+            cTo[r * kGroups * kDV + e] = c[r].x[e];
       }
     }
     if constexpr (kCols < 32) {
