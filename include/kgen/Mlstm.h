@@ -76,6 +76,12 @@ struct MlstmTraits {
   int smemBytes; ///< dynamic shared memory per block
   int slices;    ///< DV / blockDV
   int rows;      ///< C rows per thread, 4 columns each (recurrent)
+  /// Blocks per unit the kernel is compiled for (__launch_bounds__'s
+  /// second argument; 0: none). The recurrent kernel asks for as many as
+  /// its C registers allow, 4 * rows + 32 a thread: left to itself ptxas
+  /// took 78 registers at 512 threads, one block a unit, and the decoding
+  /// step ran 34% slower than at 64 (H200, B = 64, d64 w16).
+  int minBlocks;
 };
 
 /// Whether kernel k of config c does its matrix work on tensor cores

@@ -61,10 +61,9 @@ double recurrentCycles(const MlstmProblem &p, const MlstmConfig &c,
   const double units = targetInfo(t).computeUnits;
   const double vb = c.blockDV, S = double(p.s);
   const double blocks = double(p.b) * p.nh * tr.slices;
-  // Registers: 4 columns x rows of C a thread, plus ~40 others.
-  const double regs = std::min(255.0, 4.0 * tr.rows + 40);
+  // Registers: as the kernel is compiled for (MlstmTraits::minBlocks).
   const double resident =
-      std::max(1.0, std::min({std::floor(65536 / (regs * tr.threads)),
+      std::max(1.0, std::min({double(std::max(tr.minBlocks, 1)),
                               std::floor(2048.0 / tr.threads),
                               std::floor(double(targetInfo(t).maxSharedBytes) /
                                          std::max(tr.smemBytes, 1))}));

@@ -141,7 +141,10 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
      << "};\n"
      << "} // namespace\n\n"
      << "extern \"C\" __global__ void __launch_bounds__(" << tr.threads
-     << (oneBlock ? ", 1" : "") << ")\n"
+     << (oneBlock ? ", 1"
+         : nvidia && tr.minBlocks > 0 ? ", " + std::to_string(tr.minBlocks)
+                                      : "")
+     << ")\n"
      << ks.name << "(kgen::mlstm::Params p) {\n"
      << "  kgen::mlstm::" << templateFunction(k) << "<Config>(p);\n"
      << "}\n";

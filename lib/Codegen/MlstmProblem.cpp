@@ -201,6 +201,8 @@ MlstmTraits mlstmTraits(const MlstmProblem &p, const MlstmConfig &c,
     const int zpart = (lanes32 + 3) / 4 * 4;
     tr.smemBytes =
         4 * (3 * p.dqk + c.blockDV + 2 * (parts * c.blockDV + zpart));
+    if (tr.rows > 0)
+      tr.minBlocks = std::max(1, 65536 / (tr.threads * (4 * tr.rows + 32)));
   } else if (k == MlstmKernel::Combine) {
     // Must match combine<>: 256 threads whatever the config's warps (it is
     // elementwise; more, smaller blocks spread one head over more units),

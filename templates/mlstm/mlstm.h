@@ -1492,33 +1492,63 @@ template <class Config> KGEN_DEVICE void recurrent(const Params &p) {
       c[r] = p.c0 ? F4{{src[0], src[1], src[2], src[3]}} : F4{};
     }
   }
-  for (int x = tid; x < kDQK; x += kThreads)
-    sn[x] = p.n0 ? p.n0[bh * kDQK + x] : 0.f;
-  // m0 goes through shared memory too (HeadCounter's rule), in the partial
-  // sums of odd tokens: read after token 0's first barrier, first written
-  // after token 1's.
+  // n0 and m0 go to registers here and to shared memory with token 0's
+  // q, k and v (m0 too, HeadCounter's rule; it sits in the partial sums of
+  // odd tokens, read after token 0's first barrier, first written after
+  // token 1's). A shared store waits for its load: stored here, n0 cost
+  // every block a round trip before its q, k and v loads went out (H200
+  // step, B = 64: 155 -> ... us). The loops over a vector have constant trip
+  // counts for the same reason: all loads issue before the first store.
+  constexpr int kPerDQK = (kDQK + kThreads - 1) / kThreads,
+                kPerVB = (kVB + kThreads - 1) / kThreads;
+  float nInit[kPerDQK];
+#pragma unroll
+  for (int j = 0; j < kPerDQK; ++j) {
+    const int x = tid + j * kThreads;
+    nInit[j] = p.n0 && x < kDQK ? p.n0[bh * kDQK + x] : 0.f;
+  }
+  const float mInit = p.m0 && tid == 0 ? p.m0[bh] : 0.f;
   float *const m0 = red + kParts * kVB + kZ;
-  if (tid == 0)
-    *m0 = p.m0 ? p.m0[bh] : 0.f;
   const bool writesFinal = p.nT || p.mT;
   HeadCounter counted{bh, BlockIndex<Config>::kSlices, 0u};
   float m = 0.f;
 
   for (int t = 0; t < p.seq; ++t) {
     const long long row = bh * p.seq + t;
-    for (int x = tid; x < kDQK; x += kThreads) {
-      sq[x] = scale * load<T>(p.q, row * kDQK + x);
-      sk[x] = load<T>(p.k, row * kDQK + x);
+    float qx[kPerDQK], kx[kPerDQK], vx[kPerVB];
+#pragma unroll
+    for (int j = 0; j < kPerDQK; ++j) {
+      const int x = tid + j * kThreads;
+      qx[j] = x < kDQK ? load<T>(p.q, row * kDQK + x) : 0.f;
+      kx[j] = x < kDQK ? load<T>(p.k, row * kDQK + x) : 0.f;
     }
-    for (int x = tid; x < kVB; x += kThreads)
-      sv[x] = load<T>(p.v, row * kDV + at.j0 + x);
+#pragma unroll
+    for (int j = 0; j < kPerVB; ++j) {
+      const int x = tid + j * kThreads;
+      vx[j] = x < kVB ? load<T>(p.v, row * kDV + at.j0 + x) : 0.f;
+    }
     const float lf = logSigmoid(load<T>(p.f, row));
     const float it = load<T>(p.i, row);
+#pragma unroll
+    for (int j = 0; j < kPerDQK; ++j) {
+      const int x = tid + j * kThreads;
+      if (x < kDQK) {
+        sq[x] = scale * qx[j];
+        sk[x] = kx[j];
+        if (t == 0)
+          sn[x] = nInit[j];
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kPerVB; ++j)
+      if (tid + j * kThreads < kVB)
+        sv[tid + j * kThreads] = vx[j];
+    if (t == 0 && tid == 0)
+      *m0 = mInit;
     __syncthreads();
     if (t == 0) {
       // Counted here, with no barrier of its own: one ahead of the C loads
-      // delayed q, k and v by a round trip (H200 step, B = 64: 149 -> 153
-      // us).
+      // delayed q, k and v by a round trip.
       m = *m0;
       if (writesFinal)
         countHead(p, counted);
