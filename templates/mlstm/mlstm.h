@@ -1497,8 +1497,9 @@ template <class Config> KGEN_DEVICE void recurrent(const Params &p) {
   // odd tokens, read after token 0's first barrier, first written after
   // token 1's). A shared store waits for its load: stored here, n0 cost
   // every block a round trip before its q, k and v loads went out (H200
-  // step, B = 64: 155 -> ... us). The loops over a vector have constant trip
-  // counts for the same reason: all loads issue before the first store.
+  // step, B = 64, d64 w8: 154 -> 136 us). The loops over a vector have
+  // constant trip counts for the same reason: all loads issue before the
+  // first store.
   constexpr int kPerDQK = (kDQK + kThreads - 1) / kThreads,
                 kPerVB = (kVB + kThreads - 1) / kThreads;
   float nInit[kPerDQK];
