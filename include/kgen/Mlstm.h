@@ -77,10 +77,11 @@ struct MlstmTraits {
   int slices;    ///< DV / blockDV
   int rows;      ///< C rows per thread, 4 columns each (recurrent)
   /// Blocks per unit the kernel is compiled for (__launch_bounds__'s
-  /// second argument; 0: none). The recurrent kernel asks for as many as
-  /// its C registers allow, 4 * rows + 32 a thread: left to itself ptxas
-  /// took 78 registers at 512 threads, one block a unit, and the decoding
-  /// step ran 34% slower than at 64 (H200, B = 64, d64 w16).
+  /// second argument on NVIDIA, whose units have 64K registers; 0: none).
+  /// The recurrent kernel asks for as many as its C registers allow,
+  /// 4 * rows + 32 a thread: left to itself ptxas took 78 registers at 512
+  /// threads, one block a unit, and the decoding step took 181.7 us against
+  /// 137.5 at 64 registers (H200, B = 64, d64 w16).
   int minBlocks;
 };
 
@@ -106,8 +107,8 @@ MlstmSplitK mlstmSplitK(const MlstmProblem &p, const MlstmConfig &c,
 /// memory: the state update's warp tiles then stay in registers as its
 /// accumulators across the chunks (no split-k of the update, at most four
 /// 32x32 tiles per warp, two at 16 warps), and only C's 16-bit copy, the
-/// outputs' operand, is in shared memory. The outputs kernel never needs the fp32 C. False
-/// where mlstmUsesMma is.
+/// outputs' operand, is in shared memory. The outputs kernel never needs the
+/// fp32 C. False where mlstmUsesMma is.
 bool mlstmStateInRegisters(const MlstmProblem &p, const MlstmConfig &c,
                            MlstmKernel k, Target t);
 

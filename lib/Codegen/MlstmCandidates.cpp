@@ -18,11 +18,10 @@
 // Tensor-core kernels (mlstmUsesMma) run their four products at a unit's
 // 16-bit matrix rate instead -- assumed 1024 FMAs per cycle per SM with
 // mma.sync on sm_90a (about half of wgmma's peak), 768 on sm_80 (A100's
-// mma.sync in practice), 512 per CU for MFMA 32x32x8 on gfx90a -- over whole 32x32 tiles
-// (the causal half of the scores skipped) and at that rate only with ~8 warps
-// per unit in flight; the scalar rest (normalizer, the
-// exp per score, the rounding of C and diag(w) V, n's update) stays on the
-// fp32 lanes.
+// mma.sync in practice), 512 per CU for MFMA 32x32x8 on gfx90a -- over whole
+// 32x32 tiles (the causal half of the scores skipped) and at that rate only
+// with ~8 warps per unit in flight; the scalar rest (normalizer, the exp per
+// score, the rounding of C and diag(w) V, n's update) stays on the fp32 lanes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -72,15 +71,16 @@ double recurrentCycles(const MlstmProblem &p, const MlstmConfig &c,
   const double run = vb * 4;
   const double runFactor = run >= 256 ? 1 : run >= 128 ? 1.03 : 1.1;
   const double stateCopies = (p.initialState ? 1 : 0) + (p.finalState ? 1 : 0);
-  const double bytes =
-      blocks * (p.dqk * vb * 4 * stateCopies + S * (2 * p.dqk + vb) * 2);
+  const double bytes = blocks * (p.dqk * vb * 4 * stateCopies +
+                                 S * (2 * p.dqk + vb) * sizeOf(p.dtype));
   // One block a unit: its load, math and store phases overlap no other
   // block's (H200 step, B = 64: one resident block 2-3% behind two).
   const double alone = resident < 2 ? 1.03 : 1;
   const double memory = bytes * runFactor * alone / bytesPerCycle(t) *
                         std::max(1.0, units / blocks);
-  const double compute = perUnit * S * 3 * p.dqk * vb /
-                         std::min(128.0, tr.threads * std::min(resident, perUnit));
+  const double compute =
+      perUnit * S * 3 * p.dqk * vb /
+      std::min(128.0, tr.threads * std::min(resident, perUnit));
   return std::max(memory, compute + waves * 2 * S * kStepLatency);
 }
 

@@ -132,8 +132,8 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
      << ", kBlockDV = " << c.blockDV << ";\n"
      << "  static constexpr int kThreads = " << tr.threads << ";\n"
      << "  static constexpr bool kMma = " << (mma ? "true" : "false")
-     << ", kStateInRegisters = "
-     << (stateInRegisters ? "true" : "false") << ";\n"
+     << ", kStateInRegisters = " << (stateInRegisters ? "true" : "false")
+     << ";\n"
      << "  static constexpr int kSplitS = " << splitK.scores
      << ", kSplitO = " << splitK.outputs << ", kSplitU = " << splitK.update
      << ";\n"
@@ -141,7 +141,7 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
      << "};\n"
      << "} // namespace\n\n"
      << "extern \"C\" __global__ void __launch_bounds__(" << tr.threads
-     << (oneBlock ? ", 1"
+     << (oneBlock                     ? ", 1"
          : nvidia && tr.minBlocks > 0 ? ", " + std::to_string(tr.minBlocks)
                                       : "")
      << ")\n"

@@ -109,8 +109,8 @@ bool stateInRegisters(const MlstmProblem &p, const MlstmConfig &c,
 /// with rows padded by 8 elements; P (scores, outputs) and diag(w) V
 /// (update) share one region; then the split-k scratch, 4 KiB per 32x32
 /// fp32 partial tile.
-int64_t mmaSmemBytes(const MlstmProblem &p, const MlstmConfig &c,
-                     MlstmKernel k, const int64_t (&split)[3]) {
+int64_t mmaSmemBytes(const MlstmProblem &p, const MlstmConfig &c, MlstmKernel k,
+                     const int64_t (&split)[3]) {
   const int64_t L = c.chunk;
   const int64_t floats =
       (stateInRegisters(p, c, k, split[2]) ? 0 : int64_t(p.dqk) * c.blockDV) +
@@ -121,8 +121,7 @@ int64_t mmaSmemBytes(const MlstmProblem &p, const MlstmConfig &c,
   for (int x = 0; x < 3; ++x)
     scratchTiles = std::max(scratchTiles, partials(mt.tiles[x], split[x]));
   return (4 * floats + 15) / 16 * 16 +
-         2 * (2 * L * rq + L * rv +
-              std::max(L * rl, L * rv) + p.dqk * rv) +
+         2 * (2 * L * rq + L * rv + std::max(L * rl, L * rv) + p.dqk * rv) +
          4096 * scratchTiles;
 }
 
