@@ -147,6 +147,30 @@ TEST(MlstmCandidates, BatchAwareDefault) {
             MlstmVariant::ChunkPar);
 }
 
+TEST(MlstmCandidates, StepSlicesByStateTraffic) {
+  // The decoding step (7B heads, states in place) is its C traffic: the
+  // heuristic takes 256-byte row runs (64 columns) once the slices fill the
+  // GPU, and 32 columns at B = 1, where 64 would leave half the units idle.
+  // H200, tuned: d32 w16 won at B = 1, d64 w4 at B = 16 and 64.
+  for (int64_t b : {1, 16, 64}) {
+    MlstmProblem p = problem(b, 8, 1, 256, 512);
+    p.initialState = p.finalState = true;
+    const MlstmConfig c = defaultConfig(p, Target::SM90A);
+    EXPECT_EQ(c.variant, MlstmVariant::Recurrent) << b;
+    EXPECT_EQ(c.blockDV, b == 1 ? 32 : 64) << b;
+    // Compiled for as many blocks per SM as its C registers allow.
+    const MlstmTraits tr =
+        mlstmTraits(p, c, MlstmKernel::Recurrent, Target::SM90A);
+    EXPECT_EQ(tr.minBlocks, 65536 / (tr.threads * (4 * tr.rows + 32))) << b;
+    EXPECT_NE(emitMlstm(p, c, MlstmKernel::Recurrent, Target::SM90A)
+                  .source.find("__launch_bounds__(" +
+                               std::to_string(tr.threads) + ", " +
+                               std::to_string(tr.minBlocks) + ")"),
+              std::string::npos)
+        << b;
+  }
+}
+
 TEST(MlstmEmitter, NamesSourceAndLaunch) {
   MlstmProblem p = problem(2, 8, 100, 256, 512);
   MlstmConfig c{MlstmVariant::TwoPhase, 64, 32, 4};

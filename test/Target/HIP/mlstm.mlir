@@ -16,6 +16,9 @@ kgen.mlstm @prefill {dqk = 256, dv = 512, dtype = bf16, b = 1, nh = 8, s = 8192,
 
 // CHECK: for gfx90a: mLSTM forward, the recurrent form, token by token
 // CHECK: static constexpr int kThreads = 512;
-// CHECK: kgen_mlstm_bf16_qk256_v512_recurrent_d32_w8(kgen::mlstm::Params p) {
+// AMD's launch bounds take no blocks per unit (HIP's second argument means
+// something else there).
+// CHECK: extern "C" __global__ void __launch_bounds__(512)
+// CHECK-NEXT: kgen_mlstm_bf16_qk256_v512_recurrent_d32_w8(kgen::mlstm::Params p) {
 // CHECK-NEXT: kgen::mlstm::recurrent<Config>(p);
 kgen.mlstm @step {dqk = 256, dv = 512, dtype = bf16, b = 64, nh = 8, s = 1, initial_state, final_state, target = "gfx90a", config = #kgen.mlstm_config<variant = recurrent, block_dv = 32, warps = 8>}
