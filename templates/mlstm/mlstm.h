@@ -752,6 +752,16 @@ template <class Config> struct ChunkMma : Chunk<Config> {
             x = c ? c[i * cStride + j0 + j] : 0.f;
           });
       }
+    // n and m first, to registers: stored after C, so that their loads go
+    // out with C's and not a round trip behind them.
+    constexpr int kPerN = (kDQK + kThreads - 1) / kThreads;
+    float nv[kPerN];
+#pragma unroll
+    for (int r = 0; r < kPerN; ++r) {
+      const int i = this->tid + r * kThreads;
+      nv[r] = nn && i < kDQK ? nn[i] : 0.f;
+    }
+    const float mv = m && this->tid == 0 ? *m : 0.f;
     // Four columns per thread and step, kBatch steps' loads issued before
     // their stores (the outputs kernel starts with a whole C slice to read).
     constexpr int kV4 = kVB / 4, kN = kDQK * kV4, kBatch = 8;
@@ -784,10 +794,12 @@ template <class Config> struct ChunkMma : Chunk<Config> {
           }
       }
     }
-    for (int i = this->tid; i < kDQK; i += kThreads)
-      this->n[i] = nn ? nn[i] : 0.f;
+#pragma unroll
+    for (int r = 0; r < kPerN; ++r)
+      if (this->tid + r * kThreads < kDQK)
+        this->n[this->tid + r * kThreads] = nv[r];
     if (this->tid == 0)
-      *this->mState = m ? *m : 0.f;
+      *this->mState = mv;
   }
 
   /// Chunk::storeState, C from the warps' tiles where they hold it.
@@ -1303,12 +1315,14 @@ template <class Config> KGEN_DEVICE void outputs(const Params &p) {
   const int len = chunkLength<Config>(p, t0);
   const long long row0 = bh * p.seq + t0;
   const long long ws = bh * p.chunks + k;
-  ch.template loadState<false>(p.wsC + ws * dqk * dv, dv, at.j0, p.wsN + ws * dqk,
-                               p.wsM + ws);
+  // The tokens' copies go out first and the gate scan (warp 0; thread 0
+  // reads the m loadState left) runs while they land: one after another,
+  // state, tokens and gates cost a global round trip each.
   ch.template loadTokens<true>(p, row0, at.j0, len);
-  ch.tokensLanded();
-  __syncthreads();
+  ch.template loadState<false>(p.wsC + ws * dqk * dv, dv, at.j0,
+                               p.wsN + ws * dqk, p.wsM + ws);
   ch.gates(p, row0, len);
+  ch.tokensLanded();
   __syncthreads();
   ch.scores(len);
   __syncthreads();
