@@ -190,9 +190,19 @@ double kernelCycles(const MlstmProblem &p, const MlstmConfig &c, MlstmKernel k,
     if (90 + 32 * owned > std::min(255.0, 65536.0 / tr.threads))
       spill = 1.3;
   }
-  return waves * (shared * fmas / std::min(128.0, shared * lanes) +
-                  shared * mmaFmas * spill / (mmaRate * mmaIssue) +
-                  steps * kStepLatency) +
+  // The per-chunk kernels (a block per chunk and slice, one short pass
+  // each) run about twice what the terms above say, relative to the rest:
+  // ncu on the H200, 64/64 B=1 S=2048 chunkpar c128 d64 w16, measured
+  // chunkStates and outputs at ~3x their cycles here and combine at ~1.5x.
+  // Unscaled, the heuristic took c128 w16 on all six 64/64 small-head
+  // shapes and lost 10-23% where c64 w4 won (many chunk blocks); scaled, it
+  // picks the tuned winner on all twelve small-head shapes of the bench.
+  const double perChunk =
+      k == MlstmKernel::Outputs || k == MlstmKernel::ChunkStates ? 2 : 1;
+  return perChunk * waves *
+             (shared * fmas / std::min(128.0, shared * lanes) +
+              shared * mmaFmas * spill / (mmaRate * mmaIssue) +
+              steps * kStepLatency) +
          bytes / bytesPerCycle(t);
 }
 
