@@ -238,9 +238,10 @@ std::vector<MlstmConfig> enumerateConfigs(const MlstmProblem &p, Target t) {
       for (int vb : {16, 32, 64, 128, 256, 512})
         // Most warps first, so that a tie (the model's mma issue rate
         // saturates at 8 warps) goes to the larger block: measured on an
-        // H200, 16 warps won all 16 chunkwise shapes of bench/mlstm.py (7B
-        // and small heads); the 8-warp twins ran 9-19% slower on the small
-        // heads.
+        // H200, 16 warps won the 7B shapes and the small heads with few
+        // chunk blocks, the 8-warp twins 9-19% slower there. Where 4 warps
+        // win (many chunk blocks, 64/64 at B = 4) the per-chunk kernels'
+        // cost in kernelCycles ranks them first, not a tie.
         for (int warps : {16, 8, 4, 2}) {
           MlstmConfig c{v, recurrent ? 0 : chunk, vb, warps};
           if (v == MlstmVariant::ChunkPar && !chunkParallelPays(p, c, t))
