@@ -1165,7 +1165,7 @@ template <class Config> struct BlockIndex {
 /// initial n and m and computes the same final ones, so the last block to
 /// have read them writes them: then no block can still read the initial
 /// values, and the states may be updated in place. A block counts itself
-/// (countHead) as soon as it has read them and asks for the answer (last)
+/// (count) as soon as it has read them and asks for the answer (last)
 /// when it is done; the atomic's round trip hides behind the block's work.
 /// The counter returns to zero for the next launch.
 ///
@@ -1180,6 +1180,16 @@ struct HeadCounter {
   long long bh;
   int blocks;     ///< blocks per head
   unsigned ahead; ///< blocks counted before this one (thread 0's)
+
+  /// Counts this block among its head's, from thread 0: call after a
+  /// barrier that follows every read of the initial n and m and its use (a
+  /// store to shared memory, or arithmetic whose result was stored), and
+  /// only where the final n or m is written (p.counters may be null
+  /// otherwise).
+  KGEN_DEVICE void count(const Params &p) {
+    if (threadIdx.x == 0 && blocks > 1)
+      ahead = atomicAdd(p.counters + bh, 1u);
+  }
 
   /// Whether this block was the last to count; `flag` is one shared word.
   /// Call with every thread.
@@ -1196,21 +1206,12 @@ struct HeadCounter {
   }
 };
 
-/// Counts this block among its head's, from thread 0: call after a barrier
-/// that follows every read of the initial n and m and its use (a store to
-/// shared memory, or arithmetic whose result was stored), and only where
-/// the final n or m is written (p.counters may be null otherwise).
-KGEN_DEVICE void countHead(const Params &p, HeadCounter &c) {
-  if (threadIdx.x == 0 && c.blocks > 1)
-    c.ahead = atomicAdd(p.counters + c.bh, 1u);
-}
-
-/// countHead after a barrier of its own; call with every thread.
+/// HeadCounter::count after a barrier of its own; call with every thread.
 KGEN_DEVICE HeadCounter syncCountHead(const Params &p, long long bh,
                                       int blocks) {
   HeadCounter c{bh, blocks, 0u};
   __syncthreads();
-  countHead(p, c);
+  c.count(p);
   return c;
 }
 
@@ -1523,7 +1524,7 @@ template <class Config> KGEN_DEVICE void recurrent(const Params &p) {
     nInit[j] = p.n0 && x < kDQK ? p.n0[bh * kDQK + x] : 0.f;
   }
   const float mInit = p.m0 && tid == 0 ? p.m0[bh] : 0.f;
-  float *const m0 = red + kParts * kVB + kZ;
+  float *const mSlot = red + kParts * kVB + kZ;
   const bool writesFinal = p.nT || p.mT;
   HeadCounter counted{bh, BlockIndex<Config>::kSlices, 0u};
   float m = 0.f;
@@ -1559,14 +1560,14 @@ template <class Config> KGEN_DEVICE void recurrent(const Params &p) {
       if (tid + j * kThreads < kVB)
         sv[tid + j * kThreads] = vx[j];
     if (t == 0 && tid == 0)
-      *m0 = mInit;
+      *mSlot = mInit;
     __syncthreads();
     if (t == 0) {
       // Counted here, with no barrier of its own: one ahead of the C loads
       // delayed q, k and v by a round trip.
-      m = *m0;
+      m = *mSlot;
       if (writesFinal)
-        countHead(p, counted);
+        counted.count(p);
     }
     const float mNew = fmaxf(lf + m, it);
     const float fg = expf(lf + m - mNew), ia = expf(it - mNew);
