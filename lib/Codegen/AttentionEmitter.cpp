@@ -236,8 +236,10 @@ int64_t attentionWorkTiles(const AttentionProblem &p, const AttentionConfig &c,
 LaunchDims attentionCombineLaunchDims(const AttentionProblem &p,
                                       const AttentionConfig &c, Target t,
                                       int64_t batch, int64_t seqlenQ) {
-  (void)t;
   LaunchDims d{};
+  // It waits for the main kernel's partials (waitForPreviousGrid), and
+  // launches while that one's last blocks run.
+  d.overlapsPrevious = t == Target::SM90A;
   d.grid[0] = unsigned(seqlenQ);
   d.grid[1] = unsigned(p.headsQ);
   d.grid[2] = unsigned(batch);

@@ -170,6 +170,11 @@ LaunchDims mlstmLaunchDims(const MlstmProblem &p, const MlstmConfig &c,
   d.block[0] = unsigned(tr.threads);
   d.block[1] = d.block[2] = 1;
   d.smemBytes = unsigned(tr.smemBytes);
+  // The kernels that read what the previous one wrote (the states entering
+  // each chunk) wait for it in the template (waitForPreviousGrid), so they
+  // may launch while it finishes.
+  d.overlapsPrevious = t == Target::SM90A && (k == MlstmKernel::Outputs ||
+                                               k == MlstmKernel::Combine);
   return d;
 }
 

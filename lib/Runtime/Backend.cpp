@@ -110,6 +110,7 @@ struct CudaApi {
   int (*funcSetAttribute)(Fn, int, int);
   int (*launchKernel)(Fn, unsigned, unsigned, unsigned, unsigned, unsigned,
                       unsigned, unsigned, void *, void **, void **);
+  int (*launchKernelEx)(const void *, Fn, void **, void **); // CUDA 11.8+
   int (*streamIsCapturing)(void *, int *);
   int (*memAlloc)(Ptr *, size_t);
   int (*memFree)(Ptr);
@@ -202,6 +203,7 @@ public:
     bindOptional(lib, "cuTensorMapEncodeTiled", api_.tensorMapEncodeTiled);
     bindOptional(lib, "cuOccupancyMaxActiveClusters",
                  api_.occupancyMaxActiveClusters);
+    bindOptional(lib, "cuLaunchKernelEx", api_.launchKernelEx);
 
     check(api_.init(0), "cuInit", "initializing the CUDA driver");
     int count = 0;
@@ -292,6 +294,34 @@ public:
               void *stream) override {
     bind();
     raiseSharedLimit(f, d.smemBytes);
+    // Programmatic dependent launch exists from sm_90; without
+    // cuLaunchKernelEx the kernel simply waits for the previous one.
+    if (d.overlapsPrevious && target_ == Target::SM90A && api_.launchKernelEx) {
+      // CUlaunchAttribute: an id padded to 8 bytes, a 64-byte value union
+      // (here the int programmaticStreamSerializationAllowed); then
+      // CUlaunchConfig, as in residentClusters.
+      constexpr int kProgrammaticStreamSerialization = 6;
+      struct alignas(8) {
+        int id;
+        int pad;
+        int value[16];
+      } attr{kProgrammaticStreamSerialization, 0, {1}};
+      struct {
+        unsigned grid[3], block[3], smem;
+        void *stream;
+        void *attrs;
+        unsigned numAttrs;
+      } config{{d.grid[0], d.grid[1], d.grid[2]},
+               {d.block[0], d.block[1], d.block[2]},
+               d.smemBytes,
+               stream,
+               &attr,
+               1};
+      check(api_.launchKernelEx(&config, f, args, nullptr), "cuLaunchKernelEx",
+            "launching (overlapping the previous kernel) " +
+                describeLaunch(d, stream));
+      return;
+    }
     check(api_.launchKernel(f, d.grid[0], d.grid[1], d.grid[2], d.block[0],
                             d.block[1], d.block[2], d.smemBytes, stream, args,
                             nullptr),

@@ -856,6 +856,8 @@ template <class Config> KGEN_DEVICE void run(const Params &p) {
   using S = Shape<Config>;
   using T = typename S::T;
   constexpr int kStages = Config::kStages;
+  if constexpr (Config::kSplits > 1) // the combine kernel may launch
+    allowNextGrid();
 
   Block<Config> blk;
   if (!blk.init(p))
@@ -1005,6 +1007,9 @@ template <class Config> KGEN_DEVICE void combine(const Params &p) {
   }
   if (i >= seqQ) // the whole block: i is blockIdx.x
     return;
+  // Launched to overlap the main kernel (attentionCombineLaunchDims): the
+  // partials are its.
+  waitForPreviousGrid();
   extern __shared__ __attribute__((aligned(16))) unsigned char kgen_smem[];
   float *const weight = reinterpret_cast<float *>(kgen_smem);
   const long long stride = (long long)p.batch * p.headsQ * p.seqlenQ;

@@ -393,6 +393,8 @@ template <class Config>
 KGEN_DEVICE void run(const TensorMap &mapQ, const TensorMap &mapK,
                      const TensorMap &mapV, const Params &p) {
   static_assert(!Config::kPersistent, "the persistent grid's is runPersistent");
+  if constexpr (Config::kSplits > 1) // the combine kernel may launch
+    allowNextGrid();
   Block<Config> blk;
   if (!blk.init(p))
     return;

@@ -45,6 +45,26 @@
 
 namespace kgen {
 
+/// Programmatic dependent launch (sm_90; no-ops elsewhere). A kernel that
+/// feeds the next one on the stream calls allowNextGrid() early: once all
+/// its blocks have, the next kernel, if launched with
+/// LaunchDims::overlapsPrevious, may start its blocks as this one's free
+/// their multiprocessors, and do work that needs nothing of this one
+/// (loading its own inputs) while this one finishes. That kernel calls
+/// waitForPreviousGrid() before it reads what this one writes: it returns
+/// once the previous grid has completed and its memory operations are
+/// visible (at once for a launch that did not overlap).
+KGEN_DEVICE void allowNextGrid() {
+#if KGEN_PTX && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+KGEN_DEVICE void waitForPreviousGrid() {
+#if KGEN_PTX && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 using int8_t = signed char;
 using uint8_t = unsigned char;
 using int16_t = short;

@@ -1262,6 +1262,7 @@ template <class Config> KGEN_DEVICE void fused(const Params &p) {
 /// Two-phase, first kernel: the state recurrence alone, writing the state
 /// entering each chunk to the workspace; grid (DV / kBlockDV, B * NH).
 template <class Config> KGEN_DEVICE void states(const Params &p) {
+  allowNextGrid(); // outputs may launch; it waits for the states
   using Ch = ChunkOf<Config>;
   extern __shared__ __attribute__((aligned(16))) unsigned char kgen_smem[];
   const Ch ch(kgen_smem);
@@ -1320,6 +1321,9 @@ template <class Config> KGEN_DEVICE void outputs(const Params &p) {
   // reads the m loadState left) runs while they land: one after another,
   // state, tokens and gates cost a global round trip each.
   ch.template loadTokens<true>(p, row0, at.j0, len);
+  // The kernel before (states or combine) wrote the state: its copies wait
+  // for it, the tokens' did not (mlstmLaunchDims lets this one overlap it).
+  waitForPreviousGrid();
   ch.template loadState<false>(p.wsC + ws * dqk * dv, dv, at.j0,
                                p.wsN + ws * dqk, p.wsM + ws);
   ch.gates(p, row0, len);
@@ -1340,6 +1344,7 @@ template <class Config> KGEN_DEVICE void outputs(const Params &p) {
 /// (gates, update) from C = 0, n = 0 and m^{k-1} = -inf: then m^k = m_loc,
 /// the update's decay is exp(-inf) = 0 and its weights are exp(a - m_loc).
 template <class Config> KGEN_DEVICE void chunkStates(const Params &p) {
+  allowNextGrid(); // combine may launch; it waits for the chunk states
   using Ch = ChunkOf<Config>;
   /// Below every g + m: makes max(g + m^{k-1}, m_loc) = m_loc in gates().
   constexpr double kNoState = -1e300;
@@ -1389,6 +1394,10 @@ template <class Config> KGEN_DEVICE void combine(const Params &p) {
   /// recurrence, so only the arithmetic is a chain.
   constexpr int kBatch = 8;
   static_assert(Config::kSmemBytes == 16, "one flag word, 16-byte aligned");
+  // Launched to overlap chunkStates (mlstmLaunchDims): outputs may launch
+  // in turn, and every load here waits for chunkStates' stores.
+  allowNextGrid();
+  waitForPreviousGrid();
   extern __shared__ __attribute__((aligned(16))) unsigned char kgen_smem[];
   const long long bh = blockIdx.y;
   const int e = int(blockIdx.x) * Config::kThreads + int(threadIdx.x);

@@ -30,6 +30,12 @@ struct LaunchDims {
   unsigned grid[3];
   unsigned block[3];
   unsigned smemBytes;
+  /// Programmatic dependent launch (sm_90): the kernel may start while the
+  /// kernel before it on the stream is still running, once every block of
+  /// that one has called allowNextGrid() (templates/common/prelude.h). Set
+  /// only for a kernel that calls waitForPreviousGrid() before it touches
+  /// anything the previous kernel reads or writes. Ignored on AMD.
+  bool overlapsPrevious = false;
 };
 
 /// The stable, descriptive kernel name, e.g.
