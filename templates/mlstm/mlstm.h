@@ -81,6 +81,12 @@ template <class T> KGEN_DEVICE void store(void *p, long long idx, float x) {
   static_cast<T *>(p)[idx] = Convert<T>::fromFloat(x);
 }
 
+/// An m^{k-1} below every g + m and every log D: gates() from it takes the
+/// chunk's own stabilizer (m^k = max_t a_t, m^comb_t = max_{s<=t} log D_ts)
+/// and decays whatever state to exp(-inf) = 0, as if the chunk started from
+/// none.
+constexpr double kNoState = -1e300;
+
 template <bool kCond, class A, class B> struct Select { using type = A; };
 template <class A, class B> struct Select<false, A, B> { using type = B; };
 
@@ -345,6 +351,31 @@ template <class Config> struct Chunk {
       }
       P[e] = x;
     }
+  }
+
+  /// The outputs kernel takes its gates and scores before the state
+  /// entering the chunk has arrived (the kernel writing it may still run):
+  /// from *mState = kNoState, so m^comb_t is the chunk's own max_{s<=t}
+  /// log D_ts and qfac_t = 0. Once loadState has put m^{k-1} in *mState and
+  /// a barrier followed, this sets m^comb_t = max(b_t + m^{k-1}, that one)
+  /// and qfac_t, and puts the factor exp(old - new m^comb_t) <= 1 of P's row
+  /// t in wa (the outputs kernel updates no state); rescaleScores applies
+  /// it. P is then what scores() takes from the state, up to one rounding.
+  KGEN_DEVICE void restabilize(int len) const {
+    const double m = *mState;
+    for (int t = tid; t < len; t += kThreads) {
+      const double bt = bcum[t], own = mcomb[t], comb = fmax(bt + m, own);
+      mcomb[t] = comb;
+      qfac[t] = expf(float(bt + m - comb));
+      wa[t] = expf(float(own - comb));
+    }
+  }
+
+  /// P's rows times restabilize's factors; call after a barrier that
+  /// follows restabilize.
+  KGEN_DEVICE void rescaleScores(int len) const {
+    for (int e = tid; e < len * kL; e += kThreads)
+      P[e] *= Acc(wa[e / kL]);
   }
 
   /// The normalizer z_t = exp(b_t + m^{k-1} - m^comb_t) (s q_t)^T n +
@@ -958,6 +989,27 @@ template <class Config> struct ChunkMma : Chunk<Config> {
         });
   }
 
+  /// Chunk::rescaleScores, four fp32 of P a step, writing the rescaled rows
+  /// to P's 16-bit copy too (P V's operand).
+  KGEN_DEVICE void rescaleScores(int len) const {
+    struct alignas(8) T4 {
+      T x[4];
+    };
+    for (int e = this->tid; e < len * kL / 4; e += kThreads) {
+      const int t = 4 * e / kL, s = 4 * e % kL;
+      const float r = this->wa[t];
+      F4 x = *reinterpret_cast<const F4 *>(this->P + t * kL + s);
+      T4 y;
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        x.x[u] *= r;
+        y.x[u] = Convert<T>::fromFloat(x.x[u]);
+      }
+      *reinterpret_cast<F4 *>(this->P + t * kL + s) = x;
+      *reinterpret_cast<T4 *>(Pp + t * kRowL + s) = y;
+    }
+  }
+
   /// z_t and h's denominator as Chunk::normalizer (its reciprocal to
   /// zden), kG consecutive lanes
   /// per row (every thread of the block busy: one warp per row left a
@@ -1317,19 +1369,28 @@ template <class Config> KGEN_DEVICE void outputs(const Params &p) {
   const int len = chunkLength<Config>(p, t0);
   const long long row0 = bh * p.seq + t0;
   const long long ws = bh * p.chunks + k;
-  // The tokens' copies go out first and the gate scan (warp 0; thread 0
-  // reads the m loadState left) runs while they land: one after another,
-  // state, tokens and gates cost a global round trip each.
+  // The kernel before (states or combine) writes the state entering the
+  // chunk, and mlstmLaunchDims lets this one start while it runs: what
+  // needs only the chunk's tokens comes first, the gates and the scores
+  // with the chunk's own stabilizer (no state: kNoState), while the tokens'
+  // copies land and that kernel finishes. Then the state, and the scores
+  // restabilized to m^comb (restabilize). Thread 0 sets *mState and is
+  // the lane of gates() that reads it.
+  if (threadIdx.x == 0)
+    *ch.mState = kNoState;
   ch.template loadTokens<true>(p, row0, at.j0, len);
-  // The kernel before (states or combine) wrote the state: its copies wait
-  // for it, the tokens' did not (mlstmLaunchDims lets this one overlap it).
-  waitForPreviousGrid();
-  ch.template loadState<false>(p.wsC + ws * dqk * dv, dv, at.j0,
-                               p.wsN + ws * dqk, p.wsM + ws);
   ch.gates(p, row0, len);
   ch.tokensLanded();
   __syncthreads();
   ch.scores(len);
+  waitForPreviousGrid();
+  // Thread 0's gates() wrote *mState before this overwrites it.
+  ch.template loadState<false>(p.wsC + ws * dqk * dv, dv, at.j0,
+                               p.wsN + ws * dqk, p.wsM + ws);
+  __syncthreads();
+  ch.restabilize(len);
+  __syncthreads();
+  ch.rescaleScores(len);
   __syncthreads();
   ch.normalizer(len, p.eps);
   __syncthreads();
@@ -1346,8 +1407,6 @@ template <class Config> KGEN_DEVICE void outputs(const Params &p) {
 template <class Config> KGEN_DEVICE void chunkStates(const Params &p) {
   allowNextGrid(); // combine may launch; it waits for the chunk states
   using Ch = ChunkOf<Config>;
-  /// Below every g + m: makes max(g + m^{k-1}, m_loc) = m_loc in gates().
-  constexpr double kNoState = -1e300;
   extern __shared__ __attribute__((aligned(16))) unsigned char kgen_smem[];
   const Ch ch(kgen_smem);
   const BlockIndex<Config> at;
