@@ -575,10 +575,25 @@ template <class Config> struct WarpAttention {
   /// softmax without touching O: S becomes P, and alpha receives the factor
   /// O must be scaled by (the wgmma loop applies it once the previous tile's
   /// P V, still running, has completed).
+  ///
+  /// The mask is a template argument of the body: evaluated under a run-time
+  /// flag, every element of every tile paid its compare, column arithmetic
+  /// and select (predicated, not skipped; seen in the wgmma loop's SASS).
   KGEN_DEVICE void probabilities(const Params &p, const Block<Config> &blk,
                                  int m0, int n0, bool masked,
                                  float (&s)[kFragsM][kFragsN][4],
                                  float (&alpha)[kFragsM][2]) {
+    if (masked)
+      probabilitiesOf<true>(p, blk, m0, n0, s, alpha);
+    else
+      probabilitiesOf<false>(p, blk, m0, n0, s, alpha);
+  }
+
+  template <bool kMasked>
+  KGEN_DEVICE void probabilitiesOf(const Params &p, const Block<Config> &blk,
+                                   int m0, int n0,
+                                   float (&s)[kFragsM][kFragsN][4],
+                                   float (&alpha)[kFragsM][2]) {
     const int g = lane / 4, t = lane % 4;
     // Without bias terms the scale is folded into the exponent's FMA:
     // max(scale * s) = scale * max(s) for the positive scale the runtime
@@ -603,7 +618,7 @@ template <class Config> struct WarpAttention {
               if (row < blk.rows && col < blk.seqK)
                 x += blk.bias(p, blk.headOf(row), query, col);
             }
-            if (masked && !blk.visible(p, query, col))
+            if (kMasked && !blk.visible(p, query, col))
               x = negInf();
             s[i][j][2 * r + c] = x;
             mx = maxOf(mx, x);
@@ -750,9 +765,20 @@ template <class Config> struct WarpAttention {
       }
   }
 
+  /// The mask is a template argument of the body, as in the NVIDIA
+  /// probabilities(): under a run-time flag every element pays for it.
   KGEN_DEVICE void softmax(const Params &p, const Block<Config> &blk, int m0,
                            int n0, bool masked,
                            cdna::f32x16 (&s)[kFragsM][kFragsN]) {
+    if (masked)
+      softmaxOf<true>(p, blk, m0, n0, s);
+    else
+      softmaxOf<false>(p, blk, m0, n0, s);
+  }
+
+  template <bool kMasked>
+  KGEN_DEVICE void softmaxOf(const Params &p, const Block<Config> &blk, int m0,
+                             int n0, cdna::f32x16 (&s)[kFragsM][kFragsN]) {
 #pragma unroll
     for (int i = 0; i < kFragsM; ++i) {
       const int row = m0 + row0 + 32 * i + lane % 32;
@@ -768,7 +794,7 @@ template <class Config> struct WarpAttention {
             if (row < blk.rows && col < blk.seqK)
               x += blk.bias(p, blk.headOf(row), query, col);
           }
-          if (masked && !blk.visible(p, query, col))
+          if (kMasked && !blk.visible(p, query, col))
             x = negInf();
           s[i][j][e] = x;
           mx = maxOf(mx, x);
