@@ -209,8 +209,15 @@ TEST(MlstmEmitter, NamesSourceAndLaunch) {
   EXPECT_EQ(d.grid[0], 16u * 2u); // 16 slices x 2 chunks
   EXPECT_EQ(d.grid[1], 16u);
   EXPECT_EQ(d.smemBytes, unsigned(ks.smemBytes));
+  // The outputs kernel waits for the states in its template, so on sm_90a
+  // it launches while the states kernel finishes; elsewhere it has no wait.
+  EXPECT_TRUE(d.overlapsPrevious);
+  EXPECT_FALSE(
+      mlstmLaunchDims(p, c, MlstmKernel::Outputs, Target::SM80, 2, 8, 100)
+          .overlapsPrevious);
   d = mlstmLaunchDims(p, c, MlstmKernel::States, Target::SM90A, 2, 8, 100);
   EXPECT_EQ(d.grid[0], 16u);
+  EXPECT_FALSE(d.overlapsPrevious); // the first kernel of the call
   EXPECT_EQ(mlstmWorkspaceBytes(p, c, 2, 8, 100),
             size_t(16 * 2) * (256 * 512 + 256 + 1) * 4);
   EXPECT_EQ(mlstmWorkspaceBytes(p, {MlstmVariant::Fused, 64, 32, 4}, 2, 8, 100),
@@ -248,11 +255,17 @@ TEST(MlstmEmitter, ChunkParallelKernels) {
                                  1, 8, 2048);
   EXPECT_EQ(d.grid[0], 2u * 16u);
   EXPECT_EQ(d.grid[1], 8u);
+  EXPECT_FALSE(d.overlapsPrevious);
   d = mlstmLaunchDims(p, c, MlstmKernel::Combine, Target::SM90A, 1, 8, 2048);
   EXPECT_EQ(d.grid[0], (64u * 64u + 64u + 255u) / 256u);
   EXPECT_EQ(d.block[0], 256u);
+  EXPECT_TRUE(d.overlapsPrevious);
+  EXPECT_FALSE(
+      mlstmLaunchDims(p, c, MlstmKernel::Combine, Target::SM80, 1, 8, 2048)
+          .overlapsPrevious);
   d = mlstmLaunchDims(p, c, MlstmKernel::Outputs, Target::SM90A, 1, 8, 2048);
   EXPECT_EQ(d.grid[0], 2u * 16u);
+  EXPECT_TRUE(d.overlapsPrevious);
   // (g, m_loc) in fp64 first, then the two-phase layout.
   const MlstmWorkspaceLayout l = mlstmWorkspaceLayout(p, c, 1, 8, 2048);
   EXPECT_EQ(l.gm, 0u);
