@@ -50,7 +50,11 @@ constexpr size_t kMaxCandidates = 12;
 /// attention-bench preset: 20 prefill shapes, bf16 D 64/128 and f16 D 256,
 /// S 512-16384, causal and not), which the cost model ranks lower:
 ///   D <= 64:  192x128, 12 warps, 2 stages (192x128 won 7 of 8 D64 shapes,
-///             with 2 stages in 5; causal S 512 went to 128x128)
+///             with 2 stages in 5; causal S 512 went to 128x128); causal
+///             up to S 1024: 128x128, 8 warps (2026-11-22, after the mask
+///             became a template argument: it won causal S 512 and 1024, by
+///             16.4% and 2.5% over 192x128, whose last row block is a third
+///             empty at those lengths; at S 4096 and 16384 it ran 4% behind)
 ///   D <= 128: 128x128, 8 warps (won all 8 D128 shapes, 10-36% ahead of the
 ///             model's 192x64)
 ///   D <= 256: 128x64, 8 warps, 2 stages (won all 4 D256 shapes; also the
@@ -60,6 +64,8 @@ bool isMeasuredWgmmaTile(const AttentionProblem &p, const AttentionConfig &c) {
   if (c.loop != AttentionLoop::Wgmma || c.splits != 1 || c.persistent)
     return false;
   const int d = std::max(p.headDimQk, p.headDimV);
+  if (d <= 64 && p.causal && p.seqlenQ <= 1024)
+    return c.blockM == 128 && c.blockN == 128;
   if (d <= 64)
     return c.blockM == 192 && c.blockN == 128 && c.stages == 2;
   if (d <= 128)
@@ -74,9 +80,14 @@ bool isMeasuredWgmmaTile(const AttentionProblem &p, const AttentionConfig &c) {
 /// epilogue overlap the neighbour tile's work, which matters when a block
 /// has few key tiles); beyond 1024 each grid won 4 of the 8, so the
 /// one-block grid stays first there, and at D 256 it won all 4 (causal S
-/// 512: by 3.4%).
+/// 512: by 3.4%). Causal beyond 512 the one-block grid won (2026-11-22,
+/// tuned again after the mask fix: S 1024 at D 64 by 2.5%, at D 128 by
+/// 19.5%): the hardware hands each next block to whichever multiprocessor
+/// frees up, where the persistent grid's static schedule left 15% of the
+/// multiprocessors' cycles idle (ncu, D 64 S 1024 causal; 6% not causal).
 bool persistentFirst(const AttentionProblem &p) {
-  return std::max(p.headDimQk, p.headDimV) <= 128 && p.seqlenQ <= 1024;
+  return std::max(p.headDimQk, p.headDimV) <= 128 &&
+         p.seqlenQ <= (p.causal ? 512 : 1024);
 }
 
 /// The (row block, head, batch) blocks of a config before splitting.

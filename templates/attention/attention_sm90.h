@@ -395,10 +395,15 @@ KGEN_DEVICE void run(const TensorMap &mapQ, const TensorMap &mapK,
   static_assert(!Config::kPersistent, "the persistent grid's is runPersistent");
   if constexpr (Config::kSplits > 1) // the combine kernel may launch
     allowNextGrid();
+  // Blocks start in the order of blockIdx.x; causal row blocks see more
+  // keys the later they are, so they go from the last to the first (the
+  // longest first: the grid's tail is then the short ones).
+  const int mBlock = Config::kCausal ? int(gridDim.x - 1 - blockIdx.x)
+                                     : int(blockIdx.x);
   Block<Config> blk;
-  if (!blk.init(p))
+  if (!blk.init(p, mBlock, int(blockIdx.y), int(blockIdx.z)))
     return;
-  const int m0 = int(blockIdx.x) * Config::kBlockM;
+  const int m0 = mBlock * Config::kBlockM;
   int tile0, tiles;
   blk.keyTiles(p, m0, tile0, tiles);
 

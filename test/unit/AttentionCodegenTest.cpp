@@ -238,9 +238,14 @@ TEST(AttentionEmitter, PackedGqaNameSourceAndLaunch) {
             size_t(3 * 5 * 32 * (128 + 1) * 4));
   d = attentionCombineLaunchDims(p, c, Target::SM90A, 5, 1);
   EXPECT_EQ(d.grid[1], 32u);
+  // The combine waits for the partials in its template: on sm_90a it
+  // launches while the main kernel finishes.
+  EXPECT_TRUE(d.overlapsPrevious);
+  EXPECT_FALSE(
+      attentionCombineLaunchDims(p, c, Target::SM80, 5, 1).overlapsPrevious);
   c.packGqa = false;
-  EXPECT_TRUE(contains(emitAttention(p, c, Target::SM90A).source,
-                       "kPackGqa = false"));
+  EXPECT_TRUE(
+      contains(emitAttention(p, c, Target::SM90A).source, "kPackGqa = false"));
   // The rows of a packed grid are indexed with 32-bit values.
   p.headsKv = 1;
   p.seqlenQ = int64_t(1) << 27;
@@ -303,8 +308,8 @@ TEST(AttentionWgmma, LimitsNameTheRule) {
   c.blockN = 128;
   c.warps = 8;
   EXPECT_FALSE(checkConfig(p, c, Target::SM90A));
-  EXPECT_TRUE(contains(*checkConfig(p, c, Target::SM80),
-                       "loop = wgmma needs sm_90a"));
+  EXPECT_TRUE(
+      contains(*checkConfig(p, c, Target::SM80), "loop = wgmma needs sm_90a"));
   EXPECT_TRUE(contains(*checkConfig(p, c, Target::GFX942),
                        "loop = wgmma needs sm_90a"));
   AttentionConfig w = c;
@@ -315,7 +320,8 @@ TEST(AttentionWgmma, LimitsNameTheRule) {
   w.blockM = 256;
   w.warps = 16;
   // (192 is three consumer warpgroups: fine for D = 64 with 128-key tiles.)
-  EXPECT_TRUE(contains(*checkConfig(p, w, Target::SM90A), "blockM = 64, 128 or 192"));
+  EXPECT_TRUE(
+      contains(*checkConfig(p, w, Target::SM90A), "blockM = 64, 128 or 192"));
   w = c;
   w.packGqa = true;
   EXPECT_TRUE(contains(*checkConfig(p, w, Target::SM90A), "pack_gqa"));
@@ -449,36 +455,39 @@ TEST(AttentionEmitter, PersistentWgmmaConfig) {
 TEST(AttentionCandidates, PersistentTwinsForPrefillOnly) {
   // Prefill on sm_90a: every wgmma candidate comes with its persistent twin,
   // the twin first for short sequences (persistentFirst: head dims <= 128,
-  // seqlen_q <= 1024), after it otherwise.
-  for (int64_t s : {512, 1024, 1025, 4096})
-    for (int d : {64, 128, 256}) {
-      AttentionProblem p = causalGqa();
-      p.seqlenQ = p.seqlenK = s;
-      p.headDimQk = p.headDimV = d;
-      SCOPED_TRACE("S " + std::to_string(s) + " D " + std::to_string(d));
-      const bool twinFirst = d <= 128 && s <= 1024;
-      std::vector<AttentionConfig> cs = enumerateConfigs(p, Target::SM90A);
-      int wgmma = 0, twins = 0;
-      for (size_t i = 0; i < cs.size(); ++i) {
-        if (cs[i].loop != AttentionLoop::Wgmma || cs[i].persistent)
-          continue;
-        ++wgmma;
-        AttentionConfig twin = cs[i];
-        twin.persistent = true;
-        const size_t at = twinFirst ? i - 1 : i + 1;
-        ASSERT_TRUE(twinFirst ? i > 0 : i + 1 < cs.size());
-        EXPECT_EQ(cs[at], twin);
-        twins += cs[at] == twin;
+  // seqlen_q <= 1024, causal <= 512), after it otherwise.
+  for (bool causal : {true, false})
+    for (int64_t s : {512, 1024, 1025, 4096})
+      for (int d : {64, 128, 256}) {
+        AttentionProblem p = causalGqa();
+        p.causal = causal;
+        p.seqlenQ = p.seqlenK = s;
+        p.headDimQk = p.headDimV = d;
+        SCOPED_TRACE("S " + std::to_string(s) + " D " + std::to_string(d) +
+                     (causal ? " causal" : ""));
+        const bool twinFirst = d <= 128 && s <= (causal ? 512 : 1024);
+        std::vector<AttentionConfig> cs = enumerateConfigs(p, Target::SM90A);
+        int wgmma = 0, twins = 0;
+        for (size_t i = 0; i < cs.size(); ++i) {
+          if (cs[i].loop != AttentionLoop::Wgmma || cs[i].persistent)
+            continue;
+          ++wgmma;
+          AttentionConfig twin = cs[i];
+          twin.persistent = true;
+          const size_t at = twinFirst ? i - 1 : i + 1;
+          ASSERT_TRUE(twinFirst ? i > 0 : i + 1 < cs.size());
+          EXPECT_EQ(cs[at], twin);
+          twins += cs[at] == twin;
+        }
+        EXPECT_GT(wgmma, 0);
+        EXPECT_EQ(twins, wgmma);
+        const AttentionConfig dc = defaultConfig(p, Target::SM90A);
+        EXPECT_EQ(dc.loop, AttentionLoop::Wgmma);
+        EXPECT_EQ(dc.persistent, twinFirst);
+        // The measured tile (isMeasuredWgmmaTile) leads where it is valid.
+        EXPECT_EQ(dc.blockM, d <= 64 && !(causal && s <= 1024) ? 192 : 128);
+        EXPECT_EQ(dc.blockN, d <= 64 ? 128 : (d <= 128 ? 128 : 64));
       }
-      EXPECT_GT(wgmma, 0);
-      EXPECT_EQ(twins, wgmma);
-      const AttentionConfig dc = defaultConfig(p, Target::SM90A);
-      EXPECT_EQ(dc.loop, AttentionLoop::Wgmma);
-      EXPECT_EQ(dc.persistent, twinFirst);
-      // The measured tile (isMeasuredWgmmaTile) leads where it is valid.
-      EXPECT_EQ(dc.blockM, d <= 128 ? (d <= 64 ? 192 : 128) : 128);
-      EXPECT_EQ(dc.blockN, d <= 64 ? 128 : (d <= 128 ? 128 : 64));
-    }
   AttentionProblem p = causalGqa();
   for (Target t : {Target::SM80, Target::GFX942})
     for (const AttentionConfig &c : enumerateConfigs(p, t))
