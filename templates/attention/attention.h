@@ -370,11 +370,6 @@ KGEN_DEVICE void finishRow(float m, float l, float &inv, float &lse) {
 
 template <class T> struct alignas(2 * sizeof(T)) Pair { T x, y; };
 
-/// Where the softmax evaluates the element mask (WarpAttention::
-/// probabilities): on the tiles a run-time flag names, or on every tile of
-/// the call, or on none.
-enum class MaskEval { Flag, Always, Never };
-
 /// Writes output rows' values (or, split, their fp32 partials) and LSE.
 template <class Config> struct RowWriter {
   using T = typename Config::T;
@@ -581,21 +576,24 @@ template <class Config> struct WarpAttention {
   /// O must be scaled by (the wgmma loop applies it once the previous tile's
   /// P V, still running, has completed).
   ///
-  /// kMask says where the mask is evaluated: on every tile the run-time
-  /// `masked` names (Flag, the tiled loop: one body), or fixed per call
-  /// (Always / Never, the wgmma loop, which branches on `masked` around two
-  /// bodies). Under the flag every element pays its compare, column
-  /// arithmetic and select, predicated rather than skipped: in the wgmma
-  /// loop that was 2-17% of the prefill time (H200, 2026-11-22). The tiled
-  /// loop keeps one body: with two, its shortest decode kernel (B 1, Sk
-  /// 4096, split 32) went from 11.6 to 14.9 us.
-  template <MaskEval kMask = MaskEval::Flag>
+  /// The mask is a template argument of the body: evaluated under a run-time
+  /// flag, every element of every tile paid its compare, column arithmetic
+  /// and select (predicated, not skipped; seen in the wgmma loop's SASS).
   KGEN_DEVICE void probabilities(const Params &p, const Block<Config> &blk,
                                  int m0, int n0, bool masked,
                                  float (&s)[kFragsM][kFragsN][4],
                                  float (&alpha)[kFragsM][2]) {
-    const bool maskHere = kMask == MaskEval::Always ||
-                          (kMask == MaskEval::Flag && masked);
+    if (masked)
+      probabilitiesOf<true>(p, blk, m0, n0, s, alpha);
+    else
+      probabilitiesOf<false>(p, blk, m0, n0, s, alpha);
+  }
+
+  template <bool kMasked>
+  KGEN_DEVICE void probabilitiesOf(const Params &p, const Block<Config> &blk,
+                                   int m0, int n0,
+                                   float (&s)[kFragsM][kFragsN][4],
+                                   float (&alpha)[kFragsM][2]) {
     const int g = lane / 4, t = lane % 4;
     // Without bias terms the scale is folded into the exponent's FMA:
     // max(scale * s) = scale * max(s) for the positive scale the runtime
@@ -620,7 +618,7 @@ template <class Config> struct WarpAttention {
               if (row < blk.rows && col < blk.seqK)
                 x += blk.bias(p, blk.headOf(row), query, col);
             }
-            if (maskHere && !blk.visible(p, query, col))
+            if (kMasked && !blk.visible(p, query, col))
               x = negInf();
             s[i][j][2 * r + c] = x;
             mx = maxOf(mx, x);
@@ -767,9 +765,20 @@ template <class Config> struct WarpAttention {
       }
   }
 
+  /// The mask is a template argument of the body, as in the NVIDIA
+  /// probabilities(): under a run-time flag every element pays for it.
   KGEN_DEVICE void softmax(const Params &p, const Block<Config> &blk, int m0,
                            int n0, bool masked,
                            cdna::f32x16 (&s)[kFragsM][kFragsN]) {
+    if (masked)
+      softmaxOf<true>(p, blk, m0, n0, s);
+    else
+      softmaxOf<false>(p, blk, m0, n0, s);
+  }
+
+  template <bool kMasked>
+  KGEN_DEVICE void softmaxOf(const Params &p, const Block<Config> &blk, int m0,
+                             int n0, cdna::f32x16 (&s)[kFragsM][kFragsN]) {
 #pragma unroll
     for (int i = 0; i < kFragsM; ++i) {
       const int row = m0 + row0 + 32 * i + lane % 32;
@@ -785,7 +794,7 @@ template <class Config> struct WarpAttention {
             if (row < blk.rows && col < blk.seqK)
               x += blk.bias(p, blk.headOf(row), query, col);
           }
-          if (masked && !blk.visible(p, query, col))
+          if (kMasked && !blk.visible(p, query, col))
             x = negInf();
           s[i][j][e] = x;
           mx = maxOf(mx, x);

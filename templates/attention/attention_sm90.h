@@ -243,16 +243,11 @@ KGEN_DEVICE void consume(unsigned char *smem, const Barriers<Config> &bar,
     sm90::wgmmaCommit();
   };
   // S -> P (log2 domain, masks, running max and sum); O's rescale factors
-  // go to alpha. The mask's two bodies: see WarpAttention::probabilities.
+  // go to alpha.
   auto toProbabilities = [&](int it, float (&alpha)[1][2]) {
     const int n0 = (tile0 + it) * S::kBlockN;
-    auto &sf = reinterpret_cast<float(&)[1][W::kFragsN][4]>(s);
-    if (blk.tileMasked(p, m0, n0))
-      wa.template probabilities<attention::MaskEval::Always>(p, blk, m0, n0,
-                                                             true, sf, alpha);
-    else
-      wa.template probabilities<attention::MaskEval::Never>(p, blk, m0, n0,
-                                                            false, sf, alpha);
+    wa.probabilities(p, blk, m0, n0, blk.tileMasked(p, m0, n0),
+                     reinterpret_cast<float(&)[1][W::kFragsN][4]>(s), alpha);
   };
   // P into P V's A registers. wgmma reads them asynchronously: never while
   // a P V that uses them is still running.
