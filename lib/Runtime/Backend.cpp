@@ -155,6 +155,34 @@ constexpr int kCuStreamCaptureModeThreadLocal = 1;
 constexpr int kCuFuncAttrMaxDynamicSharedSizeBytes = 8;
 constexpr unsigned kDefaultSharedLimit = 48 * 1024;
 
+/// CUlaunchAttribute (cuda.h): an id padded to 8 bytes and a 64-byte value
+/// union, here its int members (programmaticStreamSerializationAllowed).
+struct alignas(8) CuLaunchAttribute {
+  int id;
+  int pad;
+  int value[16];
+};
+constexpr int kCuLaunchAttributeProgrammaticStreamSerialization = 6;
+
+/// CUlaunchConfig (cuda.h): grid, block, dynamic shared memory, stream and
+/// the attributes.
+struct CuLaunchConfig {
+  unsigned grid[3], block[3], smem;
+  void *stream;
+  CuLaunchAttribute *attrs;
+  unsigned numAttrs;
+};
+
+CuLaunchConfig launchConfig(const LaunchDims &d, void *stream,
+                            CuLaunchAttribute *attrs, unsigned numAttrs) {
+  return CuLaunchConfig{{d.grid[0], d.grid[1], d.grid[2]},
+                        {d.block[0], d.block[1], d.block[2]},
+                        d.smemBytes,
+                        stream,
+                        attrs,
+                        numAttrs};
+}
+
 class CudaBackend : public Backend {
 public:
   CudaBackend(void *lib, int ordinal) : ordinal_(ordinal) {
@@ -297,26 +325,10 @@ public:
     // Programmatic dependent launch exists from sm_90; without
     // cuLaunchKernelEx the kernel simply waits for the previous one.
     if (d.overlapsPrevious && target_ == Target::SM90A && api_.launchKernelEx) {
-      // CUlaunchAttribute: an id padded to 8 bytes, a 64-byte value union
-      // (here the int programmaticStreamSerializationAllowed); then
-      // CUlaunchConfig, as in residentClusters.
-      constexpr int kProgrammaticStreamSerialization = 6;
-      struct alignas(8) {
-        int id;
-        int pad;
-        int value[16];
-      } attr{kProgrammaticStreamSerialization, 0, {1}};
-      struct {
-        unsigned grid[3], block[3], smem;
-        void *stream;
-        void *attrs;
-        unsigned numAttrs;
-      } config{{d.grid[0], d.grid[1], d.grid[2]},
-               {d.block[0], d.block[1], d.block[2]},
-               d.smemBytes,
-               stream,
-               &attr,
-               1};
+      CuLaunchAttribute attr{kCuLaunchAttributeProgrammaticStreamSerialization,
+                             0,
+                             {1}};
+      const CuLaunchConfig config = launchConfig(d, stream, &attr, 1);
       check(api_.launchKernelEx(&config, f, args, nullptr), "cuLaunchKernelEx",
             "launching (overlapping the previous kernel) " +
                 describeLaunch(d, stream));
@@ -360,19 +372,8 @@ public:
       if (auto it = clusters_.find({f, d.smemBytes}); it != clusters_.end())
         return it->second;
     }
-    // CUlaunchConfig: grid, block, dynamic shared memory, stream, no
-    // attributes (the kernel's own cluster dimensions apply).
-    struct {
-      unsigned grid[3], block[3], smem;
-      void *stream;
-      void *attrs;
-      unsigned numAttrs;
-    } config{{d.grid[0], d.grid[1], d.grid[2]},
-             {d.block[0], d.block[1], d.block[2]},
-             d.smemBytes,
-             nullptr,
-             nullptr,
-             0};
+    // No attributes: the kernel's own cluster dimensions apply.
+    const CuLaunchConfig config = launchConfig(d, nullptr, nullptr, 0);
     int n = 0;
     if (api_.occupancyMaxActiveClusters(&n, f, &config) != 0)
       n = 0;
