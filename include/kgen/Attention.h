@@ -150,6 +150,12 @@ LaunchDims attentionLaunchDims(const AttentionProblem &p,
 /// The persistent grid's work tiles: ceil(Sq / blockM) * headsQ * batch.
 int64_t attentionWorkTiles(const AttentionProblem &p, const AttentionConfig &c,
                            int64_t batch, int64_t seqlenQ);
+
+/// Whether the persistent grid claims its work tiles through a counter
+/// (attention::Params::tileCounter) rather than walking a static schedule:
+/// where tiles differ in length (causal) and are long enough for the claim
+/// not to show. Measured on an H200 (AttentionCandidates.cpp).
+bool attentionDynamicSchedule(const AttentionProblem &p);
 /// One block of headDimV threads (rounded to a warp) per (row, head, batch).
 LaunchDims attentionCombineLaunchDims(const AttentionProblem &p,
                                       const AttentionConfig &c, Target t,

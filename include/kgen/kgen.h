@@ -238,9 +238,11 @@ public:
   /// per-chunk states of the two-phase variant).
   static size_t mlstmWorkspace(const MlstmPlan &plan, const MlstmArgs &args);
 
-  /// Frees the split-K workspace kept for `stream` (after waiting for its
-  /// work); call it before destroying a stream that ran split-K variants.
-  /// The runtime frees the others when it is destroyed.
+  /// Frees the workspace kept for `stream` (after waiting for its work):
+  /// split-K partials and counters, and the persistent attention kernel's
+  /// tile counters. Call it before destroying a stream that ran split-K
+  /// GEMMs or persistent attention; the runtime frees the others when it is
+  /// destroyed.
   void releaseWorkspace(void *stream);
 
   /// The problem a call will run: `p` with M from args and alignments
@@ -320,6 +322,10 @@ private:
   };
   std::map<void *, Workspace> workspaces_;
   const Workspace &workspace(void *stream, const GemmWorkspace &need);
+  /// `words` zeroed counters of the stream's workspace (kernels leave them
+  /// zero), or null where they would have to be allocated while the stream
+  /// is being captured.
+  unsigned *streamCounters(void *stream, int words);
 };
 
 } // namespace kgen

@@ -111,11 +111,12 @@ AttentionTraits attentionTraits(const AttentionProblem &p,
     // producer warpgroup; Q, then kStages of K and V, unpadded (swizzled),
     // after 1024 B of alignment slack, then 1 + 4 * stages mbarriers.
     tr.threads = (c.warps + 4) * 32;
-    // The persistent grid's Q has an "empty" barrier as well.
+    // The persistent grid's Q has an "empty" barrier as well, and two
+    // 4-byte slots for the work tile's index (the dynamic schedule).
     int64_t smem = 1024 + int64_t(c.blockM) * p.headDimQk * sizeOf(p.dtype) +
                    int64_t(c.stages) * c.blockN * (p.headDimQk + p.headDimV) *
                        sizeOf(p.dtype) +
-                   8 * (1 + 4 * int64_t(c.stages) + (c.persistent ? 1 : 0));
+                   8 * (1 + 4 * int64_t(c.stages) + (c.persistent ? 2 : 0));
     tr.smemBytes = int(std::min<int64_t>(smem, INT32_MAX));
     // O and S per consumer thread (a warpgroup's 64 rows over 128 threads).
     tr.accumPerThread = (p.headDimV + c.blockN) / 2;

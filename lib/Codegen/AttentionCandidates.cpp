@@ -80,15 +80,29 @@ bool isMeasuredWgmmaTile(const AttentionProblem &p, const AttentionConfig &c) {
 /// epilogue overlap the neighbour tile's work, which matters when a block
 /// has few key tiles); beyond 1024 each grid won 4 of the 8, so the
 /// one-block grid stays first there, and at D 256 it won all 4 (causal S
-/// 512: by 3.4%). Causal beyond 512 the one-block grid won (2026-11-22,
-/// tuned again after the mask fix: S 1024 at D 64 by 2.5%, at D 128 by
-/// 19.5%): the hardware hands each next block to whichever multiprocessor
-/// frees up, where the persistent grid's static schedule left 15% of the
-/// multiprocessors' cycles idle (ncu, D 64 S 1024 causal; 6% not causal).
+/// 512: by 3.4%). Causal, with the dynamic schedule (attentionDynamicSchedule
+/// below; 2026-11-22, H200) the persistent grid won S 1024 and 4096 at D 64
+/// and 128 by 6-12% over the one-block grid (with the static schedule,
+/// which left 15% of the multiprocessors' cycles idle at D 64 S 1024, the
+/// one-block grid had won S 1024). Causal S 16384 was not measured with it:
+/// the one-block grid stays first there.
 bool persistentFirst(const AttentionProblem &p) {
   return std::max(p.headDimQk, p.headDimV) <= 128 &&
-         p.seqlenQ <= (p.causal ? 512 : 1024);
+         (p.seqlenQ <= 1024 || (p.causal && p.seqlenQ <= 4096));
 }
+
+} // namespace
+
+/// The dynamic schedule pays where the static one piles long causal tiles
+/// on some blocks: H200, 2026-11-22, causal S 1024 and 4096 (above). At
+/// causal S 512 (4 row blocks of at most 4 key tiles) it measured slower
+/// than the static one (D64: 86.5 against 79.8 us; B 32), and without
+/// causal the tiles are equal, so the static schedule is kept there.
+bool attentionDynamicSchedule(const AttentionProblem &p) {
+  return p.causal && p.seqlenQ > 512;
+}
+
+namespace {
 
 /// The (row block, head, batch) blocks of a config before splitting.
 int64_t unsplitBlocks(const AttentionProblem &p, const AttentionConfig &c) {

@@ -271,9 +271,16 @@ void Runtime::launchAttention(const AttentionProblem &p,
                   " is not loaded");
   }
 
-  // The persistent grid: one block per multiprocessor of this device.
-  if (ch.config.persistent)
+  // The persistent grid: one block per multiprocessor of this device; with
+  // the dynamic schedule (attentionDynamicSchedule) its work tiles are
+  // claimed through two counters of the stream's workspace (the GEMM's,
+  // which every kernel leaves zero), and without them (first use during a
+  // capture) walked statically.
+  if (ch.config.persistent) {
     prm.tiles = int(attentionWorkTiles(p, ch.config, p.batch, p.seqlenQ));
+    if (attentionDynamicSchedule(p))
+      prm.tileCounter = streamCounters(stream, 2);
+  }
   const LaunchDims d =
       attentionLaunchDims(p, ch.config, k.source.target, p.batch, p.seqlenQ,
                           backend_->computeUnits());

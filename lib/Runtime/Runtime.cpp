@@ -114,6 +114,20 @@ const Runtime::Workspace &Runtime::workspace(void *stream,
   return w;
 }
 
+unsigned *Runtime::streamCounters(void *stream, int words) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = workspaces_.find(stream);
+    if (it != workspaces_.end() && it->second.counterBytes >= size_t(words) * 4)
+      return static_cast<unsigned *>(it->second.counters);
+    if (backend_->isCapturing(stream))
+      return nullptr;
+  }
+  GemmWorkspace need;
+  need.counters = words;
+  return static_cast<unsigned *>(workspace(stream, need).counters);
+}
+
 Compiler &Runtime::compiler(Vendor v) {
   std::unique_ptr<Compiler> &slot = compilers_[v == Vendor::AMD ? 0 : 1];
   if (!slot) {

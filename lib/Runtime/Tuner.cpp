@@ -1231,6 +1231,9 @@ public:
   std::vector<std::shared_future<Built>> builds() override { return builds_; }
 
   size_t prepare(Bench &b, const Wait &wait) override {
+    // Persistent candidates take the tile counters of a runtime-owned
+    // workspace on the stream; free it before the Bench destroys the stream.
+    b.finish = [&rt = rt_, s = b.stream] { rt.releaseWorkspace(s); };
     const int64_t B = p_.batch, hq = p_.headsQ, hkv = p_.headsKv;
     const int64_t sq = p_.seqlenQ, sk = p_.seqlenK;
     const size_t es = size_t(sizeOf(p_.dtype));

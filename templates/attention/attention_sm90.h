@@ -26,8 +26,10 @@
 // softmax and store run unchanged on them.
 //
 // Persistent grid (Config::kPersistent): min(work tiles, SMs) blocks, each
-// walking the work tiles blockIdx.x, blockIdx.x + gridDim.x, ... of a static
-// schedule (workTile below). The producer goes on to the next work tile's K,
+// walking work tiles of the order workTile gives (below): blockIdx.x first,
+// then the next tile no block has claimed yet (an atomic counter,
+// Params::tileCounter), or without the counter the static blockIdx.x +
+// gridDim.x, ... . The producer goes on to the next work tile's K,
 // Q and V as soon as their buffers free up, so those loads overlap the
 // consumers' last P V and their epilogue (normalize, store O and LSE from
 // registers); Q has its own "empty" barrier, released once a work tile's
@@ -64,9 +66,10 @@ template <class Config> struct Shape {
   static constexpr int kVBytes = kBlockN * kDv * 2;
   static constexpr int kStageBytes = kKBytes + kVBytes;
   /// Q full, K full, V full, K empty, V empty (one per stage each), and
-  /// with the persistent grid Q empty.
+  /// with the persistent grid Q empty and one word of two int slots (the
+  /// work tile's index, Barriers::tileSlot).
   static constexpr int kBarriers =
-      1 + 4 * kStages + (Config::kPersistent ? 1 : 0);
+      1 + 4 * kStages + (Config::kPersistent ? 2 : 0);
   /// 1024 bytes of slack to align the tiles to the swizzle's period.
   static constexpr int kSmemBytes =
       1024 + kQBytes + kStages * kStageBytes + 8 * kBarriers;
@@ -100,6 +103,15 @@ template <class Config> struct Shape {
 template <class Config> struct Barriers {
   using S = Shape<Config>;
   uint64_t *qFull, *kFull, *vFull, *kEmpty, *vEmpty, *qEmpty;
+  /// Persistent grid: the work tile's index for the consumers, two slots
+  /// (work tiles w and w + 1 may be in flight together). The producer
+  /// writes slot w % 2 before its arrival on qFull for tile w, which the
+  /// consumers wait for before they read it; -1 ends the walk. (Derived,
+  /// not stored: one more pointer live across the consumers' loop made
+  /// ptxas spill.)
+  KGEN_DEVICE int *tileSlot() const {
+    return reinterpret_cast<int *>(qEmpty + 1);
+  }
   KGEN_DEVICE explicit Barriers(uint64_t *bars)
       : qFull(bars), kFull(bars + 1), vFull(kFull + S::kStages),
         kEmpty(vFull + S::kStages), vEmpty(kEmpty + S::kStages),
@@ -456,31 +468,61 @@ KGEN_DEVICE void runPersistent(const TensorMap &mapQ, const TensorMap &mapK,
   static_assert(Config::kPersistent, "the one-block-per-tile grid's is run");
   unsigned char *smem;
   const Barriers<Config> bar(setUp<Config>(smem));
-  // Every thread walks the same schedule; only the producer's thread and
-  // the consumers do work in it.
-  auto walk = [&](auto &&work) {
-    Progress at;
-    for (int t = int(blockIdx.x); t < p.tiles; t += int(gridDim.x)) {
-      const WorkTile w = workTile<Config>(p, t);
-      Block<Config> blk;
-      blk.init(p, w.mBlock, w.h, w.b); // every scheduled row block exists
-      const int m0 = w.mBlock * Config::kBlockM;
-      int tile0, tiles;
-      blk.keyTiles(p, m0, tile0, tiles);
-      work(blk, m0, tile0, tiles, at);
-      at.ring += tiles;
-      ++at.work;
-    }
+  const bool dynamic = p.tileCounter != nullptr;
+  // One work tile: its row block, key tiles and barrier progress.
+  auto step = [&](int t, Progress &at, auto &&work) {
+    const WorkTile w = workTile<Config>(p, t);
+    Block<Config> blk;
+    blk.init(p, w.mBlock, w.h, w.b); // every scheduled row block exists
+    const int m0 = w.mBlock * Config::kBlockM;
+    int tile0, tiles;
+    blk.keyTiles(p, m0, tile0, tiles);
+    work(blk, m0, tile0, tiles, at);
+    at.ring += tiles;
+    ++at.work;
   };
   if (threadIdx.x < 128) {
     sm90::setMaxRegsDec<24>();
     if (threadIdx.x == 0) {
       const int g = p.headsQ / p.headsKv;
-      walk([&](const Block<Config> &blk, int m0, int tile0, int tiles,
-               const Progress &at) {
+      auto work = [&](const Block<Config> &blk, int m0, int tile0, int tiles,
+                      const Progress &at) {
         produce<Config>(smem, bar, mapQ, mapK, mapV, m0, blk.h, blk.h / g,
                         blk.b, tile0, tiles, at);
-      });
+      };
+      // Dynamic schedule: the first round is blockIdx.x; after it a block
+      // takes the next unclaimed work tile when it starts one (claimed a
+      // tile ahead, so the atomic's round trip hides behind this tile's
+      // loads). The static round-robin left the longest causal tiles piled
+      // on some blocks (a model of the tile costs: 71% balance at 16 x 16
+      // heads of S 1024 in 128x128 tiles). One call site of step: each
+      // inlines the whole loop body.
+      Progress at;
+      int t = int(blockIdx.x); // < p.tiles: the grid is min(tiles, SMs)
+      while (t < p.tiles) {
+        const int next =
+            dynamic ? int(gridDim.x) + int(atomicAdd(p.tileCounter, 1u))
+                    : t + int(gridDim.x);
+        if (dynamic)
+          bar.tileSlot()[at.work & 1] = t;
+        step(t, at, work);
+        t = next;
+      }
+      if (dynamic) {
+        // The end: once Q's previous use is released (as loadQ waits), the
+        // slot says so and Q's full barrier completes without a load.
+        sm90::barrierWait(bar.qEmpty, uint32_t(at.work & 1) ^ 1u);
+        bar.tileSlot()[at.work & 1] = -1;
+        sm90::barrierArrive(bar.qFull);
+        // The last block to stop claiming puts both counters back to zero
+        // for the next launch; every claim of the others came before their
+        // count (the fence).
+        __threadfence();
+        if (atomicAdd(p.tileCounter + 1, 1u) == gridDim.x - 1u) {
+          p.tileCounter[0] = 0u;
+          p.tileCounter[1] = 0u;
+        }
+      }
     }
   } else {
     using S = Shape<Config>;
@@ -494,10 +536,24 @@ KGEN_DEVICE void runPersistent(const TensorMap &mapQ, const TensorMap &mapK,
     if constexpr (S::kConsumers > 1)
       if (consumer == S::kConsumers - 1)
         sm90::namedBarrierArrive<256>(1);
-    walk([&](const Block<Config> &blk, int m0, int tile0, int tiles,
-             const Progress &at) {
+    auto work = [&](const Block<Config> &blk, int m0, int tile0, int tiles,
+                    const Progress &at) {
       consume<Config>(smem, bar, p, blk, m0, tile0, tiles, at);
-    });
+    };
+    Progress at;
+    for (int t = int(blockIdx.x);; t += int(gridDim.x)) {
+      if (dynamic) {
+        // The producer's choice. consume() waits for this phase again: it
+        // has completed, so that returns at once.
+        sm90::barrierWait(bar.qFull, uint32_t(at.work & 1));
+        t = *static_cast<volatile int *>(&bar.tileSlot()[at.work & 1]);
+        if (t < 0)
+          break;
+      } else if (t >= p.tiles) {
+        break;
+      }
+      step(t, at, work);
+    }
     if constexpr (S::kConsumers > 1)
       if (consumer == 0)
         sm90::namedBarrierSync<256>(1);

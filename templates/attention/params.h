@@ -37,6 +37,10 @@ struct Params {
   /// The persistent wgmma loop's work tiles, ceil(seqlenQ / blockM) *
   /// headsQ * batch (0 for every other launch).
   int tiles;
+  /// The persistent wgmma loop's two counters (the next work tile past the
+  /// first round, blocks done), zero at launch and left zero at exit; null:
+  /// the static schedule.
+  unsigned *tileCounter;
 };
 
 } // namespace kgen::attention

@@ -424,9 +424,10 @@ TEST(AttentionEmitter, PersistentWgmmaConfig) {
   EXPECT_TRUE(contains(ks.source, "attention_sm90::runPersistent<Config>"));
   EXPECT_TRUE(contains(emitAttention(p, plain, Target::SM90A).source,
                        "kPersistent = false"));
-  // One more mbarrier (Q's "empty") than the one-block-per-tile kernel.
+  // One more mbarrier (Q's "empty") than the one-block-per-tile kernel,
+  // and the two slots of the work tile's index.
   EXPECT_EQ(attentionTraits(p, c, Target::SM90A).smemBytes,
-            attentionTraits(p, plain, Target::SM90A).smemBytes + 8);
+            attentionTraits(p, plain, Target::SM90A).smemBytes + 16);
   // 32 row blocks * 32 heads * 4 = 4096 work tiles over the device's SMs.
   EXPECT_EQ(attentionWorkTiles(p, c, 4, 4096), 4096);
   LaunchDims d = attentionLaunchDims(p, c, Target::SM90A, 4, 4096, 132);
@@ -455,7 +456,7 @@ TEST(AttentionEmitter, PersistentWgmmaConfig) {
 TEST(AttentionCandidates, PersistentTwinsForPrefillOnly) {
   // Prefill on sm_90a: every wgmma candidate comes with its persistent twin,
   // the twin first for short sequences (persistentFirst: head dims <= 128,
-  // seqlen_q <= 1024, causal <= 512), after it otherwise.
+  // seqlen_q <= 1024, causal <= 4096), after it otherwise.
   for (bool causal : {true, false})
     for (int64_t s : {512, 1024, 1025, 4096})
       for (int d : {64, 128, 256}) {
@@ -465,7 +466,8 @@ TEST(AttentionCandidates, PersistentTwinsForPrefillOnly) {
         p.headDimQk = p.headDimV = d;
         SCOPED_TRACE("S " + std::to_string(s) + " D " + std::to_string(d) +
                      (causal ? " causal" : ""));
-        const bool twinFirst = d <= 128 && s <= (causal ? 512 : 1024);
+        const bool twinFirst = d <= 128 && (s <= 1024 || (causal && s <= 4096));
+        EXPECT_EQ(attentionDynamicSchedule(p), causal && s > 512);
         std::vector<AttentionConfig> cs = enumerateConfigs(p, Target::SM90A);
         int wgmma = 0, twins = 0;
         for (size_t i = 0; i < cs.size(); ++i) {
