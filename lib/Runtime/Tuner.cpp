@@ -538,7 +538,8 @@ template <class F> void quietly(F &&f) {
 }
 
 /// One problem's stream and timing events. The destructor runs `finish`
-/// (a family's own cleanup on the stream), waits for the stream and frees.
+/// (the cleanup of what the runtime keeps for the stream), waits for the
+/// stream and frees.
 class Bench {
 public:
   explicit Bench(Backend &be) : be_(be) {
@@ -782,6 +783,9 @@ TuneResult Tuner::Impl::run(Case &tc, TuneResult res, Clock::time_point t0) {
   tick();
 
   Bench bench(*be);
+  // Split-K GEMMs and persistent attention get a runtime-owned workspace on
+  // the stream; it is freed before the Bench destroys the stream.
+  bench.finish = [&rt = rt, s = bench.stream] { rt.releaseWorkspace(s); };
   const size_t sets =
       tc.prepare(bench, [&](const std::function<bool()> &ready) {
         while (!ready()) {
@@ -1013,9 +1017,6 @@ public:
     pool_ = static_cast<char *>(bufs_.alloc(sets_ * setBytes_));
     double *ref = static_cast<double *>(bufs_.alloc(size_t(r_.m * r_.n) * 8));
     void *naive = bufs_.alloc(cBytes_);
-    // Split-K candidates get a runtime-owned workspace on the stream; free
-    // it before the Bench destroys the stream.
-    b.finish = [&rt = rt_, s = b.stream] { rt.releaseWorkspace(s); };
     stream_ = b.stream;
     wait([&] { return isReady(ref_); });
     std::shared_ptr<GemmReference> reference = ref_.get();
@@ -1231,9 +1232,6 @@ public:
   std::vector<std::shared_future<Built>> builds() override { return builds_; }
 
   size_t prepare(Bench &b, const Wait &wait) override {
-    // Persistent candidates take the tile counters of a runtime-owned
-    // workspace on the stream; free it before the Bench destroys the stream.
-    b.finish = [&rt = rt_, s = b.stream] { rt.releaseWorkspace(s); };
     const int64_t B = p_.batch, hq = p_.headsQ, hkv = p_.headsKv;
     const int64_t sq = p_.seqlenQ, sk = p_.seqlenK;
     const size_t es = size_t(sizeOf(p_.dtype));
