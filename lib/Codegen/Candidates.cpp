@@ -39,12 +39,19 @@
 //
 // Fitted widths (wgmma, B stored N x K): the tile width that makes one wave
 // of 64- or 128-row tiles fill the multiprocessors (fittedWgmmaShapes), at
-// their two deepest rings, single and in pairs sharing A, after the ranked
-// list and never the default: the model prefers them for the filled
+// their two deepest rings (up to 16 stages), single and in pairs sharing
+// A, after the ranked list: the model prefers them for the filled
 // multiprocessors, but the measured time is bound by L2 bandwidth more
 // than the model knows (788x2048x2048 nt on an H200: 128x120 at 6 stages
 // 18.0 us, 128x128 16.0), and the tuner takes them where they win (64x208
-// there, 14.8 us).
+// there, 14.8 us). Except at small M (16 < M <= 128), where the 64-row
+// fitted tile at its deepest ring comes first and is the default: there
+// the time is that of streaming B from HBM, and a narrow tile with a deep
+// ring keeps more of each B row in flight (H100, kgen tune: 64x4096x4096
+// 64x32 at 16 stages 14.9 us, the old default 64x128 at 6 stages 22.8,
+// cuBLAS's 64x32 kernel 15.4 in bench/gemm.py; 32x4096x4096 16.4 against
+// 20.7; 128x4096x4096 64x64 at 12 stages 16.2 against 23.2; 64x8192x8192
+// 51.6 against 54.1). B stored K x N has 64x64 there (fittedWgmmaShapes).
 //
 // Repack variants (GemmConfig::repack) join when A or B cannot be read with
 // 16-byte vectors (rows of 1023 bf16, a ragged N of B 'N'): on the padded
@@ -147,23 +154,37 @@ GemmConfig wgmmaConfig(const Shape &s, int stages) {
 }
 
 /// wgmma tiles whose width is fitted to the problem (B stored N x K, where
-/// any multiple of 8 is a valid wgmma n): for 64- and 128-row tiles, the
-/// narrowest width that makes one wave of tiles fill the multiprocessors,
-/// as cuBLAS's 64x136 and 64x200 tiles do at 532 and 788 x 2048 x 2048
-/// (128x128 leaves 52 of 132 multiprocessors idle at 532). Only widths the
-/// fixed list lacks, from 48 up.
+/// any multiple of 8 is a valid wgmma n): for 64- and 128-row tiles (none
+/// taller than M needs), the narrowest width that makes one wave of tiles
+/// fill the multiprocessors, as cuBLAS's 64x136 and 64x200 tiles do at 532
+/// and 788 x 2048 x 2048 (128x128 leaves 52 of 132 multiprocessors idle at
+/// 532), and its 64x32 tiles at 64x4096x4096 (16 stages, pairs sharing A;
+/// ncu, H100). Only shapes the fixed list lacks, from 16 wide.
 std::vector<Shape> fittedWgmmaShapes(const GemmProblem &p, Target t) {
   std::vector<Shape> out;
-  if (!p.transB)
+  if (p.m <= 16) // the tiled and gemv loops' 16-row tiles
     return out;
   const int64_t cus = targetInfo(t).computeUnits;
+  // B stored K x N comes in 64-column boxes: at small M, 64x64 (the fixed
+  // list's is repack only) where one wave holds its tiles, for its deep
+  // rings (H100: 64x4096x4096 15.5 us at 12 stages, 22.4 for the fixed
+  // list's best).
+  if (!p.transB) {
+    if (p.m <= 128 && (p.m + 63) / 64 * ((p.n + 63) / 64) <= cus)
+      out.push_back({64, 64, 1, 1});
+    return out;
+  }
   for (int bm : {64, 128}) {
+    if (bm > 64 && p.m <= 64)
+      continue;
     const int64_t tilesM = (p.m + bm - 1) / bm;
     const int64_t tilesN = cus / tilesM;
     if (tilesN < 1)
       continue;
     const int64_t bn = ((p.n + tilesN - 1) / tilesN + 7) / 8 * 8;
-    if (bn < 48 || bn > 256 || bn % 64 == 0)
+    const bool listed = bm == 64 ? bn == 128 || bn == 256
+                                 : bn % 64 == 0; // 64x64 is repack only
+    if (bn < 16 || bn > 256 || listed)
       continue;
     out.push_back({bm, int(bn), bm / 64, 1});
   }
@@ -428,10 +449,11 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
       }
     }
     // The fitted widths: each at its two deepest rings, single CTAs then
-    // pairs sharing A (128-row tiles), for the tuner only (see the top).
+    // pairs sharing A (128-row tiles), after the ranked list (the small-M
+    // default excepted; see the top).
     for (const Shape &s : fittedWgmmaShapes(p, t)) {
       int depths = 0;
-      for (int stages : {6, 5, 4, 3}) {
+      for (int stages : {16, 12, 8, 6, 5, 4, 3}) {
         GemmConfig c = wgmmaConfig(s, stages);
         if (depths == 2 || checkConfig(p, c, t))
           continue;
@@ -499,6 +521,17 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
   ranked.insert(ranked.end(), pairs.begin(), pairs.end());
   std::stable_sort(ranked.begin(), ranked.end(), byCost);
   std::vector<GemmConfig> out = gemvConfigs(p, t);
+  // At 16 < M <= 128 the 64-row fitted tile at its deepest ring goes first,
+  // before the ranked list: the default there (see the top).
+  auto smallMPick = fittedPicks.end();
+  if (p.m <= 128)
+    smallMPick = std::find_if(
+        fittedPicks.begin(), fittedPicks.end(),
+        [](const GemmConfig &c) { return c.blockM == 64 && c.cluster == 1; });
+  if (smallMPick != fittedPicks.end()) {
+    out.push_back(*smallMPick);
+    fittedPicks.erase(smallMPick);
+  }
   for (auto &[cost, c] : ranked)
     out.push_back(c);
   // Then the fitted widths, which the model would rank too well (see the

@@ -58,8 +58,9 @@ std::optional<std::string> checkWgmmaConfig(const GemmProblem &p,
            (p.transB ? "a multiple of 8 from 16 to 256 (wgmma n)"
                      : "64, 128, 192 or 256 when B is stored K x N "
                        "(64-column TMA boxes)");
-  if (c.stages < 2 || c.stages > 8)
-    return "config: stages = " + str(c.stages) + " must be between 2 and 8";
+  // Narrow tiles stream B through deep rings (64x32: 16 stages of 12 KB).
+  if (c.stages < 2 || c.stages > 16)
+    return "config: stages = " + str(c.stages) + " must be between 2 and 16";
   if (c.cluster != 1 && c.cluster != 2)
     return "config: cluster = " + str(c.cluster) + " must be 1 or 2";
   // A pair of taller-than-wide tiles splits A (blockM / 2 rows each, always

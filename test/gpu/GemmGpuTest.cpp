@@ -494,6 +494,56 @@ std::vector<Case> streamKCases(Target t) {
   return out;
 }
 
+/// Small M on sm_90a: every wgmma candidate of a fitted width or a ring
+/// deeper than 6 stages (64x32 at 12 and 16, 64x64 at 8 and 12, 128x32,
+/// pairs sharing A) the enumerator yields for 32, 64 and 128 x 4096 x 4096
+/// and 64 x 8192 x 8192 (f16 in, f32 out: promoted sums), then the default
+/// 64x32 at 16 stages with the fused epilogue, and called with other Ms
+/// (1000 rows: 16 x 128 tiles, each CTA's ring running on across its
+/// tiles).
+std::vector<Case> smallMFittedCases(Target t) {
+  std::vector<Case> out;
+  if (t != Target::SM90A)
+    return out;
+  auto add = [&](Case c) {
+    for (const GemmConfig &cfg : enumerateConfigs(variantProblem(c), t))
+      if (cfg.loop == GemmLoop::Wgmma && (cfg.blockN % 64 || cfg.stages > 6)) {
+        c.config = cfg;
+        out.push_back(c);
+      }
+  };
+  add(make(32, 4096, 4096, "nt", DType::BF16, DType::BF16));
+  add(make(64, 4096, 4096, "nt", DType::BF16, DType::BF16));
+  add(make(128, 4096, 4096, "nt", DType::BF16, DType::BF16));
+  add(make(64, 8192, 8192, "nt", DType::F16, DType::F32));
+  add(make(64, 4096, 4096, "nn", DType::BF16, DType::BF16));
+  Case fused = make(64, 4096, 4096, "nt", DType::BF16, DType::BF16);
+  fused.config = defaultConfig(variantProblem(fused), t);
+  fused.bias = BiasKind::AlongN;
+  fused.act = Activation::GeluErf;
+  fused.residual = true;
+  fused.alpha = 0.75f;
+  fused.beta = 0.5f;
+  out.push_back(fused);
+  Case otherM = make(64, 4096, 4096, "nt", DType::BF16, DType::BF16);
+  otherM.config = defaultConfig(variantProblem(otherM), t);
+  for (int64_t m : {1, 100, 1000}) {
+    otherM.callM = m;
+    out.push_back(otherM);
+  }
+  // Small enough for racecheck (KGEN_GPU_TEST_MAX_MNK=2^27): 16 tiles of
+  // 32 k-slices, the 16-stage ring wrapping twice a tile; B stored K x N
+  // through 64x64 at 12 stages, a ragged M.
+  Case small = make(64, 512, 2048, "nt", DType::BF16, DType::BF16);
+  small.config = otherM.config;
+  out.push_back(small);
+  Case smallNN = make(100, 256, 1024, "nn", DType::F16, DType::F16);
+  smallNN.config = defaultConfig(
+      variantProblem(make(64, 4096, 4096, "nn", DType::F16, DType::F16)), t);
+  out.push_back(smallNN);
+  return out;
+}
+
 /// Repack (a copy kernel pads misaligned A and/or B into the runtime's
 /// workspace, K zero-padded to 8, then the wgmma or tiled loop reads the
 /// copies): every repack candidate the enumerator yields for issue 3's
@@ -1262,6 +1312,15 @@ TEST_F(GemmGpu, StreamK) {
   std::vector<Case> cases = streamKCases(t);
   ASSERT_GE(cases.size(), 12u) << "the enumerator yields too few stream-K "
                                   "variants for the mid shapes";
+  runAll(cases);
+}
+
+TEST_F(GemmGpu, SmallMFittedTilesAndDeepRings) {
+  const Target t = Gpu::get().rt->target();
+  if (t != Target::SM90A)
+    GTEST_SKIP() << "the wgmma loop is sm_90a's; this GPU is " << toString(t);
+  std::vector<Case> cases = smallMFittedCases(t);
+  ASSERT_GE(cases.size(), 12u);
   runAll(cases);
 }
 

@@ -293,6 +293,36 @@ TEST(Candidates, EveryCandidateIsValidAndThereIsOne) {
         }
 }
 
+TEST(Candidates, SmallMDefaultsToAFittedTileWithADeepRing) {
+  // 16 < M <= 128 on sm_90a (B stored N x K): the 64-row tile whose
+  // width makes one wave, at the deepest ring that fits (see the top of
+  // Candidates.cpp): 128 tiles of 64x32 at 16 stages of 12 KB, 2 x 64 of
+  // 64x64 at 12 of 16 KB.
+  auto expect = [](int64_t m, int64_t n, int bn, int stages) {
+    GemmConfig c = defaultConfig(problem(m, n, n), Target::SM90A);
+    EXPECT_EQ(c.loop, GemmLoop::Wgmma) << m << "x" << n;
+    EXPECT_EQ(c.blockM, 64) << m << "x" << n;
+    EXPECT_EQ(c.blockN, bn) << m << "x" << n;
+    EXPECT_EQ(c.stages, stages) << m << "x" << n;
+    EXPECT_EQ(c.cluster, 1) << m << "x" << n;
+  };
+  expect(32, 4096, 32, 16);
+  expect(64, 4096, 32, 16);
+  expect(128, 4096, 64, 12);
+  expect(64, 8192, 64, 12);
+  // B stored K x N: 64x64 at 12 stages where one wave holds the tiles.
+  GemmConfig nn = defaultConfig(problem(64, 4096, 4096, "nn"), Target::SM90A);
+  EXPECT_TRUE(nn.loop == GemmLoop::Wgmma && nn.blockM == 64 &&
+              nn.blockN == 64 && nn.stages == 12);
+  EXPECT_LE(defaultConfig(problem(128, 8192, 8192, "nn"), Target::SM90A).stages,
+            6);
+  // Not for M <= 16 (gemv and 16-row tiles), M > 128, nor off sm_90a.
+  EXPECT_LE(defaultConfig(problem(16, 4096, 4096), Target::SM90A).blockM, 16);
+  EXPECT_LE(defaultConfig(problem(256, 4096, 4096), Target::SM90A).stages, 6);
+  EXPECT_EQ(defaultConfig(problem(64, 4096, 4096), Target::SM80).loop,
+            GemmLoop::Tiled);
+}
+
 TEST(Candidates, SmallMGetsSmallTiles) {
   GemmProblem p = problem(1, 4096, 4096);
   for (const GemmConfig &c : enumerateConfigs(p, Target::SM90A))
@@ -779,11 +809,13 @@ TEST(Repack, OfferedOnlyForMisalignedOperandsAndNeverTheDefault) {
     EXPECT_FALSE(defaultConfig(ragged, t).repack);
   }
   // Aligned operands: nothing to repack (nor the repack-only 64x64 wgmma
-  // tile). A ragged N of B 'T' is not a row.
+  // tile of the fixed list; 64 is the fitted width here, 2 x 65 tiles, at
+  // its deep rings only). A ragged N of B 'T' is not a row.
   for (const GemmConfig &c :
        enumerateConfigs(problem(127, 4099, 1024, "nt"), Target::SM90A)) {
     EXPECT_FALSE(c.repack);
-    EXPECT_FALSE(c.loop == GemmLoop::Wgmma && c.blockN == 64 && c.blockM == 64);
+    EXPECT_FALSE(c.loop == GemmLoop::Wgmma && c.blockN == 64 &&
+                 c.blockM == 64 && c.stages <= 6);
   }
   // A ragged N of B 'N' is: repack offered.
   EXPECT_TRUE(

@@ -37,7 +37,7 @@ const char *kConfigHelp =
   --config FILE      .json config ({"block":[128,128,32],"warps":[2,2],...})
   --block MxNxK      block tile, e.g. 128x128x32
   --warps MxN        warp grid, e.g. 2x2
-  --stages S         pipeline stages (2..8)
+  --stages S         pipeline stages (2..8; wgmma loop 2..16)
   --loop tiled|wgmma main loop: tiled (every target) or wgmma (sm_90a: TMA,
                      warp-specialized; --block Mx{64..256}x64 --warps Cx1
                      with C consumer warpgroups; implies --smem swizzled)
@@ -48,6 +48,9 @@ const char *kConfigHelp =
                      (split-K: "split_k" in --config)
   --cluster N        wgmma loop: CTAs per cluster, 1 or 2 (pairs share B,
                      or A when the tile is taller than wide, by multicast)
+  --split-k S        tiled and gemv loops: S blocks share each tile's
+                     k-slices, the last adding the partial sums (through
+                     a runtime workspace); "split_k" in --config
   --repack           tiled and wgmma loops: a copy kernel first pads A and/or
                      B rows that are not 16-byte aligned (K zero-padded to a
                      multiple of 8) into a runtime workspace, so the loop
@@ -348,6 +351,8 @@ std::optional<GemmConfig> configFromArgs(Args &args) {
   }
   if (auto v = args.value("cluster"))
     ensure().cluster = int(toInt("cluster", *v));
+  if (auto v = args.value("split-k"))
+    ensure().splitK = int(toInt("split-k", *v));
   if (auto v = args.value("smem")) {
     if (*v == "padded")
       ensure().smem = SmemLayout::Padded;
