@@ -314,11 +314,17 @@ TEST(Candidates, SmallMDefaultsToAFittedTileWithADeepRing) {
   GemmConfig nn = defaultConfig(problem(64, 4096, 4096, "nn"), Target::SM90A);
   EXPECT_TRUE(nn.loop == GemmLoop::Wgmma && nn.blockM == 64 &&
               nn.blockN == 64 && nn.stages == 12);
-  EXPECT_LE(defaultConfig(problem(128, 8192, 8192, "nn"), Target::SM90A).stages,
-            6);
-  // Not for M <= 16 (gemv and 16-row tiles), M > 128, nor off sm_90a.
+  // Where no fitted tile makes one wave (the fixed list has 64x128 and
+  // 128x64) and up to M = 256: the fixed tiles at 8 stages.
+  for (GemmProblem q :
+       {problem(128, 8192, 8192, "nn"), problem(256, 4096, 4096)}) {
+    GemmConfig c = defaultConfig(q, Target::SM90A);
+    EXPECT_EQ(c.blockM * c.blockN, 64 * 128) << q.m << "x" << q.n;
+    EXPECT_EQ(c.stages, 8) << q.m << "x" << q.n;
+  }
+  // Not for M <= 16 (gemv and 16-row tiles), M > 256, nor off sm_90a.
   EXPECT_LE(defaultConfig(problem(16, 4096, 4096), Target::SM90A).blockM, 16);
-  EXPECT_LE(defaultConfig(problem(256, 4096, 4096), Target::SM90A).stages, 6);
+  EXPECT_LE(defaultConfig(problem(532, 2048, 2048), Target::SM90A).stages, 6);
   EXPECT_EQ(defaultConfig(problem(64, 4096, 4096), Target::SM80).loop,
             GemmLoop::Tiled);
 }
