@@ -408,17 +408,25 @@ std::vector<Case> batchedCases() {
   };
 }
 
+/// Appends `c` once for each candidate config the enumerator yields for it
+/// that `keep` accepts, run as an explicit variant.
+template <class Keep>
+void addCandidates(std::vector<Case> &out, Case c, Target t, Keep keep) {
+  for (const GemmConfig &cfg : enumerateConfigs(variantProblem(c), t))
+    if (keep(cfg)) {
+      c.config = cfg;
+      out.push_back(c);
+    }
+}
+
 /// Split-K and the small-M (decode) shapes it serves: every split-K
 /// candidate the enumerator yields for them, run as explicit variants (the
 /// workspace comes from the runtime), plus one with an epilogue and batches.
 std::vector<Case> splitKCases(Target t) {
   std::vector<Case> out;
   auto add = [&](Case c) {
-    for (const GemmConfig &cfg : enumerateConfigs(variantProblem(c), t))
-      if (cfg.splitK > 1) {
-        c.config = cfg;
-        out.push_back(c);
-      }
+    addCandidates(out, c, t,
+                  [](const GemmConfig &cfg) { return cfg.splitK > 1; });
   };
   add(make(1, 4096, 4096, "nt", DType::BF16, DType::BF16));
   add(make(16, 4096, 4096, "nn", DType::BF16, DType::BF16));
@@ -447,11 +455,7 @@ std::vector<Case> streamKCases(Target t) {
   if (t != Target::SM90A)
     return out;
   auto add = [&](Case c) {
-    for (const GemmConfig &cfg : enumerateConfigs(variantProblem(c), t))
-      if (cfg.streamK) {
-        c.config = cfg;
-        out.push_back(c);
-      }
+    addCandidates(out, c, t, [](const GemmConfig &cfg) { return cfg.streamK; });
   };
   add(make(532, 2048, 2048, "nt", DType::BF16, DType::BF16));
   add(make(532, 2048, 2048, "nn", DType::BF16, DType::BF16));
@@ -506,11 +510,9 @@ std::vector<Case> smallMFittedCases(Target t) {
   if (t != Target::SM90A)
     return out;
   auto add = [&](Case c) {
-    for (const GemmConfig &cfg : enumerateConfigs(variantProblem(c), t))
-      if (cfg.loop == GemmLoop::Wgmma && (cfg.blockN % 64 || cfg.stages > 6)) {
-        c.config = cfg;
-        out.push_back(c);
-      }
+    addCandidates(out, c, t, [](const GemmConfig &cfg) {
+      return cfg.loop == GemmLoop::Wgmma && (cfg.blockN % 64 || cfg.stages > 6);
+    });
   };
   add(make(32, 4096, 4096, "nt", DType::BF16, DType::BF16));
   add(make(64, 4096, 4096, "nt", DType::BF16, DType::BF16));
@@ -557,11 +559,7 @@ std::vector<Case> smallMFittedCases(Target t) {
 std::vector<Case> repackCases(Target t) {
   std::vector<Case> out;
   auto add = [&](Case c) {
-    for (const GemmConfig &cfg : enumerateConfigs(variantProblem(c), t))
-      if (cfg.repack) {
-        c.config = cfg;
-        out.push_back(c);
-      }
+    addCandidates(out, c, t, [](const GemmConfig &cfg) { return cfg.repack; });
   };
   add(make(127, 4099, 1023, "nt", DType::BF16, DType::BF16));
   add(make(127, 4099, 1023, "nn", DType::BF16, DType::BF16));
@@ -661,11 +659,9 @@ std::vector<Case> gemvCases(Target t) {
   std::vector<Case> out;
   auto add = [&](Case c) {
     size_t before = out.size();
-    for (const GemmConfig &cfg : enumerateConfigs(variantProblem(c), t))
-      if (cfg.loop == GemmLoop::Gemv) {
-        c.config = cfg;
-        out.push_back(c);
-      }
+    addCandidates(out, c, t, [](const GemmConfig &cfg) {
+      return cfg.loop == GemmLoop::Gemv;
+    });
     EXPECT_GT(out.size(), before) << "no gemv candidate for " << c.describe();
   };
   for (int64_t m : {1, 16, 32, 64})
