@@ -2,7 +2,7 @@
 //
 // The space is small on purpose: block tiles from 16x64 to 256x128, the
 // warp grid that gives each warp a 32x32..64x64 tile, blockK 32 or 64, 2-4
-// stages, padded or swizzled shared memory; on sm_90a also the wgmma loop's
+// stages (to 6 at M <= 64 on NVIDIA), padded or swizzled shared memory; on sm_90a also the wgmma loop's
 // tiles from 64x128 to 128x256 with 3-6 stages (8 beyond M = 16), and
 // the fitted widths below. Every combination that passes checkConfig is
 // ranked by a roofline-style model with wave quantization,
