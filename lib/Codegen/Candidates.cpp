@@ -70,6 +70,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <iterator>
 
 namespace kgen {
 
@@ -77,6 +78,13 @@ namespace {
 
 constexpr size_t kMaxCandidates = 12;
 constexpr size_t kMaxSplitCandidates = 4;
+
+/// Small M on NVIDIA: the GEMM is a stream of B from HBM, and the deeper the
+/// ring, the more of each B row is in flight (see modelCost; the tiled loop
+/// gets 5 and 6 stages there).
+bool streamsB(const GemmProblem &p, Target t) {
+  return p.m <= 64 && targetInfo(t).vendor == Vendor::NVIDIA;
+}
 
 /// Relative run time of `c` for `p`: waves of tiles times the time of one
 /// tile, where a tile's speed grows with its arithmetic intensity
@@ -92,16 +100,18 @@ double modelCost(const GemmProblem &p, const GemmConfig &c, Target t) {
   double tileTime = double(c.blockM) * c.blockN * kSteps * c.blockK / speed;
   // Deeper pipelines hide latency until about 3-4 stages.
   double stageFactor = c.stages >= 3 ? 1.0 : 1.15;
-  // Small M on NVIDIA streams B from HBM: the deeper the ring, the more of
-  // each B row in flight (H100, kgen tune, 1x4096x4096 nn split-K 2 16x64:
-  // 4 stages 15.9 us, 3 stages 18.1-20.8), and the swizzled layout ran
-  // ahead of the padded one (16x4096x4096 nn: 16.1 against 18.0 us).
-  const bool streamsB = p.m <= 64 && targetInfo(t).vendor == Vendor::NVIDIA;
-  if (streamsB && c.stages >= 3)
+  // Where B streams from HBM (streamsB), deeper rings rank first (H100, kgen
+  // tune, 1x4096x4096 nn split-K 2 16x64: 4 stages 15.9 us, 3 stages
+  // 18.1-20.8), and the swizzled layout ran ahead of the padded one
+  // (16x4096x4096 nn: 16.1 against 18.0 us).
+  const bool streaming = streamsB(p, t);
+  if (streaming && c.stages >= 3)
     stageFactor = 1.0 - 0.02 * (c.stages - 3);
   // Bank conflicts: padded and swizzled are both conflict-free by design;
-  // prefer the padded layout slightly since it has no index math.
-  double smemFactor = (c.smem == SmemLayout::Padded) != streamsB ? 1.0 : 1.01;
+  // elsewhere prefer the padded layout slightly since it has no index math.
+  const SmemLayout preferred =
+      streaming ? SmemLayout::Swizzled : SmemLayout::Padded;
+  double smemFactor = c.smem == preferred ? 1.0 : 1.01;
   // Long K loops keep a stage's worth of loads in flight; blockK 64 halves
   // the barriers per FLOP.
   double bkFactor = c.blockK >= 64 ? 0.98 : 1.0;
@@ -146,6 +156,22 @@ struct Shape {
   int bm, bn, wm, wn;
 };
 
+/// The wgmma loop's fixed tiles (consumer warpgroups x m64 slices, n up to
+/// 256); 64x64 is offered for repack configs only (see the top).
+constexpr Shape kWgmmaShapes[] = {
+    {64, 128, 1, 1},  {64, 256, 1, 1},  {128, 64, 2, 1},  {128, 128, 2, 1},
+    {128, 192, 2, 1}, {128, 256, 2, 1}, {256, 128, 2, 1}, {64, 64, 1, 1},
+};
+
+bool isRepackOnlyWgmmaShape(int bm, int bn) { return bm == 64 && bn == 64; }
+
+/// A tile the fixed list offers beyond repack, which fitted widths skip.
+bool isFixedWgmmaShape(int bm, int bn) {
+  return !isRepackOnlyWgmmaShape(bm, bn) &&
+         std::any_of(std::begin(kWgmmaShapes), std::end(kWgmmaShapes),
+                     [&](const Shape &s) { return s.bm == bm && s.bn == bn; });
+}
+
 /// The wgmma loop's config of tile `s` (s.wm consumer warpgroups).
 GemmConfig wgmmaConfig(const Shape &s, int stages) {
   GemmConfig c;
@@ -173,8 +199,8 @@ std::vector<Shape> fittedWgmmaShapes(const GemmProblem &p, Target t) {
   if (p.m <= 16) // the tiled and gemv loops' 16-row tiles
     return out;
   const int64_t cus = targetInfo(t).computeUnits;
-  // B stored K x N comes in 64-column boxes: at small M, 64x64 (the fixed
-  // list's is repack only) where one wave holds its tiles, for its deep
+  // B stored K x N comes in 64-column boxes: at small M, 64x64 (repack only
+  // in the fixed list) where one wave holds its tiles, for its deep
   // rings (H100: 64x4096x4096 15.5 us at 12 stages, 22.4 for the fixed
   // list's best).
   if (!p.transB) {
@@ -190,9 +216,7 @@ std::vector<Shape> fittedWgmmaShapes(const GemmProblem &p, Target t) {
     if (tilesN < 1)
       continue;
     const int64_t bn = ((p.n + tilesN - 1) / tilesN + 7) / 8 * 8;
-    const bool listed = bm == 64 ? bn == 128 || bn == 256
-                                 : bn % 64 == 0; // 64x64 is repack only
-    if (bn < 16 || bn > 256 || listed)
+    if (bn < 16 || bn > 256 || isFixedWgmmaShape(bm, int(bn)))
       continue;
     out.push_back({bm, int(bn), bm / 64, 1});
   }
@@ -405,10 +429,7 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
     for (int bk : {32, 64})
       for (int stages : {2, 3, 4, 5, 6})
         for (SmemLayout smem : {SmemLayout::Padded, SmemLayout::Swizzled}) {
-          // 5 and 6 stages where B streams from HBM (small M, NVIDIA; see
-          // modelCost).
-          if (stages > 4 &&
-              !(p.m <= 64 && targetInfo(t).vendor == Vendor::NVIDIA))
+          if (stages > 4 && !streamsB(p, t))
             continue;
           GemmConfig c;
           c.blockM = s.bm;
@@ -428,13 +449,8 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
   // sm_90a: the wgmma loop's tiles (consumer warpgroups x m64 slices, n up
   // to 256), as deep as shared memory allows from 3 stages.
   if (t == Target::SM90A) {
-    static const Shape wgmmaShapes[] = {
-        {64, 128, 1, 1},  {64, 256, 1, 1},  {128, 64, 2, 1},  {128, 128, 2, 1},
-        {128, 192, 2, 1}, {128, 256, 2, 1}, {256, 128, 2, 1}, {64, 64, 1, 1},
-    };
-    for (const Shape &s : wgmmaShapes) {
-      // 64x64: repack configs only (see the top); the rest keep their list.
-      const bool repackOnly = s.bm == 64 && s.bn == 64;
+    for (const Shape &s : kWgmmaShapes) {
+      const bool repackOnly = isRepackOnlyWgmmaShape(s.bm, s.bn);
       if (s.bm > std::max<int64_t>(capM, 64) || s.bn > capN)
         continue;
       for (int stages : {3, 4, 5, 6, 8}) {
