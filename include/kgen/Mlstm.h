@@ -55,6 +55,11 @@ struct MlstmConfig {
   int chunk = 64;   ///< tokens per chunk (chunkwise variants)
   int blockDV = 64; ///< DV columns per block
   int warps = 4;    ///< warps (wavefronts) per block
+  /// The fused kernel's products on wgmma (sm_90a; templates/mlstm/
+  /// mlstm_sm90.h): chunk 64, blockDV 128, 8 warps (two warpgroups), bf16 or
+  /// f16, dqk a multiple of 64 up to 256. Otherwise mma.sync / MFMA or fp32
+  /// FMAs (mlstmUsesMma).
+  bool wgmma = false;
 
   bool operator==(const MlstmConfig &) const = default;
 };
@@ -129,7 +134,7 @@ double mlstmModelCost(const MlstmProblem &p, const MlstmConfig &c, Target t);
 /// two-phase otherwise), then the model's best config of that variant.
 MlstmConfig defaultConfig(const MlstmProblem &p, Target t);
 
-/// e.g. kgen_mlstm_bf16_qk256_v512_fused_c64_d64_w4_init_final.
+/// e.g. kgen_mlstm_bf16_qk256_v512_fused_c64_d64_w4 (_wgmma on wgmma).
 std::string mlstmKernelName(const MlstmProblem &p, const MlstmConfig &c,
                             MlstmKernel k);
 KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,

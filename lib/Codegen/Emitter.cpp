@@ -64,24 +64,24 @@ std::string wgmmaAtom(DType ab, int n) {
   os << "\n// wgmma m64n" << n << "k16 (kgen/common/wgmma_sm90.h has n = 64, "
      << "128, 192, 256): " << acc << " fp32 accumulators a thread.\n"
      << "namespace kgen::sm90 {\n"
-     << "template <bool kTransB> struct Wgmma<" << type << ", " << n
-     << ", kTransB> {\n"
+     << "template <bool kTransB, bool kTransA> struct Wgmma<" << type << ", "
+     << n << ", kTransB, kTransA> {\n"
      << "  static KGEN_DEVICE void run(float (&d)[" << acc
      << "], uint64_t descA, uint64_t descB,\n"
      << "                              int scaleD) {\n"
      << "    asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" << acc + 2
      << ", 0;\\n\"\n"
-     << "                 \"wgmma.mma_async.sync.aligned.m64n" << n << "k16.f32."
-     << type << "." << type << " {";
+     << "                 \"wgmma.mma_async.sync.aligned.m64n" << n
+     << "k16.f32." << type << "." << type << " {";
   for (int i = 0; i < acc; ++i)
     os << (i ? "," : "") << "%" << i;
-  os << "}, %" << acc << ", %" << acc + 1 << ", p, 1, 1, 0, %" << acc + 3
-     << ";\\n}\\n\"\n                 :";
+  os << "}, %" << acc << ", %" << acc + 1 << ", p, 1, 1, %" << acc + 4 << ", %"
+     << acc + 3 << ";\\n}\\n\"\n                 :";
   for (int i = 0; i < acc; ++i)
     os << (i == 0 ? " " : i % 8 == 0 ? ",\n                   " : ", ")
        << "\"+f\"(d[" << i << "])";
   os << "\n                 : \"l\"(descA), \"l\"(descB), \"r\"(scaleD), "
-        "\"n\"(int(kTransB)));\n"
+        "\"n\"(int(kTransB)), \"n\"(int(kTransA)));\n"
      << "  }\n"
      << "};\n"
      << "} // namespace kgen::sm90\n";

@@ -107,7 +107,15 @@ double kernelCycles(const MlstmProblem &p, const MlstmConfig &c, MlstmKernel k,
   double outFmasOverride = -1; // the scalar work of a tensor-core kernel
   // Tensor-core products per chunk and block, as FMAs.
   double mmaFmas = 0, mmaRate = 1;
-  if (mlstmUsesMma(p, c, k, t)) {
+  if (c.wgmma) {
+    // mlstm_sm90.h: both warpgroups compute the whole 64 x 64 scores; the
+    // rest as the mma.sync kernel's products, at wgmma's rate (2048 FMAs a
+    // cycle per SM).
+    mmaFmas =
+        chunks * (2 * L * L * dqk + L * vb * dqk + L * L * vb + dqk * vb * L);
+    outFmasOverride = chunks * (L * dqk + 2 * L * L + 2 * L * vb + L * dqk);
+    mmaRate = 2048;
+  } else if (mlstmUsesMma(p, c, k, t)) {
     const double tiles = L / 32;
     const double scoresM = (tiles * (tiles + 1) / 2) * 32 * 32 * dqk;
     const double outM = L * vb * dqk + (tiles + 1) / 2 * L * vb * L;
@@ -250,6 +258,9 @@ std::vector<MlstmConfig> enumerateConfigs(const MlstmProblem &p, Target t) {
             ranked.push_back({mlstmModelCost(p, c, t), c});
         }
     }
+    // The fused kernel on wgmma has one shape (MlstmConfig::wgmma).
+    if (const MlstmConfig c{v, 64, 128, 8, true}; !checkConfig(p, c, t))
+      ranked.push_back({mlstmModelCost(p, c, t), c});
     std::stable_sort(ranked.begin(), ranked.end(),
                      [](auto &a, auto &b) { return a.first < b.first; });
     const size_t keep =

@@ -40,7 +40,9 @@ const char *what(MlstmKernel k) {
 }
 
 /// The template function (templates/mlstm/mlstm.h) that kernel k runs.
-std::string_view templateFunction(MlstmKernel k) {
+std::string_view templateFunction(const MlstmConfig &c, MlstmKernel k) {
+  if (c.wgmma)
+    return "fusedWgmma";
   return k == MlstmKernel::ChunkStates ? "chunkStates" : toString(k);
 }
 
@@ -54,6 +56,8 @@ std::string mlstmKernelName(const MlstmProblem &p, const MlstmConfig &c,
   if (k != MlstmKernel::Recurrent)
     os << "_c" << c.chunk;
   os << "_d" << c.blockDV << "_w" << c.warps;
+  if (c.wgmma)
+    os << "_wgmma";
   return os.str();
 }
 
@@ -68,7 +72,9 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
   const bool nvidia = targetInfo(t).vendor == Vendor::NVIDIA;
   if (nvidia)
     ks.headers.push_back(std::string(kHipRuntimeNvidia));
-  for (std::string &h : templateIncludes("kgen/mlstm/mlstm.h"))
+  const char *header =
+      c.wgmma ? "kgen/mlstm/mlstm_sm90.h" : "kgen/mlstm/mlstm.h";
+  for (std::string &h : templateIncludes(header))
     ks.headers.push_back(std::move(h));
 
   std::ostringstream os;
@@ -92,7 +98,11 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
   os << ", " << c.blockDV << " DV columns per block, " << c.warps << " warps\n";
   if (k != MlstmKernel::Recurrent && k != MlstmKernel::Combine) {
     os << "// matrix work: ";
-    if (mma)
+    if (c.wgmma)
+      os << "wgmma m64nNk16 (two warpgroups), fp32 accumulators; C, P and "
+         << "diag(w) V rounded to " << toString(p.dtype)
+         << " as operands; the fp32 state C in registers\n";
+    else if (mma)
       os << (nvidia ? "mma.sync m16n8k16 + ldmatrix" : "MFMA 32x32x8")
          << ", fp32 accumulators; C, P and diag(w) V rounded to "
          << toString(p.dtype) << " as operands; warps per tile (split-k): "
@@ -121,7 +131,7 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
     os << inlineTemplateHeaders(ks.headers);
   } else {
     os << "#include <hip/hip_runtime.h>\n"
-       << "#include \"kgen/mlstm/mlstm.h\"\n";
+       << "#include \"" << header << "\"\n";
   }
   os << "\nnamespace {\n"
      << "struct Config {\n"
@@ -146,7 +156,7 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
                                       : "")
      << ")\n"
      << ks.name << "(kgen::mlstm::Params p) {\n"
-     << "  kgen::mlstm::" << templateFunction(k) << "<Config>(p);\n"
+     << "  kgen::mlstm::" << templateFunction(c, k) << "<Config>(p);\n"
      << "}\n";
   ks.source = os.str();
   if (inlineTemplates)

@@ -24,10 +24,14 @@ json toJson(const MlstmProblem &p) {
 }
 
 json toJson(const MlstmConfig &c) {
-  return json{{"variant", toString(c.variant)},
-              {"chunk", c.chunk},
-              {"blockDV", c.blockDV},
-              {"warps", c.warps}};
+  json j{{"variant", toString(c.variant)},
+         {"chunk", c.chunk},
+         {"blockDV", c.blockDV},
+         {"warps", c.warps}};
+  // Only where set: the configs before it keep their JSON (and DB keys).
+  if (c.wgmma)
+    j["wgmma"] = true;
+  return j;
 }
 
 namespace {
@@ -63,7 +67,7 @@ MlstmProblem mlstmProblemFromJson(const json &j) {
 }
 
 MlstmConfig mlstmConfigFromJson(const json &j) {
-  fields.rejectUnknown(j, {"variant", "chunk", "blockDV", "warps"},
+  fields.rejectUnknown(j, {"variant", "chunk", "blockDV", "warps", "wgmma"},
                        "mlstm config");
   MlstmConfig c;
   if (j.contains("variant")) {
@@ -79,6 +83,7 @@ MlstmConfig mlstmConfigFromJson(const json &j) {
       j, "chunk", c.variant == MlstmVariant::Recurrent ? 0 : c.chunk));
   c.blockDV = int(fields.getInt(j, "blockDV", c.blockDV));
   c.warps = int(fields.getInt(j, "warps", c.warps));
+  c.wgmma = fields.getBool(j, "wgmma", c.wgmma);
   return c;
 }
 

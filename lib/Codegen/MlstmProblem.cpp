@@ -163,16 +163,28 @@ bool fitSplits(const MlstmProblem &p, const MlstmConfig &c, MlstmKernel k,
 }
 } // namespace
 
+/// Must match ChunkWgmma<>::kBytes: up to 1008 bytes of slack to a
+/// 1024-byte boundary, Q and K (L x dqk), V and diag(w) V (L x 128), C's
+/// 16-bit copy (dqk x 128), all 16-bit; then Chunk's fp32 front without C.
+int64_t wgmmaSmemBytes(const MlstmProblem &p, const MlstmConfig &c) {
+  const int64_t L = c.chunk;
+  const int64_t floats = p.dqk + L * L + 8 * L + 8;
+  return 1024 + 2 * (2 * L * p.dqk + 2 * L * c.blockDV + p.dqk * c.blockDV) +
+         (4 * floats + 15) / 16 * 16;
+}
+
 MlstmSplitK mlstmSplitK(const MlstmProblem &p, const MlstmConfig &c,
                         MlstmKernel k, Target t) {
   int64_t split[3];
-  if (!mmaShapes(p, c, k) || !fitSplits(p, c, k, t, split))
+  if (c.wgmma || !mmaShapes(p, c, k) || !fitSplits(p, c, k, t, split))
     return {1, 1, 1};
   return {int(split[0]), int(split[1]), int(split[2])};
 }
 
 bool mlstmStateInRegisters(const MlstmProblem &p, const MlstmConfig &c,
                            MlstmKernel k, Target t) {
+  if (c.wgmma)
+    return true;
   int64_t split[3];
   return mmaShapes(p, c, k) && fitSplits(p, c, k, t, split) &&
          stateInRegisters(p, c, k, split[2]);
@@ -180,6 +192,8 @@ bool mlstmStateInRegisters(const MlstmProblem &p, const MlstmConfig &c,
 
 bool mlstmUsesMma(const MlstmProblem &p, const MlstmConfig &c, MlstmKernel k,
                   Target t) {
+  if (c.wgmma)
+    return true;
   int64_t split[3];
   return mmaShapes(p, c, k) && fitSplits(p, c, k, t, split);
 }
@@ -221,7 +235,9 @@ MlstmTraits mlstmTraits(const MlstmProblem &p, const MlstmConfig &c,
     int64_t bytes =
         4 * floats + int64_t(sizeOf(p.dtype)) * (2 * L * row + L * c.blockDV);
     tr.smemBytes = int(std::min<int64_t>((bytes + 15) / 16 * 16, INT32_MAX));
-    if (mlstmUsesMma(p, c, k, t)) {
+    if (c.wgmma) {
+      tr.smemBytes = int(wgmmaSmemBytes(p, c));
+    } else if (mlstmUsesMma(p, c, k, t)) {
       const MlstmSplitK sk = mlstmSplitK(p, c, k, t);
       const int64_t split[3] = {sk.scores, sk.outputs, sk.update};
       tr.smemBytes = int(mmaSmemBytes(p, c, k, split));
@@ -269,6 +285,24 @@ std::optional<std::string> checkConfig(const MlstmProblem &p,
     return "config: chunk = " + str(c.chunk) +
            " must be 16, 32, 64 or 128 for the " +
            std::string(toString(c.variant)) + " variant";
+  if (c.wgmma) {
+    if (t != Target::SM90A)
+      return "config: wgmma = true needs sm_90a, not " + tgt;
+    if (c.variant != MlstmVariant::Fused)
+      return "config: wgmma = true is a fused kernel; variant = " +
+             std::string(toString(c.variant)) + " has none";
+    if (p.dtype == DType::F32)
+      return "config: wgmma = true takes bf16 or f16 inputs, not f32";
+    if (c.chunk != 64 || c.blockDV != 128 || c.warps != 8)
+      return "config: wgmma = true runs chunk 64, blockDV 128 and 8 warps "
+             "(two warpgroups), not chunk " +
+             str(c.chunk) + ", blockDV " + str(c.blockDV) + ", warps " +
+             str(c.warps);
+    if (p.dqk % 64 != 0 || p.dqk > 256)
+      return "config: wgmma = true needs dqk a multiple of 64 up to 256 (C's "
+             "64-row tiles in two warpgroups' registers), not " +
+             str(p.dqk);
+  }
   for (MlstmKernel k : mlstmKernels(c.variant)) {
     MlstmTraits tr = mlstmTraits(p, c, k, t);
     if (tr.threads > ti.maxThreadsPerBlock)

@@ -124,7 +124,8 @@ void kgen::ir::printMlstmVariant(AsmPrinter &printer, MlstmVariant variant) {
 }
 
 kgen::MlstmConfig MlstmConfigAttr::getConfig() const {
-  return MlstmConfig{getVariant(), getChunk(), getBlockDV(), getWarps()};
+  return MlstmConfig{getVariant(), getChunk(), getBlockDV(), getWarps(),
+                     getWgmma()};
 }
 
 #define GET_ATTRDEF_CLASSES

@@ -539,12 +539,7 @@ template <class Config> struct WarpAttention {
   /// x in the low half, y in the high half, each rounded to nearest even.
   static KGEN_DEVICE uint32_t pack(float x, float y) {
 #if KGEN_PTX
-    uint32_t d; // one conversion of the pair
-    if constexpr (IsSame<T, bf16>::value)
-      asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(y), "f"(x));
-    else
-      asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(y), "f"(x));
-    return d;
+    return sm80::pack2<T>(x, y);
 #else
     return uint32_t(Convert<T>::fromFloat(x).bits) |
            uint32_t(Convert<T>::fromFloat(y).bits) << 16;

@@ -57,6 +57,18 @@ KGEN_DEVICE void prefetchL2(const void *p) {
   asm volatile("prefetch.L2 [%0];\n" ::"l"(p));
 }
 
+/// x in the low half, y in the high half, each rounded to nearest even to
+/// T (bf16 or f16) by one conversion of the pair: a 16-bit mma operand
+/// register from two fp32 values.
+template <class T> KGEN_DEVICE uint32_t pack2(float x, float y) {
+  uint32_t d;
+  if constexpr (IsSame<T, bf16>::value)
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(y), "f"(x));
+  else
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(y), "f"(x));
+  return d;
+}
+
 /// Loads four 8x8 b16 matrices. Lane 8*i + r gives the 16-byte-aligned
 /// address of row r of matrix i; r[i] receives matrix i with lane l holding
 /// row l/4, columns 2*(l%4) and 2*(l%4)+1 (low half first). With kTrans the

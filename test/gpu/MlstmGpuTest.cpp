@@ -378,6 +378,27 @@ TEST_F(MlstmGpu, SplitKConfigs) {
   }
 }
 
+TEST_F(MlstmGpu, WgmmaFused) {
+  // The fused kernel on wgmma (sm_90a; skipped elsewhere): every DQK it
+  // takes (64 to 256, one or two of C's 64-row tiles per warpgroup),
+  // single short chunks to many with a ragged last one, with and without
+  // initial states, final states returned (in place once), bf16 and f16.
+  const int dims[][2] = {
+      {64, 128}, {128, 128}, {128, 256}, {192, 384}, {256, 512}};
+  const MlstmConfig wgmma{MlstmVariant::Fused, 64, 128, 8, true};
+  for (auto &d : dims)
+    for (int64_t s : {1, 7, 64, 100, 1024 + 37}) {
+      if (s > maxS())
+        continue;
+      Case c{2, 3, s, d[0], d[1]};
+      c.initial = s != 64;
+      c.inPlace = s == 7 && d[0] == 256;
+      c.dtype = s == 100 ? DType::F16 : DType::BF16;
+      c.config = wgmma;
+      runCase(c);
+    }
+}
+
 TEST_F(MlstmGpu, ChunkParallelLongSequences) {
   // The chunk-parallel states over many chunks (S = 4096 is 32 to 64 of
   // them, the bench's lengths), B = 1, 2, with and without initial states,

@@ -37,6 +37,8 @@ Problem (flags, or --problem FILE.json with an optional "config" object):
 Config (default: the heuristic for the problem and target):
   --variant V        recurrent | fused | twophase | chunkpar
   --chunk N --block-dv N --warps N
+  --wgmma            the fused kernel on wgmma (sm_90a; chunk 64, block-dv
+                     128, 8 warps, bf16/f16, dqk a multiple of 64 up to 256)
 Target:
   --target T         sm_80 | sm_90a | gfx90a | gfx942 (repeatable for
                      compile; default sm_90a)
@@ -110,7 +112,8 @@ std::optional<MlstmConfig> configFromArgs(Args &args,
   auto variant = args.value("variant");
   auto chunk = args.value("chunk"), bdv = args.value("block-dv"),
        warps = args.value("warps");
-  if (!variant && !chunk && !bdv && !warps)
+  const bool wgmma = args.flag("wgmma");
+  if (!variant && !chunk && !bdv && !warps && !wgmma)
     return cfg;
   MlstmConfig c = cfg.value_or(MlstmConfig{});
   if (variant) {
@@ -128,6 +131,8 @@ std::optional<MlstmConfig> configFromArgs(Args &args,
     c.blockDV = int(toInt("block-dv", *bdv));
   if (warps)
     c.warps = int(toInt("warps", *warps));
+  if (wgmma)
+    c.wgmma = true;
   return c;
 }
 
@@ -169,10 +174,11 @@ int cmdMlstm(Args &args) {
   if (sub == "candidates") {
     for (Target t : ts)
       for (const MlstmConfig &c : enumerateConfigs(p, t))
-        std::printf("%-7s %-9s chunk %3d blockDV %3d warps %2d  cost %.4g\n",
+        std::printf("%-7s %-9s chunk %3d blockDV %3d warps %2d%s  cost %.4g\n",
                     std::string(toString(t)).c_str(),
                     std::string(toString(c.variant)).c_str(), c.chunk,
-                    c.blockDV, c.warps, mlstmModelCost(p, c, t));
+                    c.blockDV, c.warps, c.wgmma ? " wgmma" : "",
+                    mlstmModelCost(p, c, t));
     return 0;
   }
   if (sub == "emit") {

@@ -162,7 +162,7 @@ def Kgen_MlstmConfigAttr : AttrDef<Kgen_Dialect, "MlstmConfig"> {
     every chunk's own state contribution in parallel, an elementwise
     recurrence over the chunks, then the outputs as `twophase`), the `chunk`
     length of the chunkwise variants (omitted for `recurrent`), the DV
-    columns per block (`block_dv`) and the warps per block. `kgen.mlstm`
+    columns per block (`block_dv`) the warps per block, and `wgmma` (the fused kernel on wgmma, sm_90a). `kgen.mlstm`
     checks it with `kgen::checkConfig` once the target is known.
 
     Example:
@@ -176,16 +176,17 @@ def Kgen_MlstmConfigAttr : AttrDef<Kgen_Dialect, "MlstmConfig"> {
     Kgen_MlstmVariantParameter:$variant,
     DefaultValuedParameter<"int", "0">:$chunk,
     "int":$blockDV,
-    "int":$warps
+    "int":$warps,
+    DefaultValuedParameter<"bool", "false">:$wgmma
   );
   let assemblyFormat = [{
     `<` `variant` `=` $variant `,` (`chunk` `=` $chunk^ `,`)?
-    `block_dv` `=` $blockDV `,` `warps` `=` $warps `>`
+    `block_dv` `=` $blockDV `,` `warps` `=` $warps (`,` `wgmma` `=` $wgmma^)? `>`
   }];
   let builders = [
     AttrBuilder<(ins "const ::kgen::MlstmConfig &":$config), [{
       return $_get($_ctxt, config.variant, config.chunk, config.blockDV,
-                   config.warps);
+                   config.warps, config.wgmma);
     }]>
   ];
   let extraClassDeclaration = [{

@@ -1,0 +1,505 @@
+//===- mlstm_sm90.h - mLSTM fused chunkwise forward on sm_90a (wgmma) -*- C++
+//-*-===//
+//
+// The fused chunkwise kernel of mlstm.h (one block per head and DV slice,
+// walking the chunks with the state on chip) with its four products on
+// wgmma: 8 warps, two warpgroups, chunk 64, a slice of 128 DV columns.
+//
+//   S = Q K^T   each warpgroup the whole 64 x 64 (m64n64, Q and K K-major
+//               from shared memory); the decay and mask on the accumulators,
+//               then P stays in registers as P V's A operand (wgmma's
+//               accumulator layout is its A-register layout once rounded to
+//               16 bits, as in FlashAttention-3). Both warpgroups computing
+//               it costs one more m64n64 product than splitting it, and
+//               saves P's round trip through shared memory and a barrier.
+//   num = Q C + P V
+//               warpgroup w the slice's columns 64w .. 64w+63 (m64n64): Q
+//               times the 16-bit copy of C^{k-1} (Cp, N-major), the rows
+//               scaled by exp(b_t + m^{k-1} - m^comb_t) s, then P V (V
+//               N-major); h = num / denominator from the registers.
+//   C = decay C + K^T diag(w) V
+//               C's fp32 slice lives in the accumulators of this product
+//               across the chunks: warpgroup w owns C's 64-row tiles w,
+//               w + 2, ... (m64n128); A = K^T is K's rows read M-major
+//               (wgmma's transposed A), B = diag(w) V (Wp, N-major). After
+//               it, the tiles are rounded into Cp for the next chunk.
+//
+// The scalar work (the gate scan, q_t . n, the normalizer, n's update and
+// diag(w) V) is mlstm.h's Chunk, run while the scores' wgmmas are in flight.
+// Two barriers per chunk: one before the chunk's tokens are copied (the
+// previous chunk is done with Q, K, V and Cp) and one after they landed; a
+// third, after both warpgroups' Q C, orders Cp's rewrite and n's update
+// after their last readers.
+//
+// Shared memory, from a 1024-byte boundary (the period of the 128-byte
+// swizzle): Q and K [DQK / 64][64 tokens][64 dims], V and Wp [2][64 tokens]
+// [64 columns], Cp [DQK / 64][2][64 rows][64 columns], each 64 x 64 block
+// 8 KiB of 128-byte rows whose 16-byte chunks are swizzled (chunk c of row
+// r at c ^ (r % 8)); then Chunk's fp32 front (n, the per-token vectors).
+// Tokens arrive by cp.async, 16 bytes to their swizzled place.
+//
+//===----------------------------------------------------------------------===//
+
+#pragma once
+
+#include "kgen/common/wgmma_sm90.h"
+#include "kgen/mlstm/mlstm.h"
+
+namespace kgen::mlstm {
+
+/// Two fp32, one 8-byte access (a pair of C's columns).
+struct alignas(8) F2 {
+  float x, y;
+};
+
+template <class Config> struct ChunkWgmma : Chunk<Config> {
+  using Base = Chunk<Config>;
+  using T = typename Config::Type;
+  static constexpr int kL = Config::kChunk, kDQK = Config::kDQK,
+                       kVB = Config::kBlockDV, kThreads = Config::kThreads;
+  static_assert(kL == 64 && kVB == 128 && kThreads == 256,
+                "the wgmma kernel runs chunk 64, 128 columns, 8 warps");
+  static_assert(kDQK % 64 == 0 && kDQK <= 256,
+                "C's 64-row tiles: at most two per warpgroup");
+  static_assert(!IsSame<T, float>::value, "wgmma takes 16-bit inputs");
+  /// One 64 x 64 block of 16-bit elements: 64 rows of 128 bytes.
+  static constexpr int kBlock = 64 * 128;
+  static constexpr int kQBytes = kL * kDQK * 2, kVBytes = kL * kVB * 2,
+                       kCBytes = kDQK * kVB * 2;
+  static constexpr int kOperands = 2 * kQBytes + 2 * kVBytes + kCBytes;
+  static constexpr int kFront = (4 * Base::kFloats + 15) / 16 * 16;
+  /// The operands start at the first 1024-byte boundary: up to 1008 bytes
+  /// of slack ahead of them.
+  static constexpr int kBytes = 1024 + kOperands + kFront;
+  static_assert(kBytes == Config::kSmemBytes,
+                "kSmemBytes disagrees with ChunkWgmma's smem layout");
+  static constexpr int kTiles = kDQK / 64, kOwn = (kTiles + 1) / 2;
+
+  using MmaS = sm90::Wgmma<T, 64, false>;       // Q K^T
+  using MmaQC = sm90::Wgmma<T, 64, true>;       // Q Cp
+  using MmaPV = sm90::WgmmaRs<T, 64, true>;     // P V, P from registers
+  using MmaU = sm90::Wgmma<T, 128, true, true>; // K^T Wp
+
+  /// Eight 16-bit elements, one 16-byte shared-memory access.
+  struct alignas(16) T8 {
+    T x[8];
+  };
+
+  unsigned char *sQ, *sK, *sV, *sW, *sC;
+  /// logDecayTerms' 2 kL values, at the end of Chunk's P region (its
+  /// start holds q . n and n's partial sums, see step). fp32: the terms
+  /// are computed in fp64 and each rounded once; their sum's error (~2e-5
+  /// relative on a score's decay where the terms reach ~500) is far below
+  /// the 16-bit rounding of P and h.
+  float *logTerms;
+  int wg, warp, lane; // warp within the warpgroup
+  /// C's owned tiles: m64n128 accumulators (tile wg + 2 r).
+  mutable float c[kOwn][64];
+
+  static KGEN_DEVICE unsigned char *operands(unsigned char *smem) {
+    return smem + ((1024 - (sm90::smemAddress(smem) & 1023)) & 1023);
+  }
+
+  KGEN_DEVICE explicit ChunkWgmma(unsigned char *smem)
+      : Base(operands(smem) + kOperands), wg(int(threadIdx.x) / 128),
+        warp(int(threadIdx.x) / kWaveSize % 4),
+        lane(int(threadIdx.x) % kWaveSize) {
+    sQ = operands(smem);
+    sK = sQ + kQBytes;
+    sV = sK + kQBytes;
+    sW = sV + kVBytes;
+    sC = sW + kVBytes;
+    logTerms = this->P + kL * kL - 2 * kL;
+  }
+
+  /// Byte offset of element (row, col) in a run of 64 x 64 swizzled
+  /// blocks, block col / 64 of them after the first.
+  static KGEN_DEVICE int swizzled(int row, int col) {
+    return (col >> 6) * kBlock + row * 128 +
+           ((((col & 63) >> 3) ^ (row & 7)) << 4) + (col & 7) * 2;
+  }
+  /// The row and column of accumulator x of an m64nN wgmma in this thread.
+  KGEN_DEVICE int accRow(int x) const {
+    return 16 * warp + lane / 4 + 8 * ((x >> 1) & 1);
+  }
+  KGEN_DEVICE int accCol(int x) const {
+    return 8 * (x >> 2) + 2 * (lane & 3) + (x & 1);
+  }
+  /// Whether this warpgroup has an r-th tile. With an even count every
+  /// warpgroup owns kOwn: then no test, so that ptxas sees no divergent
+  /// path around the update's wgmmas (it would serialize them).
+  KGEN_DEVICE bool owns(int r) const {
+    return kTiles % 2 == 0 || wg + 2 * r < kTiles;
+  }
+  /// Owned tile r's first row of C.
+  KGEN_DEVICE int tileRow(int r) const { return 64 * (wg + 2 * r); }
+
+  /// Rounds the owned tiles into Cp ([DQK / 64][2][64][64] swizzled).
+  KGEN_DEVICE void writeCp() const {
+#pragma unroll
+    for (int r = 0; r < kOwn; ++r) {
+      if (!owns(r))
+        continue;
+      const int i0 = tileRow(r);
+#pragma unroll
+      for (int x = 0; x < 64; x += 2) {
+        const int i = i0 + accRow(x), j = accCol(x);
+        const uint32_t v = sm80::pack2<T>(c[r][x], c[r][x + 1]);
+        *reinterpret_cast<uint32_t *>(sC + (i >> 6) * 2 * kBlock +
+                                      swizzled(i & 63, j)) = v;
+      }
+    }
+  }
+
+  /// C (fp32, rows of cStride, the slice at column j0) into the owned
+  /// tiles and Cp, n and m into shared memory; zeros where null.
+  KGEN_DEVICE void loadState(const float *cs, long long cStride, int j0,
+                             const float *nn, const float *m) const {
+#pragma unroll
+    for (int r = 0; r < kOwn; ++r) {
+      const int i0 = tileRow(r);
+#pragma unroll
+      for (int x = 0; x < 64; x += 2) {
+        F2 v{0.f, 0.f};
+        if (cs && owns(r))
+          v = *reinterpret_cast<const F2 *>(cs + (i0 + accRow(x)) * cStride +
+                                            j0 + accCol(x));
+        c[r][x] = v.x;
+        c[r][x + 1] = v.y;
+      }
+    }
+    writeCp();
+    for (int i = this->tid; i < kDQK; i += kThreads)
+      this->n[i] = nn ? nn[i] : 0.f;
+    if (this->tid == 0)
+      *this->mState = m ? *m : 0.f;
+  }
+
+  /// The owned tiles to C (as loadState reads it), n and m (where not
+  /// null) from shared memory.
+  KGEN_DEVICE void storeState(float *cs, long long cStride, int j0, float *nn,
+                              float *m) const {
+#pragma unroll
+    for (int r = 0; r < kOwn; ++r) {
+      const int i0 = tileRow(r);
+#pragma unroll
+      for (int x = 0; x < 64; x += 2) {
+        const F2 v{c[r][x], c[r][x + 1]}; // read on every path (see step)
+        if (cs && owns(r))
+          *reinterpret_cast<F2 *>(cs + (i0 + accRow(x)) * cStride + j0 +
+                                  accCol(x)) = v;
+      }
+    }
+    Base::storeState(nullptr, cStride, j0, nn, m);
+  }
+
+  /// The chunk's Q, K rows and V slice to their swizzled places by
+  /// cp.async (rows past len zero-filled), every thread a fixed share
+  /// (8 DQK / 256 rows of Q and K, 4 of V: a thread's places and sources
+  /// differ by constants from one copy to the next). tokensLanded waits.
+  KGEN_DEVICE void loadTokens(const Params &p, long long row0, int j0,
+                              int len) const {
+    const T *q = static_cast<const T *>(p.q), *k = static_cast<const T *>(p.k),
+            *v = static_cast<const T *>(p.v);
+    constexpr int kQv = kDQK / 8, kVv = kVB / 8;
+    static_assert(kL * kQv % kThreads == 0 && kL * kVv % kThreads == 0,
+                  "whole copies per thread");
+#pragma unroll
+    for (int r = 0; r < kL * kQv / kThreads; ++r) {
+      const int e = this->tid + r * kThreads, t = e / kQv, i = 8 * (e % kQv);
+      const long long src = (row0 + (t < len ? t : 0)) * kDQK + i;
+      const int at = swizzled(t, i);
+      sm80::cpAsync<16>(sm90::smemAddress(sK + at), k + src, t < len);
+      sm80::cpAsync<16>(sm90::smemAddress(sQ + at), q + src, t < len);
+    }
+#pragma unroll
+    for (int r = 0; r < kL * kVv / kThreads; ++r) {
+      const int e = this->tid + r * kThreads, t = e / kVv, j = 8 * (e % kVv);
+      sm80::cpAsync<16>(sm90::smemAddress(sV + swizzled(t, j)),
+                        v + (row0 + (t < len ? t : 0)) * Config::kDV + j0 + j,
+                        t < len);
+    }
+    sm80::cpAsyncCommit();
+  }
+
+  KGEN_DEVICE void tokensLanded() const { sm80::cpAsyncWait<0>(); }
+
+  /// After gates(), by the same warp (warp 0): the decay exponent of score
+  /// (t, s), log D_ts - m^comb_t = (b_t - m^comb_t) + (i_s - b_s), as its
+  /// two terms in fp64 (see Chunk) and log2 units, so that each score
+  /// costs one fp64 add and an exp2: logTerms[t] the row's, logTerms[kL + s]
+  /// the column's.
+  KGEN_DEVICE void logDecayTerms(int len) const {
+    constexpr double kLog2e = 1.4426950408889634;
+    if (this->tid >= kWaveSize)
+      return;
+    __syncwarp();
+    // The row's term carries the scores' scale s too (log2 s).
+    const double logScale = -0.5 * log2(double(kDQK));
+    for (int t = this->tid; t < len; t += kWaveSize) {
+      logTerms[t] = float((this->bcum[t] - this->mcomb[t]) * kLog2e + logScale);
+      logTerms[kL + t] = float((double(this->ig[t]) - this->bcum[t]) * kLog2e);
+    }
+  }
+
+  /// Makes this thread's shared-memory writes (stores, landed cp.async)
+  /// visible to the wgmmas (the async proxy) that read them after the
+  /// next barrier.
+  static KGEN_DEVICE void fenceForWgmma() {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  }
+
+  /// One chunk, after the barrier that publishes its tokens and gates:
+  /// h's rows for this slice, then the state update.
+  KGEN_DEVICE void step(const Params &p, long long row0, int j0, int len,
+                        float eps) const {
+    const float scale = 1.f / sqrtf(float(kDQK));
+    // Each product takes its operands' start descriptors, made just before
+    // it (held across the step they cost registers, which spill); a step
+    // adds its byte offset / 16 to the address field (no carry: shared
+    // addresses are < 256 KiB).
+    auto at = [](uint64_t d, int bytes) { return d + uint64_t(bytes >> 4); };
+    // S = Q K^T over DQK: 4 k16 steps per 64-dim block, 32 bytes apart.
+    float s[32];
+    const uint64_t dQ = sm90::matrixDescriptor(sQ, 16, 1024);
+    {
+      const uint64_t dK = sm90::matrixDescriptor(sK, 16, 1024);
+      sm90::wgmmaFence();
+#pragma unroll
+      for (int kk = 0; kk < kDQK / 16; ++kk) {
+        const int off = (kk / 4) * kBlock + (kk % 4) * 32;
+        MmaS::run(s, at(dQ, off), at(dK, off), kk > 0);
+      }
+      sm90::wgmmaCommit();
+    }
+
+    // Meanwhile, the scalar work of the chunk on every thread:
+    // Wp = diag(w) V, 16 bytes a step (the swizzle stays within a row);
+    const float *wa = this->wa;
+    for (int e = this->tid; e < kVBytes / 16; e += kThreads) {
+      const int t = (e * 16 % kBlock) / 128;
+      const float w = t < len ? wa[t] : 0.f;
+      const T8 vv = *reinterpret_cast<const T8 *>(sV + 16 * e);
+      T8 o;
+#pragma unroll
+      for (int u = 0; u < 8; ++u)
+        o.x[u] = Convert<T>::fromFloat(w * Convert<T>::toFloat(vv.x[u]));
+      *reinterpret_cast<T8 *>(sW + 16 * e) = o;
+    }
+    fenceForWgmma(); // Wp, read by the update after the barrier below
+    // n's increment K^T w: kGroups threads per 8 consecutive entries, each
+    // over every kGroups-th token, 16-byte rows; the partial sums go to
+    // Chunk's P region (after qn's 64) and are added after the barrier
+    // below, once q . n has read the old n.
+    constexpr int kChunks8 = kDQK / 8;
+    constexpr int kGroups = kThreads / kChunks8 >= 32   ? 32
+                            : kThreads / kChunks8 >= 16 ? 16
+                                                        : 8;
+    float *nPart = this->P + kL;
+    static_assert(kL + kGroups * kDQK <= kL * kL - 2 * kL,
+                  "n's partials fit in P before logTerms");
+    if (this->tid < kGroups * kChunks8) {
+      const int c8 = this->tid / kGroups, g = this->tid % kGroups;
+      float acc[8] = {};
+#pragma unroll
+      for (int t = g; t < kL; t += kGroups) {
+        const float w = t < len ? wa[t] : 0.f;
+        const T8 k8 = *reinterpret_cast<const T8 *>(sK + swizzled(t, 8 * c8));
+#pragma unroll
+        for (int u = 0; u < 8; ++u)
+          acc[u] += Convert<T>::toFloat(k8.x[u]) * w;
+      }
+      F4 *dst = reinterpret_cast<F4 *>(nPart + g * kDQK + 8 * c8);
+      dst[0] = F4{{acc[0], acc[1], acc[2], acc[3]}};
+      dst[1] = F4{{acc[4], acc[5], acc[6], acc[7]}};
+    }
+    // q_t . n, four threads a row, into qn (Chunk's P region).
+    float *qn = this->P;
+    {
+      const int t = this->tid / 4, g = this->tid % 4;
+      float d = 0.f;
+      for (int ch = g; ch < kDQK / 8; ch += 4) {
+        const T8 q8 = *reinterpret_cast<const T8 *>(sQ + swizzled(t, 8 * ch));
+        const F4 na = *reinterpret_cast<const F4 *>(this->n + 8 * ch),
+                 nb = *reinterpret_cast<const F4 *>(this->n + 8 * ch + 4);
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+          d += Convert<T>::toFloat(q8.x[u]) * na.x[u] +
+               Convert<T>::toFloat(q8.x[4 + u]) * nb.x[u];
+      }
+      d += shuffleXor(d, 1);
+      d += shuffleXor(d, 2);
+      if (g == 0)
+        qn[t] = d;
+    }
+
+    // P: the decayed, masked scores, and their row sums (two rows a
+    // thread, each spread over the 4 lanes of a quad).
+    sm90::wgmmaWait<0>();
+    sm90::fenceAccumulators(s);
+    // log2 D_ts - log2 m^comb_t from logDecayTerms' row and column terms,
+    // each column's loaded once for the thread's two rows.
+    const float rowTerm[2] = {logTerms[accRow(0)], logTerms[accRow(2)]};
+    float rowSum[2] = {0.f, 0.f};
+#pragma unroll
+    for (int x = 0; x < 32; x += 4)
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        const int sc = accCol(x + u);
+        const float colTerm = logTerms[kL + sc];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          // A select, not a branch: ptxas serializes the wgmmas when their
+          // accumulators are touched on a divergent path.
+          const int e = x + 2 * h + u, t = accRow(e);
+          float decay; // s exp(log D_ts - m^comb_t)
+          asm("ex2.approx.ftz.f32 %0, %1;"
+              : "=f"(decay)
+              : "f"(rowTerm[h] + colTerm));
+          const float y = t < len && sc <= t ? s[e] * decay : 0.f;
+          s[e] = y;
+          rowSum[h] += y;
+        }
+      }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      rowSum[h] += shuffleXor(rowSum[h], 1);
+      rowSum[h] += shuffleXor(rowSum[h], 2);
+    }
+    uint32_t a[4][4];
+#pragma unroll
+    for (int kc = 0; kc < 4; ++kc)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        a[kc][e] = sm80::pack2<T>(s[8 * kc + 2 * e], s[8 * kc + 2 * e + 1]);
+
+    // num = Q Cp on this warpgroup's 64 columns: Cp's k16 steps are 16
+    // rows (2048 bytes) apart, its 64-row blocks 2 blocks apart.
+    float o[32];
+    {
+      const uint64_t dC = sm90::matrixDescriptor(sC, kBlock, 1024);
+      sm90::wgmmaFence();
+#pragma unroll
+      for (int kk = 0; kk < kDQK / 16; ++kk)
+        MmaQC::run(o, at(dQ, (kk / 4) * kBlock + (kk % 4) * 32),
+                   at(dC, ((kk / 4) * 2 + wg) * kBlock + (kk % 4) * 2048),
+                   kk > 0);
+      sm90::wgmmaCommit();
+    }
+    sm90::wgmmaWait<0>();
+    sm90::fenceAccumulators(o);
+#pragma unroll
+    for (int x = 0; x < 32; ++x) {
+      const int t = accRow(x);
+      o[x] *= this->qfac[t] * scale;
+    }
+    sm90::wgmmaFence();
+#pragma unroll
+    for (int kc = 0; kc < 4; ++kc)
+      MmaPV::run(
+          o, a[kc],
+          at(sm90::matrixDescriptor(sV, kBlock, 1024), wg * kBlock + kc * 2048),
+          1);
+    sm90::wgmmaCommit();
+
+    // Both warpgroups' Q Cp have completed (Cp may be rewritten), qn and
+    // Wp are complete, and q . n has read the old n.
+    __syncthreads();
+    const float decay = this->scal[0];
+    if (this->tid < kDQK) {
+      float inc = 0.f;
+#pragma unroll
+      for (int g = 0; g < kGroups; ++g)
+        inc += nPart[g * kDQK + this->tid];
+      this->n[this->tid] = decay * this->n[this->tid] + inc;
+    }
+    float zden[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int t = accRow(2 * h);
+      zden[h] = 1.f / (fmaxf(fabsf(this->qfac[t] * scale * qn[t] + rowSum[h]),
+                             expf(float(-this->mcomb[t]))) +
+                       eps);
+    }
+    sm90::wgmmaWait<0>();
+    sm90::fenceAccumulators(o);
+    T *hp = static_cast<T *>(p.h) + row0 * Config::kDV + j0 + 64 * wg;
+#pragma unroll
+    for (int x = 0; x < 32; x += 2) {
+      const int t = accRow(x);
+      const float r = zden[(x >> 1) & 1];
+      const uint32_t v = sm80::pack2<T>(o[x] * r, o[x + 1] * r);
+      if (t < len)
+        *reinterpret_cast<uint32_t *>(hp + t * Config::kDV + accCol(x)) = v;
+    }
+
+    // C = decay C + K^T Wp on the owned tiles: A = K^T is K's block of
+    // the tile's 64 dims read M-major, k16 steps 16 tokens (2048 bytes)
+    // apart; Wp's two 64-column blocks one block apart.
+#pragma unroll
+    for (int r = 0; r < kOwn; ++r)
+#pragma unroll
+      for (int x = 0; x < 64; ++x)
+        c[r][x] *= decay;
+    sm90::wgmmaFence();
+#pragma unroll
+    for (int r = 0; r < kOwn; ++r) {
+      if (!owns(r))
+        continue;
+      const int i0 = tileRow(r);
+#pragma unroll
+      for (int kc = 0; kc < kL / 16; ++kc)
+        MmaU::run(c[r],
+                  at(sm90::matrixDescriptor(sK, kBlock, 1024),
+                     (i0 / 64) * kBlock + kc * 2048),
+                  at(sm90::matrixDescriptor(sW, kBlock, 1024), kc * 2048), 1);
+    }
+    sm90::wgmmaCommit();
+    sm90::wgmmaWait<0>();
+#pragma unroll
+    for (int r = 0; r < kOwn; ++r)
+      sm90::fenceAccumulators(c[r]);
+    writeCp();
+  }
+};
+
+/// Walks every chunk of one head and slice on wgmma; grid (DV / 128,
+/// B * NH), 256 threads.
+template <class Config> KGEN_DEVICE void fusedWgmma(const Params &p) {
+  using Ch = ChunkWgmma<Config>;
+  extern __shared__ __align__(1024) unsigned char kgen_smem_wgmma[];
+  const Ch ch(kgen_smem_wgmma);
+  const BlockIndex<Config> at;
+  const int dqk = Config::kDQK, dv = Config::kDV;
+  const long long bh = at.bh;
+  ch.loadState(p.c0 ? p.c0 + bh * dqk * dv : nullptr, dv, at.j0,
+               p.n0 ? p.n0 + bh * dqk : nullptr, p.m0 ? p.m0 + bh : nullptr);
+  const bool writesFinal = p.nT || p.mT;
+  const HeadCounter counted =
+      writesFinal ? syncCountHead(p, bh, BlockIndex<Config>::kSlices)
+                  : HeadCounter{};
+  for (int k = 0; k < p.chunks; ++k) {
+    const int t0 = k * Config::kChunk;
+    const int len = chunkLength<Config>(p, t0);
+    const long long row0 = bh * p.seq + t0;
+    // The previous chunk is done with Q, K, V, Wp, Cp and the gates.
+    __syncthreads();
+    ch.loadTokens(p, row0, at.j0, len);
+    if (k + 1 < p.chunks)
+      ch.template prefetch<true>(p, row0 + len, at.j0,
+                                 chunkLength<Config>(p, t0 + len));
+    ch.gates(p, row0, len);
+    ch.logDecayTerms(len);
+    ch.tokensLanded();
+    ch.fenceForWgmma(); // the tokens, and the previous chunk's Cp
+    __syncthreads();
+    ch.step(p, row0, at.j0, len, p.eps);
+  }
+  __syncthreads();
+  const bool last = writesFinal && counted.last(p, ch.scal + 1);
+  ch.storeState(p.cT ? p.cT + bh * dqk * dv : nullptr, dv, at.j0,
+                p.nT && last ? p.nT + bh * dqk : nullptr,
+                p.mT && last ? p.mT + bh : nullptr);
+}
+
+} // namespace kgen::mlstm
