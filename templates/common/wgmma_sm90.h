@@ -482,7 +482,8 @@ template <bool kTransB, bool kTransA> struct Wgmma<f16, 256, kTransB, kTransA> {
           "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
           "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]),
           "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-        : "l"(descA), "l"(descB), "r"(scaleD), "n"(int(kTransB)));
+        : "l"(descA), "l"(descB), "r"(scaleD), "n"(int(kTransB)),
+          "n"(int(kTransA)));
   }
 };
 
