@@ -1267,12 +1267,15 @@ KGEN_DEVICE HeadCounter syncCountHead(const Params &p, long long bh,
   return c;
 }
 
-/// Walks every chunk of one head and slice; grid (DV / kBlockDV, B * NH).
-template <class Config> KGEN_DEVICE void fused(const Params &p) {
-  using Ch = ChunkOf<Config>;
-  extern __shared__ __attribute__((aligned(16))) unsigned char kgen_smem[];
-  const Ch ch(kgen_smem);
-  const BlockIndex<Config> at;
+/// The walk of a fused kernel over one head's chunks, whatever its steps
+/// (ch: Chunk, ChunkMma or ChunkWgmma): the state in, the head counted,
+/// then per chunk a barrier (the previous chunk is done with the tokens,
+/// the gates and the state's copies) and chunk(t0, row0, len) (its first
+/// token in the sequence and in the tensors, its length), then the state
+/// out, n and m by the head's last block.
+template <class Config, class Ch, class ChunkStep>
+KGEN_DEVICE void walkChunks(const Params &p, const Ch &ch,
+                            const BlockIndex<Config> &at, ChunkStep chunk) {
   const int dqk = Config::kDQK, dv = Config::kDV;
   const long long bh = at.bh;
   ch.loadState(p.c0 ? p.c0 + bh * dqk * dv : nullptr, dv, at.j0,
@@ -1283,13 +1286,27 @@ template <class Config> KGEN_DEVICE void fused(const Params &p) {
                   : HeadCounter{};
   for (int k = 0; k < p.chunks; ++k) {
     const int t0 = k * Config::kChunk;
-    const int len = chunkLength<Config>(p, t0);
-    const long long row0 = bh * p.seq + t0;
-    // The previous chunk's update is done with K and V, and its gates with
-    // the per-token vectors.
     __syncthreads();
+    chunk(t0, bh * p.seq + t0, chunkLength<Config>(p, t0));
+  }
+  // The tensor-core updates write C in their tiles' layout, not
+  // storeState's.
+  __syncthreads();
+  const bool last = writesFinal && counted.last(p, ch.scal + 1);
+  ch.storeState(p.cT ? p.cT + bh * dqk * dv : nullptr, dv, at.j0,
+                p.nT && last ? p.nT + bh * dqk : nullptr,
+                p.mT && last ? p.mT + bh : nullptr);
+}
+
+/// Walks every chunk of one head and slice; grid (DV / kBlockDV, B * NH).
+template <class Config> KGEN_DEVICE void fused(const Params &p) {
+  using Ch = ChunkOf<Config>;
+  extern __shared__ __attribute__((aligned(16))) unsigned char kgen_smem[];
+  const Ch ch(kgen_smem);
+  const BlockIndex<Config> at;
+  walkChunks<Config>(p, ch, at, [&](int t0, long long row0, int len) {
     ch.template loadTokens<true>(p, row0, at.j0, len);
-    if (k + 1 < p.chunks)
+    if (t0 + len < p.seq)
       ch.template prefetch<true>(p, row0 + len, at.j0,
                                  chunkLength<Config>(p, t0 + len));
     ch.gates(p, row0, len);
@@ -1302,13 +1319,7 @@ template <class Config> KGEN_DEVICE void fused(const Params &p) {
     ch.outputs(p, row0, at.j0, len);
     __syncthreads();
     ch.update(len);
-  }
-  // ChunkMma's update writes C in the warp tiles' layout, not storeState's.
-  __syncthreads();
-  const bool last = writesFinal && counted.last(p, ch.scal + 1);
-  ch.storeState(p.cT ? p.cT + bh * dqk * dv : nullptr, dv, at.j0,
-                p.nT && last ? p.nT + bh * dqk : nullptr,
-                p.mT && last ? p.mT + bh : nullptr);
+  });
 }
 
 /// Two-phase, first kernel: the state recurrence alone, writing the state

@@ -470,22 +470,9 @@ template <class Config> KGEN_DEVICE void fusedWgmma(const Params &p) {
   extern __shared__ __align__(1024) unsigned char kgen_smem_wgmma[];
   const Ch ch(kgen_smem_wgmma);
   const BlockIndex<Config> at;
-  const int dqk = Config::kDQK, dv = Config::kDV;
-  const long long bh = at.bh;
-  ch.loadState(p.c0 ? p.c0 + bh * dqk * dv : nullptr, dv, at.j0,
-               p.n0 ? p.n0 + bh * dqk : nullptr, p.m0 ? p.m0 + bh : nullptr);
-  const bool writesFinal = p.nT || p.mT;
-  const HeadCounter counted =
-      writesFinal ? syncCountHead(p, bh, BlockIndex<Config>::kSlices)
-                  : HeadCounter{};
-  for (int k = 0; k < p.chunks; ++k) {
-    const int t0 = k * Config::kChunk;
-    const int len = chunkLength<Config>(p, t0);
-    const long long row0 = bh * p.seq + t0;
-    // The previous chunk is done with Q, K, V, Wp, Cp and the gates.
-    __syncthreads();
+  walkChunks<Config>(p, ch, at, [&](int t0, long long row0, int len) {
     ch.loadTokens(p, row0, at.j0, len);
-    if (k + 1 < p.chunks)
+    if (t0 + len < p.seq)
       ch.template prefetch<true>(p, row0 + len, at.j0,
                                  chunkLength<Config>(p, t0 + len));
     ch.gates(p, row0, len);
@@ -494,12 +481,7 @@ template <class Config> KGEN_DEVICE void fusedWgmma(const Params &p) {
     ch.fenceForWgmma(); // the tokens, and the previous chunk's Cp
     __syncthreads();
     ch.step(p, row0, at.j0, len, p.eps);
-  }
-  __syncthreads();
-  const bool last = writesFinal && counted.last(p, ch.scal + 1);
-  ch.storeState(p.cT ? p.cT + bh * dqk * dv : nullptr, dv, at.j0,
-                p.nT && last ? p.nT + bh * dqk : nullptr,
-                p.mT && last ? p.mT + bh : nullptr);
+  });
 }
 
 } // namespace kgen::mlstm
