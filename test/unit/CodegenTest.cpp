@@ -498,7 +498,7 @@ TEST(Candidates, FittedWgmmaTilesAndPairsSharingA) {
   EXPECT_EQ(c.stages, 6) << "the deepest ring that fits";
   c.blockN = 80;
   const std::string src = emitGemm(nt, c, Target::SM90A).source;
-  EXPECT_NE(src.find("struct Wgmma<bf16, 80, kTransB>"), std::string::npos);
+  EXPECT_NE(src.find("struct Wgmma<bf16, 80, kTransB, kTransA>"), std::string::npos);
   EXPECT_NE(src.find("wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16"),
             std::string::npos);
   // No atom for the header's widths.
