@@ -6,7 +6,7 @@
 //
 //   kgen::gemm::epilogue<Config, kWidth>(params, batch, row, col, acc)
 //
-//   computes, for e in [0, kWidth) (kWidth is 1 or 2),
+//   computes, for e in [0, kWidth) (kWidth is 1, 2, 4 or 8),
 //
 //     v = alpha * acc[e] + beta * C[row][col + e]   (C read only if beta != 0)
 //     v = v + bias[row] or bias[col + e]            (Config::kBias)
@@ -19,11 +19,13 @@
 //   when Config::kCheckN (baked, divisible extents carry no checks).
 //   A thread calls it with pairs (row, col), (row, col + 1) where its
 //   accumulators hold adjacent columns (mma.sync and wgmma: col even), and
-//   with single elements otherwise (MFMA: one column per lane). When
-//   Config::kVecC >= 2 a pair is one access to C, the bias and the residual:
-//   N is then even, col is even, and the runtime lowered kVecC to what C's,
-//   the bias's and the residual's pointers and leading dimensions allow, so
-//   a pair is aligned and wholly inside or outside.
+//   with single elements otherwise (MFMA: one column per lane), and with
+//   runs of 8 (col a multiple of 8) where a loop first gathers a row's
+//   columns (the wgmma loop, through shared memory). Elements move as
+//   vectors of min(kWidth, Config::kVecC) (at most 16 bytes) to and from C,
+//   the bias and the residual: the runtime lowered kVecC to what C's, the
+//   bias's and the residual's pointers, leading dimensions and N allow, so
+//   a vector is aligned and wholly inside or outside.
 //
 // Config supplies TypeC, kM/kN (0: run time), kCheckM, kCheckN, kVecC and
 // the features: kBias (kBiasNone, kBiasM, kBiasN), kActivation (the
@@ -66,40 +68,46 @@ template <int kAct> KGEN_DEVICE float activate(float x) {
   }
 }
 
-/// Two adjacent elements moved as one access.
-template <class T> struct alignas(2 * sizeof(T)) Pair { T x, y; };
+/// kN adjacent elements moved as one access.
+template <class T, int kN> struct alignas(kN * sizeof(T)) Vec { T x[kN]; };
 
 template <class Config, int kWidth>
 KGEN_DEVICE void epilogue(const Params &p, int batch, int row, int col,
                           const float *acc) {
   using TC = typename Config::TypeC;
-  static_assert(kWidth == 1 || kWidth == 2, "an element or a pair");
-  constexpr bool kPair = kWidth == 2 && Config::kVecC >= 2;
+  static_assert(kWidth == 1 || kWidth == 2 || kWidth == 4 || kWidth == 8,
+                "1, 2, 4 or 8 adjacent elements");
+  // Elements move kV at a time: as many as C's vector width allows (so a
+  // vector is aligned and wholly inside or outside C), at most 16 bytes.
+  constexpr int kV0 = kWidth < Config::kVecC ? kWidth : Config::kVecC;
+  constexpr int kV = kV0 * int(sizeof(TC)) > 16 ? 16 / int(sizeof(TC)) : kV0;
+  using V = Vec<TC, kV>;
   if constexpr (Config::kCheckM) {
     if (row >= (Config::kM ? Config::kM : p.m))
       return;
   }
   const int sizeN = Config::kN ? Config::kN : p.n;
+  // Whether the vector starting at element g lies inside C.
+  auto inside = [&](int g) { return !Config::kCheckN || col + g < sizeN; };
   TC *c = static_cast<TC *>(p.c) + batch * p.strideC + row * p.ldc + col;
 
   float v[kWidth];
 #pragma unroll
   for (int e = 0; e < kWidth; ++e)
     v[e] = p.alpha * acc[e];
-  if (p.beta != 0.f) {
-    if constexpr (kPair) {
-      if (!Config::kCheckN || col < sizeN) {
-        const Pair<TC> old = *reinterpret_cast<const Pair<TC> *>(c);
-        v[0] += p.beta * Convert<TC>::toFloat(old.x);
-        v[1] += p.beta * Convert<TC>::toFloat(old.y);
-      }
-    } else {
+  // v += scale * src[0, kWidth), vector by vector.
+  auto add = [&](const TC *src, float scale) {
 #pragma unroll
-      for (int e = 0; e < kWidth; ++e)
-        if (!Config::kCheckN || col + e < sizeN)
-          v[e] += p.beta * Convert<TC>::toFloat(c[e]);
-    }
-  }
+    for (int g = 0; g < kWidth; g += kV)
+      if (inside(g)) {
+        const V x = *reinterpret_cast<const V *>(src + g);
+#pragma unroll
+        for (int e = 0; e < kV; ++e)
+          v[g + e] += scale * Convert<TC>::toFloat(x.x[e]);
+      }
+  };
+  if (p.beta != 0.f)
+    add(c, p.beta);
   if constexpr (Config::kBias == kBiasM) {
     const float b = Convert<TC>::toFloat(
         static_cast<const TC *>(p.bias)[batch * p.strideBias + row]);
@@ -107,50 +115,25 @@ KGEN_DEVICE void epilogue(const Params &p, int batch, int row, int col,
     for (int e = 0; e < kWidth; ++e)
       v[e] += b;
   } else if constexpr (Config::kBias == kBiasN) {
-    const TC *b = static_cast<const TC *>(p.bias) + batch * p.strideBias + col;
-    if constexpr (kPair) {
-      if (!Config::kCheckN || col < sizeN) {
-        const Pair<TC> bb = *reinterpret_cast<const Pair<TC> *>(b);
-        v[0] += Convert<TC>::toFloat(bb.x);
-        v[1] += Convert<TC>::toFloat(bb.y);
-      }
-    } else {
-#pragma unroll
-      for (int e = 0; e < kWidth; ++e)
-        if (!Config::kCheckN || col + e < sizeN)
-          v[e] += Convert<TC>::toFloat(b[e]);
-    }
+    add(static_cast<const TC *>(p.bias) + batch * p.strideBias + col, 1.f);
   }
 #pragma unroll
   for (int e = 0; e < kWidth; ++e)
     v[e] = activate<Config::kActivation>(v[e]);
-  if constexpr (Config::kResidual) {
-    const TC *r = static_cast<const TC *>(p.residual) +
-                  batch * p.strideResidual + row * p.ldr + col;
-    if constexpr (kPair) {
-      if (!Config::kCheckN || col < sizeN) {
-        const Pair<TC> rr = *reinterpret_cast<const Pair<TC> *>(r);
-        v[0] += Convert<TC>::toFloat(rr.x);
-        v[1] += Convert<TC>::toFloat(rr.y);
-      }
-    } else {
-#pragma unroll
-      for (int e = 0; e < kWidth; ++e)
-        if (!Config::kCheckN || col + e < sizeN)
-          v[e] += Convert<TC>::toFloat(r[e]);
-    }
-  }
+  if constexpr (Config::kResidual)
+    add(static_cast<const TC *>(p.residual) + batch * p.strideResidual +
+            row * p.ldr + col,
+        1.f);
 
-  if constexpr (kPair) {
-    if (!Config::kCheckN || col < sizeN)
-      *reinterpret_cast<Pair<TC> *>(c) =
-          Pair<TC>{Convert<TC>::fromFloat(v[0]), Convert<TC>::fromFloat(v[1])};
-  } else {
 #pragma unroll
-    for (int e = 0; e < kWidth; ++e)
-      if (!Config::kCheckN || col + e < sizeN)
-        c[e] = Convert<TC>::fromFloat(v[e]);
-  }
+  for (int g = 0; g < kWidth; g += kV)
+    if (inside(g)) {
+      V x;
+#pragma unroll
+      for (int e = 0; e < kV; ++e)
+        x.x[e] = Convert<TC>::fromFloat(v[g + e]);
+      *reinterpret_cast<V *>(c + g) = x;
+    }
 }
 
 } // namespace kgen::gemm

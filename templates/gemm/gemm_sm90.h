@@ -81,6 +81,9 @@ template <class Config> struct Shape {
   static constexpr int kStageBytesB = kBlockN * kRowBytes;
   static constexpr int kStageBytes = kStageBytesA + kStageBytesB;
   static constexpr int kGroupM = 8;
+  /// The epilogue's staging: per consumer warp 16 rows of kSlabCols fp32.
+  static constexpr int kSlabCols = 32; ///< 8 chunks: the swizzle's period
+  static constexpr int kSlabFloats = 16 * kSlabCols;
   /// wgmma, like mma.sync, adds into its accumulators with truncation; with
   /// an fp32 C that error shows (2x a plain fp32 loop at K = 2048 on an
   /// H200), so each k-slice's sum is promoted with FADDs. The limits keep
@@ -196,24 +199,56 @@ streamKFixup(const gemm::Params &p, float (&acc)[S::kMmaM][S::kAccum],
 }
 
 /// Hands a consumer's accumulators to the fused epilogue (alpha/beta, bias,
-/// activation, residual, cast; templates/gemm/epilogue.h), one pair of
-/// adjacent columns at a time: wgmma's m64nN layout gives each thread rows
-/// warp*16 + lane/4 (+8) and column pairs 8j + 2*(lane%4) of every m64 slice.
+/// activation, residual, cast; templates/gemm/epilogue.h) in runs of 8
+/// columns of one row, so C moves in 16-byte vectors. wgmma's m64nN layout
+/// gives each thread only column pairs (rows warp*16 + lane/4 (+8), columns
+/// 8j + 2*(lane%4)): stored as they are, each warp store writes 16 bytes of
+/// 8 rows, and the stores of a 128x256 tile took ~7 us of 2048^3's 32
+/// (ncu, H100: the LSU queue full). So each warp first writes 32 columns of
+/// its 16 rows to its own staging slab (fp32; 16-byte chunks XOR-swizzled by
+/// row, so neither side conflicts on a bank), then each lane reads 8 columns
+/// of one row back: 4 lanes cover 128 contiguous bytes of fp32, 64 of C.
 template <class Config>
-KGEN_DEVICE void storeTile(const float (&acc)[Shape<Config>::kMmaM]
-                                             [Shape<Config>::kAccum],
-                           const gemm::Params &p, int row0, int col0) {
+KGEN_DEVICE void
+storeTile(const float (&acc)[Shape<Config>::kMmaM][Shape<Config>::kAccum],
+          const gemm::Params &p, int row0, int col0, float *slab) {
   using S = Shape<Config>;
+  constexpr int kCols = S::kSlabCols;
   const int lane = int(threadIdx.x % 32u), warp = int(threadIdx.x / 32u) % 4;
+  const int key = lane / 4; // the row's swizzle: both sides use rows r, r+8
 #pragma unroll
   for (int mi = 0; mi < S::kMmaM; ++mi)
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int row = row0 + mi * 64 + warp * 16 + lane / 4 + half * 8;
+    for (int c0 = 0; c0 < S::kBlockN; c0 += kCols) {
+      const int width = S::kBlockN - c0 < kCols ? S::kBlockN - c0 : kCols;
+      __syncwarp(); // the last slab's reads are done
 #pragma unroll
-      for (int j = 0; j < S::kBlockN / 8; ++j)
-        gemm::epilogue<Config, 2>(p, 0, row, col0 + j * 8 + (lane % 4) * 2,
-                                  &acc[mi][j * 4 + half * 2]);
+      for (int j = 0; j < kCols / 8; ++j)
+        if (j * 8 < width)
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const int col = j * 8 + (lane % 4) * 2;
+            const int chunk = (col / 4) ^ key;
+            const float *a = &acc[mi][(c0 / 8 + j) * 4 + half * 2];
+            *reinterpret_cast<float2 *>(slab + (key + half * 8) * kCols +
+                                        chunk * 4 + col % 4) =
+                make_float2(a[0], a[1]);
+          }
+      __syncwarp();
+      const int q = lane % 4; // this lane's 8 columns: chunks 2q, 2q + 1
+      if (q * 8 < width)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int r = key + half * 8;
+          float v[8];
+          *reinterpret_cast<float4 *>(v) = *reinterpret_cast<const float4 *>(
+              slab + r * kCols + ((2 * q) ^ key) * 4);
+          *reinterpret_cast<float4 *>(v + 4) =
+              *reinterpret_cast<const float4 *>(slab + r * kCols +
+                                                ((2 * q + 1) ^ key) * 4);
+          gemm::epilogue<Config, 8>(p, 0, row0 + mi * 64 + warp * 16 + r,
+                                    col0 + c0 + q * 8, v);
+        }
     }
 }
 
@@ -259,14 +294,16 @@ KGEN_DEVICE void loadB(unsigned char *b, const TensorMap &mapB, uint64_t *bar,
 /// The consumer warpgroups' part: wgmma over each stage, then the stores.
 template <class Config>
 KGEN_DEVICE void consume(unsigned char *smem, uint64_t *full, uint64_t *empty,
-                         int *flag, uint32_t rank, int unit0, int unitStride,
-                         int units, int unitsM, int unitsN, int tilesM,
-                         int tilesN, int slices, const gemm::Params &p) {
+                         int *flag, float *staging, uint32_t rank, int unit0,
+                         int unitStride, int units, int unitsM, int unitsN,
+                         int tilesM, int tilesN, int slices,
+                         const gemm::Params &p) {
   using S = Shape<Config>;
   using T = typename S::T;
   sm90::setMaxRegsInc<232>();
   const int consumer = int(threadIdx.x / 128u) - 1;
   const bool warpLeader = threadIdx.x % 32u == 0;
+  float *slab = staging + (int(threadIdx.x) / 32 - 4) * S::kSlabFloats;
   using Mma = sm90::Wgmma<T, S::kBlockN, S::kBNMajor>;
   float acc[S::kMmaM][S::kAccum];
   // With an fp32 C, each k-slice's wgmmas start from zero and their sum is
@@ -362,9 +399,9 @@ KGEN_DEVICE void consume(unsigned char *smem, uint64_t *full, uint64_t *empty,
     }
     const int row0 = tm * S::kBlockM + consumer * S::kRowsPerConsumer;
     if constexpr (S::kPromote)
-      storeTile<Config>(total, p, row0, tn * S::kBlockN);
+      storeTile<Config>(total, p, row0, tn * S::kBlockN, slab);
     else
-      storeTile<Config>(acc, p, row0, tn * S::kBlockN);
+      storeTile<Config>(acc, p, row0, tn * S::kBlockN, slab);
   }
 }
 
@@ -385,6 +422,10 @@ KGEN_DEVICE void run(const TensorMap &mapA, const TensorMap &mapB,
       reinterpret_cast<uint64_t *>(smem + S::kStages * S::kStageBytes);
   uint64_t *empty = full + S::kStages;
   int *flag = reinterpret_cast<int *>(empty + S::kStages); // stream-K's
+  // The consumer warps' epilogue slabs (storeTile), after stream-K's flag.
+  float *staging = reinterpret_cast<float *>(
+      reinterpret_cast<unsigned char *>(empty + S::kStages) +
+      (S::kStreamK ? 16 : 0));
 
   if (threadIdx.x == 0) {
 #pragma unroll
@@ -456,8 +497,8 @@ KGEN_DEVICE void run(const TensorMap &mapA, const TensorMap &mapB,
       }
     }
   } else {
-    consume<Config>(smem, full, empty, flag, rank, unit0, unitStride, units,
-                    unitsM, unitsN, tilesM, tilesN, slices, p);
+    consume<Config>(smem, full, empty, flag, staging, rank, unit0, unitStride,
+                    units, unitsM, unitsN, tilesM, tilesN, slices, p);
   }
   // No CTA of a cluster leaves while the other may still arrive on its
   // barriers or multicast into its shared memory.

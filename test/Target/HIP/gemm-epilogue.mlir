@@ -40,12 +40,13 @@ kgen.gemm @gate {m = 127, n = 4099, k = 1023, ab = f16, c = f32, layout = "nn", 
 kgen.gemm @plain {m = 1, n = 4096, k = 4096, ab = bf16, c = bf16, layout = "nt", target = "sm_80", config = #kgen.gemm_config<block = [128, 128, 32], warps = [2, 2], stages = 3, smem = padded, pad = 8>}
 
 // The epilogue template itself, inlined: one function every main loop
-// calls per accumulator pair, reading C only when beta != 0.
+// calls per run of accumulators, reading C only when beta != 0.
 // INLINE:     begin kgen/gemm/params.h
 // INLINE:     struct Params {
 // INLINE:     begin kgen/gemm/epilogue.h
 // INLINE:     KGEN_DEVICE void epilogue(const Params &p, int batch, int row, int col,
-// INLINE:     if (p.beta != 0.f) {
+// INLINE:     if (p.beta != 0.f)
+// INLINE-NEXT:  add(c, p.beta);
 // INLINE:     v[e] = activate<Config::kActivation>(v[e]);
 // INLINE:     begin kgen/gemm/gemm.h
 // INLINE:     epilogue<Config, 2>(p, batch, row0 + 16 * i + 8 * h + g,

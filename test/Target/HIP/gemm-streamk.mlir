@@ -8,7 +8,7 @@
 // 80 x 32 k-iterations in equal runs; tiles split between CTAs are added up
 // through the workspace before the epilogue.
 // CHECK:      // config: wgmma loop, block 128x128x64, 1 producer + 2 consumer warpgroups, 4 stages, 128-byte swizzled shared memory, stream-K
-// CHECK:      // launch: persistent grid (min(tiles x k-slices, multiprocessors)), 384 threads, 132176 B dynamic shared memory; A and B through tensor maps
+// CHECK:      // launch: persistent grid (min(tiles x k-slices, multiprocessors)), 384 threads, 148560 B dynamic shared memory; A and B through tensor maps
 // CHECK-NEXT: // stream-K: each CTA takes an equal run of the tiles x k-slices iterations; tiles split between CTAs are added up through the workspace (kgen/gemm/fixup.h)
 // CHECK:      #include "kgen/gemm/gemm_sm90.h"
 // CHECK:      static constexpr int kCluster = 1; // CTAs sharing A or B by multicast
