@@ -107,6 +107,9 @@ struct AttentionTraits {
   int smemBytes;
   int accumPerThread; ///< fp32 registers of O and S per thread
   bool masked;        ///< some tile may need an element mask
+  /// wgmma loop: O goes out through per-warp shared-memory slabs (16-byte
+  /// stores); without split-KV, where shared memory has room for them.
+  bool stageO = false;
 };
 
 AttentionTraits attentionTraits(const AttentionProblem &p,

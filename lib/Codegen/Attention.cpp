@@ -113,10 +113,19 @@ AttentionTraits attentionTraits(const AttentionProblem &p,
     tr.threads = (c.warps + 4) * 32;
     // The persistent grid's Q has an "empty" barrier as well, and two
     // 4-byte slots for the work tile's index (the dynamic schedule).
+    const int64_t barriers =
+        8 * (1 + 4 * int64_t(c.stages) + (c.persistent ? 2 : 0));
     int64_t smem = 1024 + int64_t(c.blockM) * p.headDimQk * sizeOf(p.dtype) +
                    int64_t(c.stages) * c.blockN * (p.headDimQk + p.headDimV) *
                        sizeOf(p.dtype) +
-                   8 * (1 + 4 * int64_t(c.stages) + (c.persistent ? 2 : 0));
+                   (barriers + 15) / 16 * 16;
+    // Without split-KV, and where they fit, each consumer warp's 2 KB slab
+    // for the stores of O follows (attention_sm90.h, storeStaged): 16-byte
+    // stores of O, which a ring too deep for them goes without.
+    const int64_t slabs = int64_t(c.warps) * 16 * 64 * 2;
+    tr.stageO = c.splits == 1 && smem + slabs <= ti.maxSharedBytes;
+    if (tr.stageO)
+      smem += slabs;
     tr.smemBytes = int(std::min<int64_t>(smem, INT32_MAX));
     // O and S per consumer thread (a warpgroup's 64 rows over 128 threads).
     tr.accumPerThread = (p.headDimV + c.blockN) / 2;

@@ -166,7 +166,8 @@ KernelSource emitAttention(const AttentionProblem &p, const AttentionConfig &c,
      << "  static constexpr int kSplits = " << c.splits << ";\n"
      << "  static constexpr bool kPackGqa = " << boolStr(c.packGqa) << ";\n"
      << "  static constexpr bool kWgmma = " << boolStr(wgmma)
-     << ", kPersistent = " << boolStr(c.persistent) << ";\n"
+     << ", kPersistent = " << boolStr(c.persistent)
+     << ", kStageO = " << boolStr(tr.stageO) << ";\n"
      << "  static constexpr int kThreads = " << tr.threads << ";\n"
      << "  static constexpr int kSmemBytes = " << tr.smemBytes << ";\n"
      << "  static constexpr int kCombineThreads = " << p.headDimV << ";\n"

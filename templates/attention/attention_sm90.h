@@ -70,9 +70,15 @@ template <class Config> struct Shape {
   /// work tile's index, Barriers::tileSlot).
   static constexpr int kBarriers =
       1 + 4 * kStages + (Config::kPersistent ? 2 : 0);
+  /// With Config::kStageO (no split-KV, and room left in shared memory),
+  /// each consumer warp's slab of 16 rows of 64 values for the stores of O
+  /// (storeStaged), after the barriers.
+  static constexpr int kSlabOffset =
+      kQBytes + kStages * kStageBytes + (8 * kBarriers + 15) / 16 * 16;
+  static constexpr int kSlabBytes =
+      Config::kStageO ? kConsumers * 4 * 16 * 64 * 2 : 0;
   /// 1024 bytes of slack to align the tiles to the swizzle's period.
-  static constexpr int kSmemBytes =
-      1024 + kQBytes + kStages * kStageBytes + 8 * kBarriers;
+  static constexpr int kSmemBytes = 1024 + kSlabOffset + kSlabBytes;
   static constexpr int kAccumS = kBlockN / 2, kAccumO = kDv / 2;
 
   static_assert(Config::kWgmma, "the wgmma loop's Config");
@@ -97,6 +103,8 @@ template <class Config> struct Shape {
                 "varlen, GQA packing and preloaded V are the tiled loop's");
   static_assert(!Config::kPersistent || Config::kSplits == 1,
                 "split-KV keeps one block per (row block, head, split)");
+  static_assert(!Config::kStageO || Config::kSplits == 1,
+                "split-KV writes fp32 partials, not O");
 };
 
 /// The mbarriers, in shared memory after the tiles.
@@ -187,6 +195,62 @@ KGEN_DEVICE void produce(unsigned char *smem, const Barriers<Config> &bar,
     if (++stage == S::kStages) {
       stage = 0;
       phase ^= 1;
+    }
+  }
+}
+
+/// WarpAttention::store through the warp's shared-memory slab of 16 rows
+/// of 64 values (2 KB). Stored from the fragments, a warp store writes 4
+/// bytes of each of 8 rows; gathered in the slab (16-byte chunks
+/// XOR-swizzled by row, so neither side conflicts on a bank), a warp store
+/// writes 128 contiguous bytes of each of 4 rows. O's rows are 16-byte
+/// aligned (the runtime checks the pointer and the strides).
+template <class Config>
+KGEN_DEVICE void storeStaged(const WarpAttention<Config> &wa,
+                             const RowWriter<Config> &w,
+                             const Block<Config> &blk, int m0,
+                             typename Config::T *slab) {
+  using S = Shape<Config>;
+  using T = typename Config::T;
+  const int lane = wa.lane, g = lane / 4, t = lane % 4;
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float sum = wa.l[0][r];
+    sum += shuffleXor(sum, 1);
+    sum += shuffleXor(sum, 2);
+    float lse;
+    attention::finishRow(wa.m[0][r], sum, inv[r], lse);
+    const int row = m0 + wa.row0 + 8 * r + g;
+    if (t == 0 && row < blk.rows)
+      w.row(row).lse(lse);
+  }
+  // The rows this lane writes to O: 4 apart, 16-byte chunk lane % 8.
+  long long at[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int row = m0 + wa.row0 + 4 * i + lane / 8;
+    at[i] = row < blk.rows ? blk.oRow(row) : -1;
+  }
+#pragma unroll
+  for (int c0 = 0; c0 < S::kDv; c0 += 64) {
+    __syncwarp(); // the last block's reads are done
+#pragma unroll
+    for (int d = 0; d < 8; ++d)
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+        *reinterpret_cast<uint32_t *>(slab + (g + 8 * r) * 64 + (d ^ g) * 8 +
+                                      2 * t) =
+            sm80::pack2<T>(wa.o[0][c0 / 8 + d][2 * r] * inv[r],
+                           wa.o[0][c0 / 8 + d][2 * r + 1] * inv[r]);
+    __syncwarp();
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int rr = 4 * i + lane / 8, c = lane % 8;
+      const Bytes<16> v = *reinterpret_cast<const Bytes<16> *>(
+          slab + rr * 64 + (c ^ (rr % 8)) * 8);
+      if (at[i] >= 0)
+        *reinterpret_cast<Bytes<16> *>(blk.o + at[i] + c0 + c * 8) = v;
     }
   }
 }
@@ -369,7 +433,12 @@ KGEN_DEVICE void consume(unsigned char *smem, const Barriers<Config> &bar,
     if (warpLeader)
       sm90::barrierArrive(&vEmpty[stageOf(last)]);
   }
-  wa.store(RowWriter<Config>(p, blk), blk, m0);
+  if constexpr (Config::kStageO)
+    storeStaged<Config>(wa, RowWriter<Config>(p, blk), blk, m0,
+                   reinterpret_cast<T *>(smem + S::kSlabOffset) +
+                       warp * 16 * 64);
+  else
+    wa.store(RowWriter<Config>(p, blk), blk, m0);
 }
 
 /// Both kernels' set-up: the aligned shared memory (into smem) and the

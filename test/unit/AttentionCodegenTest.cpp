@@ -353,10 +353,23 @@ TEST(AttentionWgmma, LimitsNameTheRule) {
   EXPECT_TRUE(contains(*checkConfig(p, w, Target::SM90A),
                        "past the 128 that fit the consumers' 160"));
   // Traits: a producer warpgroup on top of the consumers; Q + 2 stages of
-  // K and V, unpadded, 1 KiB of alignment slack and 9 barriers.
+  // K and V, unpadded, 1 KiB of alignment slack, 9 barriers (16-byte
+  // aligned) and the 8 consumer warps' 2 KB slabs for O.
   const AttentionTraits tr = attentionTraits(p, c, Target::SM90A);
   EXPECT_EQ(tr.threads, 384);
-  EXPECT_EQ(tr.smemBytes, 1024 + 128 * 128 * 2 + 2 * 128 * 256 * 2 + 8 * 9);
+  EXPECT_TRUE(tr.stageO);
+  EXPECT_EQ(tr.smemBytes,
+            1024 + 128 * 128 * 2 + 2 * 128 * 256 * 2 + 80 + 8 * 2048);
+  // A third stage leaves no room for the slabs: O is stored from the
+  // fragments. Split-KV writes fp32 partials, never through them.
+  AttentionConfig deep = c;
+  deep.stages = 3;
+  const AttentionTraits trDeep = attentionTraits(p, deep, Target::SM90A);
+  EXPECT_FALSE(trDeep.stageO);
+  EXPECT_EQ(trDeep.smemBytes, 1024 + 128 * 128 * 2 + 3 * 128 * 256 * 2 + 112);
+  AttentionConfig split = c;
+  split.splits = 4;
+  EXPECT_FALSE(attentionTraits(p, split, Target::SM90A).stageO);
 }
 
 TEST(AttentionWgmma, CandidatesJsonAndName) {

@@ -45,6 +45,6 @@ kgen.attention @fa3p {batch = 2, heads_q = 16, heads_kv = 16, seqlen_q = 8192, s
 
 // CHECK:      persistent (each block loops over (row block, head, batch) work tiles)
 // CHECK:      // launch: persistent grid (min(ceil(Sq/128) * headsQ * batch, multiprocessors))
-// CHECK:      static constexpr bool kWgmma = true, kPersistent = true;
+// CHECK:      static constexpr bool kWgmma = true, kPersistent = true, kStageO = true;
 // CHECK:      kgen_attn_bf16_d128_causal_wgmma_b128x128_w8_s2_persistent(
 // CHECK:      kgen::attention_sm90::runPersistent<Config>(mapQ, mapK, mapV, p);
