@@ -46,6 +46,8 @@ namespace {
 
 constexpr size_t kMaxCandidates = 12;
 
+bool persistentFirst(const AttentionProblem &p);
+
 /// The wgmma tile `kgen tune` found best on an H200 (2026-11-21, the
 /// attention-bench preset: 20 prefill shapes, bf16 D 64/128 and f16 D 256,
 /// S 512-16384, causal and not), which the cost model ranks lower:
@@ -56,7 +58,13 @@ constexpr size_t kMaxCandidates = 12;
 ///             16.4% and 2.5% over 192x128, whose last row block is a third
 ///             empty at those lengths; at S 4096 and 16384 it ran 4% behind)
 ///   D <= 128: 128x128, 8 warps (won all 8 D128 shapes, 10-36% ahead of the
-///             model's 192x64)
+///             model's 192x64); where its persistent twin goes first
+///             (persistentFirst), 2 stages: only they leave room for the
+///             slabs that store O in 16-byte rows (kStageO; H100,
+///             2026-11-22, persistent 128x128 forced in bench/attention.py:
+///             2 stages ahead at all 8 D128 shapes, S 512 136.4 against
+///             172.5 us, S 1024 266.0 against 287.0, causal 1024 172.6
+///             against 189.6)
 ///   D <= 256: 128x64, 8 warps, 2 stages (won all 4 D256 shapes; also the
 ///             model's pick)
 /// Stages are left to the model where they were within 1.5% of each other.
@@ -69,7 +77,8 @@ bool isMeasuredWgmmaTile(const AttentionProblem &p, const AttentionConfig &c) {
   if (d <= 64)
     return c.blockM == 192 && c.blockN == 128 && c.stages == 2;
   if (d <= 128)
-    return c.blockM == 128 && c.blockN == 128;
+    return c.blockM == 128 && c.blockN == 128 &&
+           (!persistentFirst(p) || c.stages == 2);
   return c.blockM == 128 && c.blockN == 64 && c.stages == 2;
 }
 
