@@ -206,10 +206,9 @@ KGEN_DEVICE void produce(unsigned char *smem, const Barriers<Config> &bar,
 /// writes 128 contiguous bytes of each of 4 rows. O's rows are 16-byte
 /// aligned (the runtime checks the pointer and the strides).
 template <class Config>
-KGEN_DEVICE void storeStaged(const WarpAttention<Config> &wa,
-                             const RowWriter<Config> &w,
-                             const Block<Config> &blk, int m0,
-                             typename Config::T *slab) {
+KGEN_DEVICE void
+storeStaged(const WarpAttention<Config> &wa, const RowWriter<Config> &w,
+            const Block<Config> &blk, int m0, typename Config::T *slab) {
   using S = Shape<Config>;
   using T = typename Config::T;
   const int lane = wa.lane, g = lane / 4, t = lane % 4;
@@ -435,8 +434,8 @@ KGEN_DEVICE void consume(unsigned char *smem, const Barriers<Config> &bar,
   }
   if constexpr (Config::kStageO)
     storeStaged<Config>(wa, RowWriter<Config>(p, blk), blk, m0,
-                   reinterpret_cast<T *>(smem + S::kSlabOffset) +
-                       warp * 16 * 64);
+                        reinterpret_cast<T *>(smem + S::kSlabOffset) +
+                            warp * 16 * 64);
   else
     wa.store(RowWriter<Config>(p, blk), blk, m0);
 }
