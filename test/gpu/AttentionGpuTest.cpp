@@ -585,6 +585,13 @@ TEST_F(AttentionGpu, WgmmaPersistentSchedules) {
               DType::BF16, true);
     c.p.causal = true;
     cases.push_back(c);
+    // The dynamic schedule (causal, seqlen_q > 512: work tiles claimed
+    // through the stream's counter) at a size compute-sanitizer's racecheck
+    // gets through (KGEN_GPU_TEST_MAX_SEQLEN=520).
+    c = fixed("persistent causal dynamic", 2, 3, 3, 520, 520, 64, 64,
+              DType::BF16, false);
+    c.p.causal = true;
+    cases.push_back(c);
     // Window, ALiBi and bias: the masks of the tiled loop in a work tile.
     c = fixed("persistent window alibi bias", 3, 5, 5, 257, 513, 64, 64,
               DType::F16, false);
@@ -596,7 +603,7 @@ TEST_F(AttentionGpu, WgmmaPersistentSchedules) {
   const char *limit = std::getenv("KGEN_GPU_TEST_MAX_SEQLEN");
   const int maxSeq = limit && *limit ? std::atoi(limit) : 1 << 30;
   unsigned seed = 5000;
-  int ran = 0, fewer = 0, more = 0, ragged = 0;
+  int ran = 0, fewer = 0, more = 0, ragged = 0, dynamic = 0;
   for (const Case &c : cases) {
     if (c.p.seqlenQ > maxSeq || c.p.seqlenK > maxSeq)
       continue;
@@ -617,6 +624,7 @@ TEST_F(AttentionGpu, WgmmaPersistentSchedules) {
           fewer += tiles < sms;
           more += tiles >= 4 * sms;
           ragged += tiles > sms && tiles % sms != 0;
+          dynamic += attentionDynamicSchedule(c.p);
           const std::string b = runCase(c, &cfg, seed++);
           EXPECT_TRUE(b.empty())
               << c.name << " " << attentionKernelName(c.p, cfg, t) << " ("
@@ -627,10 +635,12 @@ TEST_F(AttentionGpu, WgmmaPersistentSchedules) {
   }
   std::printf("[ gpu      ] persistent wgmma loop: %d (case, config) runs: %d "
               "with fewer work tiles than SMs, %d with 4x more or beyond, %d "
-              "with a partial last round\n",
-              ran, fewer, more, ragged);
+              "with a partial last round, %d on the dynamic schedule\n",
+              ran, fewer, more, ragged, dynamic);
   EXPECT_GT(fewer, 0);
   EXPECT_GT(ragged, 0);
+  if (maxSeq >= 520)
+    EXPECT_GT(dynamic, 0);
   if (!(limit && *limit))
     EXPECT_GT(more, 0);
   EXPECT_GT(ran, limit && *limit ? 20 : 40);
