@@ -1267,8 +1267,9 @@ KGEN_DEVICE HeadCounter syncCountHead(const Params &p, long long bh,
   return c;
 }
 
-/// The walk of a fused kernel over one head's chunks, whatever its steps
-/// (ch: Chunk, ChunkMma or ChunkWgmma): the state in, the head counted,
+/// The walk of a fused kernel (or of the two-phase states kernel) over one
+/// head's chunks, whatever its steps (ch: Chunk, ChunkMma or ChunkWgmma):
+/// the state in, the head counted,
 /// then per chunk a barrier (the previous chunk is done with the tokens,
 /// the gates and the state's copies) and chunk(t0, row0, len) (its first
 /// token in the sequence and in the tensors, its length), then the state
@@ -1331,39 +1332,22 @@ template <class Config> KGEN_DEVICE void states(const Params &p) {
   const Ch ch(kgen_smem);
   const BlockIndex<Config> at;
   const int dqk = Config::kDQK, dv = Config::kDV;
-  const long long bh = at.bh;
   const bool first = at.slice == 0;
-  ch.loadState(p.c0 ? p.c0 + bh * dqk * dv : nullptr, dv, at.j0,
-               p.n0 ? p.n0 + bh * dqk : nullptr, p.m0 ? p.m0 + bh : nullptr);
-  const bool writesFinal = p.nT || p.mT;
-  const HeadCounter counted =
-      writesFinal ? syncCountHead(p, bh, BlockIndex<Config>::kSlices)
-                  : HeadCounter{};
-  for (int k = 0; k < p.chunks; ++k) {
-    const int t0 = k * Config::kChunk;
-    const int len = chunkLength<Config>(p, t0);
-    const long long row0 = bh * p.seq + t0;
-    const long long ws = bh * p.chunks + k;
-    __syncthreads();
+  walkChunks<Config>(p, ch, at, [&](int t0, long long row0, int len) {
+    const long long ws = at.bh * p.chunks + t0 / Config::kChunk;
     // gates() below overwrites *mState from thread 0, which stores it first.
     ch.storeState(p.wsC + ws * dqk * dv, dv, at.j0,
                   first ? p.wsN + ws * dqk : nullptr,
                   first ? p.wsM + ws : nullptr);
     ch.template loadTokens<false>(p, row0, at.j0, len);
-    if (k + 1 < p.chunks)
+    if (t0 + len < p.seq)
       ch.template prefetch<false>(p, row0 + len, at.j0,
                                   chunkLength<Config>(p, t0 + len));
     ch.gates(p, row0, len);
     ch.tokensLanded();
     __syncthreads();
     ch.update(len);
-  }
-  // ChunkMma's update writes C in the warp tiles' layout, not storeState's.
-  __syncthreads();
-  const bool last = writesFinal && counted.last(p, ch.scal + 1);
-  ch.storeState(p.cT ? p.cT + bh * dqk * dv : nullptr, dv, at.j0,
-                p.nT && last ? p.nT + bh * dqk : nullptr,
-                p.mT && last ? p.mT + bh : nullptr);
+  });
 }
 
 /// Two-phase, second kernel: one chunk's outputs from the state `states`
