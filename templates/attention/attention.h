@@ -671,6 +671,15 @@ template <class Config> struct WarpAttention {
     }
   }
 
+  /// Row r (0: g, 1: g + 8) of tile i: its sum over the lane quad, then
+  /// O's scale and the LSE (finishRow).
+  KGEN_DEVICE void finishRow(int i, int r, float &inv, float &lse) const {
+    float sum = l[i][r];
+    sum += shuffleXor(sum, 1);
+    sum += shuffleXor(sum, 2);
+    attention::finishRow(m[i][r], sum, inv, lse);
+  }
+
   KGEN_DEVICE void store(const RowWriter<Config> &w, const Block<Config> &blk,
                          int m0) {
     const int g = lane / 4, t = lane % 4;
@@ -678,11 +687,8 @@ template <class Config> struct WarpAttention {
     for (int i = 0; i < kFragsM; ++i)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        float sum = l[i][r];
-        sum += shuffleXor(sum, 1);
-        sum += shuffleXor(sum, 2);
         float inv, lse;
-        finishRow(m[i][r], sum, inv, lse);
+        finishRow(i, r, inv, lse);
         const int row = m0 + row0 + 16 * i + 8 * r + g;
         if (row >= blk.rows)
           continue;

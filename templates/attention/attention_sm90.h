@@ -215,11 +215,8 @@ storeStaged(const WarpAttention<Config> &wa, const RowWriter<Config> &w,
   float inv[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    float sum = wa.l[0][r];
-    sum += shuffleXor(sum, 1);
-    sum += shuffleXor(sum, 2);
     float lse;
-    attention::finishRow(wa.m[0][r], sum, inv[r], lse);
+    wa.finishRow(0, r, inv[r], lse);
     const int row = m0 + wa.row0 + 8 * r + g;
     if (t == 0 && row < blk.rows)
       w.row(row).lse(lse);
