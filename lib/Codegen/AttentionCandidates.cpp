@@ -46,7 +46,24 @@ namespace {
 
 constexpr size_t kMaxCandidates = 12;
 
-bool persistentFirst(const AttentionProblem &p);
+/// Whether a prefill problem's persistent twins go before their
+/// one-block-per-row-block configs. Measured on an H200 (kgen tune of the
+/// attention-bench preset, 2026-11-21):
+/// with head dims <= 128 and seqlen_q <= 1024 the persistent grid won 7 of
+/// 8 shapes by 7-36% over the heuristic of the time (its prologue and
+/// epilogue overlap the neighbour tile's work, which matters when a block
+/// has few key tiles); beyond 1024 each grid won 4 of the 8, so the
+/// one-block grid stays first there, and at D 256 it won all 4 (causal S
+/// 512: by 3.4%). Causal, with the dynamic schedule (attentionDynamicSchedule
+/// below; 2026-11-22, H200) the persistent grid won S 1024 and 4096 at D 64
+/// and 128 by 6-12% over the one-block grid (with the static schedule,
+/// which left 15% of the multiprocessors' cycles idle at D 64 S 1024, the
+/// one-block grid had won S 1024). Causal S 16384 was not measured with it:
+/// the one-block grid stays first there.
+bool persistentFirst(const AttentionProblem &p) {
+  return std::max(p.headDimQk, p.headDimV) <= 128 &&
+         (p.seqlenQ <= 1024 || (p.causal && p.seqlenQ <= 4096));
+}
 
 /// The wgmma tile `kgen tune` found best on an H200 (2026-11-21, the
 /// attention-bench preset: 20 prefill shapes, bf16 D 64/128 and f16 D 256,
@@ -80,24 +97,6 @@ bool isMeasuredWgmmaTile(const AttentionProblem &p, const AttentionConfig &c) {
     return c.blockM == 128 && c.blockN == 128 &&
            (!persistentFirst(p) || c.stages == 2);
   return c.blockM == 128 && c.blockN == 64 && c.stages == 2;
-}
-
-/// Whether a prefill problem's persistent twins go before their
-/// one-block-per-row-block configs. Measured on an H200 (the same tune):
-/// with head dims <= 128 and seqlen_q <= 1024 the persistent grid won 7 of
-/// 8 shapes by 7-36% over the heuristic of the time (its prologue and
-/// epilogue overlap the neighbour tile's work, which matters when a block
-/// has few key tiles); beyond 1024 each grid won 4 of the 8, so the
-/// one-block grid stays first there, and at D 256 it won all 4 (causal S
-/// 512: by 3.4%). Causal, with the dynamic schedule (attentionDynamicSchedule
-/// below; 2026-11-22, H200) the persistent grid won S 1024 and 4096 at D 64
-/// and 128 by 6-12% over the one-block grid (with the static schedule,
-/// which left 15% of the multiprocessors' cycles idle at D 64 S 1024, the
-/// one-block grid had won S 1024). Causal S 16384 was not measured with it:
-/// the one-block grid stays first there.
-bool persistentFirst(const AttentionProblem &p) {
-  return std::max(p.headDimQk, p.headDimV) <= 128 &&
-         (p.seqlenQ <= 1024 || (p.causal && p.seqlenQ <= 4096));
 }
 
 } // namespace
