@@ -436,6 +436,7 @@ KernelSource emitGemm(const GemmProblem &problem, const GemmConfig &c, Target t,
        << ", kActivation = " << activationEnum(p.act) << ";\n"
        << "  static constexpr bool kResidual = " << boolStr(p.residual) << ";\n"
        << "  static constexpr int kThreads = " << tr.threads << ";\n"
+       << "  static constexpr int kSmemBytes = " << tr.smemBytes << ";\n"
        << "};\n"
        << "} // namespace\n\n"
        << "extern \"C\" __global__ void ";

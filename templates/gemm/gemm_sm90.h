@@ -96,6 +96,12 @@ template <class Config> struct Shape {
   static_assert(!Config::kTransA, "A is K-major (layout 'N')");
   static_assert(kBlockK == 64, "a k-slice is one 128-byte swizzle row");
   static_assert(kThreads == Config::kThreads, "128 threads per warpgroup");
+  /// The ring, its full and empty barriers, stream-K's flag and the
+  /// consumer warps' slabs, after 1024 bytes of slack for the alignment.
+  static_assert(1024 + kStages * (kStageBytes + 16) + (kStreamK ? 16 : 0) +
+                        kConsumers * 4 * kSlabFloats * 4 ==
+                    Config::kSmemBytes,
+                "kSmemBytes disagrees with the template's smem layout");
   static_assert(kRowsPerConsumer % 64 == 0 && kMmaM <= 2,
                 "each consumer owns one or two m64 slices");
   static_assert(kBlockN <= 256 && (kBNMajor ? kBlockN % 64 == 0
