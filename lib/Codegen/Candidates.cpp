@@ -2,12 +2,12 @@
 //
 // The space is small on purpose: block tiles from 16x64 to 256x128, the
 // warp grid that gives each warp a 32x32..64x64 tile, blockK 32 or 64, 2-4
-// stages (to 6 at M <= 64 on NVIDIA), padded or swizzled shared memory; on sm_90a also the wgmma loop's
-// tiles from 64x128 to 128x256 with 3-6 stages (8 beyond M = 16), and
-// the fitted widths below. Every combination that passes checkConfig is
-// ranked by a roofline-style model with wave quantization,
-// and the best `kMaxCandidates` are kept: enough for the dispatcher to find
-// the winner, few enough that tuning and the compile tests stay fast.
+// stages (to 6 at M <= 64 on NVIDIA), padded or swizzled shared memory; on
+// sm_90a also the wgmma loop's tiles from 64x128 to 128x256 with 3-6 stages (8
+// beyond M = 16), and the fitted widths below. Every combination that passes
+// checkConfig is ranked by a roofline-style model with wave quantization, and
+// the best `kMaxCandidates` are kept: enough for the dispatcher to find the
+// winner, few enough that tuning and the compile tests stay fast.
 //
 // Split-K (tiled loop) joins when the tiles of a config leave
 // multiprocessors idle (fewer tiles than the assumed multiprocessor count:
@@ -24,6 +24,21 @@
 // the tiles split between CTAs (two partial tiles per CTA at most). Up to
 // kMaxSplitCandidates of them join the list as split-K's do, for the
 // tuner.
+//
+// Split-K in lockstep (wgmma loop, splitK = P) joins under the same
+// condition: P units a tile, k-slices interleaved, dealt out part-major so
+// that the CTAs running together load the same k-slices (schedule.h says
+// why that wins over stream-K). P is the one of 2..8 that makes the fewest
+// k-slices a CTA walks (units / multiprocessors waves of slices / P),
+// offered where that is at most 3/4 of the data-parallel walk and the GEMM
+// is not HBM-bound (M N / (M + N) >= 256, about the FLOPs a byte of A and
+// B: the H100's tensor cores do 295 a byte of HBM; kgen tune on the H100 at
+// M = 64..256 with N = K = 4096 and 8192: every split ran 10-25% behind the
+// best whole-tile config). The model charges each wave a partial written
+// and P read back, at a MAC unit a byte plus 10% (fitted on the H100, kgen
+// tune of 532x2048xK: 128x128 P = 3 at K = 2048 24.7 us against 13.5
+// data-parallel; 128x256 P = 3 at K = 16384 71.7 against 83.1, the model's
+// pick). Up to kMaxSplitCandidates.
 //
 // The gemv loop (NVIDIA, M <= 64, A 'N') joins for small M, ranked by its
 // own model (gemvSeconds: bytes over bandwidth; see there) and placed first
@@ -137,6 +152,19 @@ double modelCost(const GemmProblem &p, const GemmConfig &c, Target t) {
                         stageFactor +
                     fixup);
     }
+    if (c.splitK > 1) {
+      // Split-K in lockstep: waves of units of kSteps / P slices; each wave
+      // writes a partial and its last arrivals read P of them (see the top).
+      const double parts = std::min(double(c.splitK), kSteps);
+      const double unitWaves =
+          std::ceil(tiles * parts / targetInfo(t).computeUnits);
+      const double slices = std::ceil(kSteps / parts);
+      const double fixup =
+          unitWaves * (1.0 + parts) * c.blockM * c.blockN * 4.0 * 1.1;
+      return 0.5 * (unitWaves * slices * double(c.blockM) * c.blockN *
+                        c.blockK / wgSpeed * stageFactor +
+                    fixup);
+    }
     return 0.5 * waves * tileTime * stageFactor;
   }
   if (c.splitK > 1) {
@@ -155,6 +183,21 @@ double modelCost(const GemmProblem &p, const GemmConfig &c, Target t) {
 struct Shape {
   int bm, bn, wm, wn;
 };
+
+/// The wgmma loop's split-K in lockstep: the P in 2..8 whose units walk the
+/// fewest k-slices a CTA (ceil(tiles P / units) waves of ceil(slices / P)),
+/// the smallest P among equals; 1 where none walks at most 3/4 of the
+/// data-parallel ceil(tiles / units) x slices.
+int lockstepSplits(double tiles, double slices, double computeUnits) {
+  auto walk = [&](double parts) {
+    return std::ceil(tiles * parts / computeUnits) * std::ceil(slices / parts);
+  };
+  int best = 1;
+  for (int parts = 2; parts <= 8 && parts <= slices; ++parts)
+    if (walk(parts) < walk(best))
+      best = parts;
+  return walk(best) <= 0.75 * walk(1) ? best : 1;
+}
 
 /// The wgmma loop's fixed tiles (consumer warpgroups x m64 slices, n up to
 /// 256); 64x64 is offered for repack configs only (see the top).
@@ -400,7 +443,8 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
   int64_t capM = std::max<int64_t>(pow2Ceil(p.m), amd ? 32 : 16);
   int64_t capN = std::max<int64_t>(pow2Ceil(p.n), 64);
 
-  std::vector<std::pair<double, GemmConfig>> ranked, streamK, pairs, repacked;
+  std::vector<std::pair<double, GemmConfig>> ranked, streamK, lockstep, pairs,
+      repacked;
   std::vector<GemmConfig> fittedPicks;
   // Repack variants, for operands the main loops cannot read with 16-byte
   // vectors (see repackCost): the config on the padded copies.
@@ -475,6 +519,16 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
             !checkConfig(p, c, t))
           streamK.push_back({modelCost(p, c, t), c});
         c.streamK = false;
+        // Split-K in lockstep under the same rule, at its best P, where
+        // the GEMM is not bound by HBM (see the top).
+        if (s.bm <= capM && tiles < targetInfo(t).computeUnits &&
+            double(p.m) * p.n / double(p.m + p.n) >= 256) {
+          c.splitK = lockstepSplits(tiles, std::ceil(double(p.k) / c.blockK),
+                                    targetInfo(t).computeUnits);
+          if (c.splitK > 1 && !checkConfig(p, c, t))
+            lockstep.push_back({modelCost(p, c, t), c});
+          c.splitK = 1;
+        }
         c.cluster = 2;
         // Pairs of 128-row tiles: one above the other sharing B (128 or
         // 256 wide), or side by side sharing A (narrower tiles).
@@ -543,6 +597,7 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
   std::stable_sort(ranked.begin(), ranked.end(), byCost);
   std::stable_sort(split.begin(), split.end(), byCost);
   std::stable_sort(streamK.begin(), streamK.end(), byCost);
+  std::stable_sort(lockstep.begin(), lockstep.end(), byCost);
   std::stable_sort(pairs.begin(), pairs.end(), byCost);
   if (ranked.size() > kMaxCandidates)
     ranked.resize(kMaxCandidates);
@@ -550,10 +605,13 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
     split.resize(kMaxSplitCandidates);
   if (streamK.size() > kMaxSplitCandidates)
     streamK.resize(kMaxSplitCandidates);
+  if (lockstep.size() > kMaxSplitCandidates)
+    lockstep.resize(kMaxSplitCandidates);
   if (pairs.size() > kMaxSplitCandidates)
     pairs.resize(kMaxSplitCandidates);
   ranked.insert(ranked.end(), split.begin(), split.end());
   ranked.insert(ranked.end(), streamK.begin(), streamK.end());
+  ranked.insert(ranked.end(), lockstep.begin(), lockstep.end());
   ranked.insert(ranked.end(), pairs.begin(), pairs.end());
   std::stable_sort(ranked.begin(), ranked.end(), byCost);
   std::vector<GemmConfig> out = gemvConfigs(p, t);

@@ -158,6 +158,8 @@ std::string configComment(const GemmConfig &c) {
          << (c.pairSharesA() ? " (A multicast)" : " (B multicast)");
     if (c.streamK)
       os << ", stream-K";
+    if (c.splitK > 1)
+      os << ", split-K " << c.splitK << " in lockstep";
     return os.str();
   }
   os << "block " << c.blockM << "x" << c.blockN << "x" << c.blockK << ", warps "
@@ -227,6 +229,8 @@ std::string gemmKernelName(const GemmProblem &p, const GemmConfig &c,
     os << "_v" << tr.vecA << tr.vecB << tr.vecC;
     if (c.streamK)
       os << "_streamk";
+    if (c.splitK != 1)
+      os << "_sk" << c.splitK;
   } else {
     os << "_b" << c.blockM << "x" << c.blockN << "x" << c.blockK << "_w"
        << c.warpsM << "x" << c.warpsN << "_s" << c.stages;
@@ -311,7 +315,10 @@ KernelSource emitGemm(const GemmProblem &problem, const GemmConfig &c, Target t,
      << "\n";
   if (wgmma)
     os << "// launch: persistent grid (min("
-       << (c.streamK ? "tiles x k-slices" : "tiles") << ", multiprocessors)"
+       << (c.streamK      ? "tiles x k-slices"
+           : c.splitK > 1 ? "tiles x " + std::to_string(c.splitK)
+                          : std::string("tiles"))
+       << ", multiprocessors)"
        << (c.cluster > 1 ? ", in clusters of " + std::to_string(c.cluster)
                          : std::string())
        << "), " << tr.threads << " threads, " << tr.smemBytes
@@ -320,6 +327,12 @@ KernelSource emitGemm(const GemmProblem &problem, const GemmConfig &c, Target t,
     os << "// stream-K: each CTA takes an equal run of the tiles x "
           "k-slices iterations; tiles split between CTAs are added up "
           "through the workspace (kgen/gemm/fixup.h)\n";
+  else if (wgmma && c.splitK > 1)
+    os << "// split-K in lockstep: unit (tile, part) takes k-slices part, "
+          "part + "
+       << c.splitK
+       << ", ...; units go out part-major and are added up through the "
+          "workspace (kgen/gemm/fixup.h)\n";
   else if (!wgmma)
     os << "// launch: grid (ceil(N/" << c.blockN << "), ceil(M/" << c.blockM
        << "), batch), " << tr.threads << " threads, " << tr.smemBytes
@@ -429,6 +442,8 @@ KernelSource emitGemm(const GemmProblem &problem, const GemmConfig &c, Target t,
        << "; // CTAs sharing A or B by multicast\n"
        << "  static constexpr bool kStreamK = " << boolStr(c.streamK)
        << "; // CTAs share out the k-iterations\n"
+       << "  static constexpr int kSplitK = " << c.splitK
+       << "; // units a tile, k-slices interleaved\n"
        << "  static constexpr int kVecC = " << tr.vecC << ";\n"
        << "  static constexpr bool kCheckM = " << boolStr(tr.checkM)
        << ", kCheckN = " << boolStr(tr.checkN) << ";\n"
@@ -535,7 +550,7 @@ GemmWorkspace gemmWorkspace(const GemmProblem &p, const GemmConfig &c,
     return w;
   }
   // Split-K of the tiled and gemv loops: an fp32 tile a block.
-  if (c.splitK <= 1 || c.loop == GemmLoop::Wgmma)
+  if (c.splitK <= 1)
     return w;
   const int64_t tiles = batch * ((m + c.blockM - 1) / c.blockM) *
                         ((p.n + c.blockN - 1) / c.blockN);
@@ -558,8 +573,14 @@ LaunchDims gemmLaunchDims(const GemmProblem &p, const GemmConfig &c, Target t,
     const int64_t cm = c.pairSharesA() ? 1 : c.cluster;
     const int64_t cn = c.pairSharesA() ? c.cluster : 1;
     int64_t units = (tilesM + cm - 1) / cm * ((tilesN + cn - 1) / cn);
-    if (c.streamK) // as many CTAs as k-iterations at most
-      units *= std::max<int64_t>(1, (p.k + c.blockK - 1) / c.blockK);
+    const int64_t slices =
+        std::max<int64_t>(1, (p.k + c.blockK - 1) / c.blockK);
+    // Stream-K: as many CTAs as k-iterations at most; split-K: a unit per
+    // tile and part, a part per k-slice at most.
+    if (c.streamK)
+      units *= slices;
+    else if (c.splitK > 1)
+      units *= std::min<int64_t>(c.splitK, slices);
     int64_t slots = computeUnits > 0 ? computeUnits / c.cluster : units;
     d.grid[0] =
         unsigned(std::max<int64_t>(1, std::min(units, slots)) * c.cluster);

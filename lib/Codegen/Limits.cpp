@@ -203,13 +203,18 @@ std::optional<std::string> checkConfig(const GemmProblem &p,
   if (c.loop == GemmLoop::Gemv)
     return checkGemvConfig(p, c, t);
   if (c.loop == GemmLoop::Wgmma) {
-    if (c.splitK != 1)
+    if (c.splitK < 1 || c.splitK > 16)
       return "config: splitK = " + str(c.splitK) +
-             " with loop = wgmma; split-K is the tiled loop's (use 1, or "
-             "stream-K)";
-    if (c.streamK && c.cluster != 1)
-      return "config: streamK with cluster = " + str(c.cluster) +
-             "; stream-K runs single CTAs (use cluster = 1)";
+             " must be between 1 and 16 (units sharing one tile's k-slices)";
+    if (c.splitK > 1 && c.streamK)
+      return "config: splitK = " + str(c.splitK) +
+             " with streamK; a tile's k-slices go out by one schedule (use "
+             "splitK = 1 or streamK = false)";
+    if ((c.streamK || c.splitK > 1) && c.cluster != 1)
+      return std::string("config: ") +
+             (c.streamK ? "streamK" : "splitK = " + str(c.splitK)) +
+             " with cluster = " + str(c.cluster) +
+             "; split tiles run on single CTAs (use cluster = 1)";
     return checkWgmmaConfig(p, c, t);
   }
   if (c.streamK)

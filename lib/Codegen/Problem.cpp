@@ -183,12 +183,12 @@ GemmTraits gemmTraits(const GemmProblem &p, const GemmConfig &c, Target t) {
     // A producer warpgroup and warpsM consumer warpgroups; stages of
     // 128-byte swizzled rows (blockK = 64 two-byte elements) for A and B,
     // a full and an empty barrier per stage, 1 KiB to align the ring to
-    // the swizzle period, stream-K's flag, and the epilogue's staging: 16
+    // the swizzle period, the fix-up's flag, and the epilogue's staging: 16
     // rows of 32 fp32 per consumer warp (gemm_sm90.h, storeTile).
     tr.threads = 128 * (c.warpsM + 1);
     int64_t smem =
         int64_t(c.stages) * (c.blockM + c.blockN) * c.blockK * sizeOf(p.ab) +
-        16 * c.stages + 1024 + (c.streamK ? 16 : 0) +
+        16 * c.stages + 1024 + (c.streamK || c.splitK > 1 ? 16 : 0) +
         int64_t(c.warpsM) * 4 * 16 * 32 * 4;
     tr.smemBytes = int(std::min<int64_t>(smem, INT32_MAX));
     tr.accumPerThread = c.blockM / std::max(c.warpsM, 1) / 64 * c.blockN / 2;

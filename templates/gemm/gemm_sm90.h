@@ -28,11 +28,14 @@
 // ncu, H200). It does not always pay: there the pairs of 128x80 ran 15.1 us
 // against 14.7 for single CTAs, so the tuner decides.
 //
-// With kStreamK, the CTAs do not take whole tiles: the k-iterations of all
-// tiles are dealt out in equal runs, one per CTA (templates/gemm/
-// schedule.h), so a grid of 132 CTAs stays busy when there are only 33 or
-// 80 tiles. The producer walks the same segments as the consumers; a tile
-// split between CTAs is added up by the last of them through the workspace
+// With kSplitK > 1 or kStreamK, the CTAs do not take whole tiles, so that a
+// grid of 132 CTAs has work when there are only 40 or 80 tiles
+// (templates/gemm/schedule.h). Split-K deals each tile's k-slices to
+// kSplitK units, interleaved, so that the CTAs running together load the
+// same k-slices at the same time (what the L2 serves best); stream-K deals
+// the k-iterations of all tiles out in equal runs, one per CTA. The
+// producer walks the same segments as the consumers; a tile split between
+// CTAs is added up by the last of them through the workspace
 // (templates/gemm/fixup.h) before its epilogue.
 //
 // setmaxnreg moves registers from the producer (which needs few) to the
@@ -53,6 +56,7 @@
 namespace kgen::gemm_sm90 {
 
 using gemm::Segment;
+using gemm::SplitK;
 using gemm::StreamK;
 using sm90::TensorMap;
 
@@ -69,6 +73,9 @@ template <class Config> struct Shape {
   static constexpr int kClusterM = kShareA ? 1 : kCluster;
   static constexpr int kClusterN = kShareA ? kCluster : 1;
   static constexpr bool kStreamK = Config::kStreamK;
+  static constexpr int kSplitK = Config::kSplitK; ///< units a tile
+  /// Tiles may be split between CTAs and added up through the workspace.
+  static constexpr bool kFixup = kStreamK || kSplitK > 1;
   static constexpr int kConsumerThreads = 128 * kConsumers;
   static constexpr int kThreads = 128 * (kConsumers + 1);
   static constexpr int kRowsPerConsumer = kBlockM / kConsumers;
@@ -96,9 +103,9 @@ template <class Config> struct Shape {
   static_assert(!Config::kTransA, "A is K-major (layout 'N')");
   static_assert(kBlockK == 64, "a k-slice is one 128-byte swizzle row");
   static_assert(kThreads == Config::kThreads, "128 threads per warpgroup");
-  /// The ring, its full and empty barriers, stream-K's flag and the
+  /// The ring, its full and empty barriers, the fix-up's flag and the
   /// consumer warps' slabs, after 1024 bytes of slack for the alignment.
-  static_assert(1024 + kStages * (kStageBytes + 16) + (kStreamK ? 16 : 0) +
+  static_assert(1024 + kStages * (kStageBytes + 16) + (kFixup ? 16 : 0) +
                         kConsumers * 4 * kSlabFloats * 4 ==
                     Config::kSmemBytes,
                 "kSmemBytes disagrees with the template's smem layout");
@@ -109,8 +116,11 @@ template <class Config> struct Shape {
                 "wgmma n <= 256; B stored K x N comes in 64-column boxes");
   static_assert(kBlockM <= 256, "a TMA box has at most 256 rows");
   static_assert(kCluster == 1 || kCluster == 2, "clusters of 1 or 2 CTAs");
-  static_assert(!kStreamK || kCluster == 1,
-                "stream-K runs single CTAs (a pair shares its k-slices)");
+  static_assert(!kFixup || kCluster == 1,
+                "split-K and stream-K run single CTAs (a pair shares its "
+                "k-slices)");
+  static_assert(kSplitK >= 1 && !(kStreamK && kSplitK > 1),
+                "split-K or stream-K, not both");
   static_assert(kClusterM == 1 || (kBNMajor ? kBlockN % 128 == 0
                                             : kBlockN % 16 == 0),
                 "each CTA of a pair loads half of the B slice");
@@ -143,18 +153,22 @@ KGEN_DEVICE void pairTile(int unit, int unitsM, int unitsN, uint32_t rank,
 }
 
 /// What one CTA computes, segment by segment: units unit0, unit0 + stride,
-/// ... with all their k-slices, or with kStreamK its run of k-iterations.
-/// The producer and the consumers each walk their own copy.
+/// ... with all their k-slices; with kSplitK the split units unit0, unit0 +
+/// stride, ...; with kStreamK its run of k-iterations. The producer and
+/// the consumers each walk their own copy.
 template <class S> struct Work {
   StreamK sk;
+  SplitK split;
   long long pos, stop;
   int stride, cta;
 
   KGEN_DEVICE Work(int units, int slices, int unit0, int stride)
-      : sk(units, slices, int(gridDim.x)), stride(stride),
-        cta(int(blockIdx.x)) {
+      : sk(units, slices, int(gridDim.x)), split(units, slices, S::kSplitK),
+        stride(stride), cta(int(blockIdx.x)) {
     pos = S::kStreamK ? sk.begin(cta) : unit0;
-    stop = S::kStreamK ? sk.begin(cta + 1) : units;
+    stop = S::kStreamK      ? sk.begin(cta + 1)
+           : S::kSplitK > 1 ? split.units()
+                            : units;
   }
 
   KGEN_DEVICE bool next(Segment &seg) {
@@ -163,6 +177,9 @@ template <class S> struct Work {
     if constexpr (S::kStreamK) {
       seg = sk.segment(cta, pos);
       pos += seg.kCount;
+    } else if constexpr (S::kSplitK > 1) {
+      seg = split.segment(pos);
+      pos += stride;
     } else {
       seg = Segment{int(pos), 0, sk.slices, 0, 1, 0};
       pos += stride;
@@ -183,25 +200,30 @@ template <class S> struct AccView {
   }
 };
 
-/// Stream-K's fix-up of a tile split between CTAs: contributor j is CTA
-/// first + j, its partial in the slot schedule.h assigns it (one tile of
-/// fp32 each). True in the last contributor, which then holds the sum.
+/// The fix-up of a tile split between CTAs: each contributor's partial in
+/// the slot its schedule assigns it (one tile of fp32 each; schedule.h).
+/// True in the last contributor, which then holds the sum.
 template <class S>
-KGEN_DEVICE bool
-streamKFixup(const gemm::Params &p, float (&acc)[S::kMmaM][S::kAccum],
-             const Work<S> &work, const Segment &seg, int *flag) {
+KGEN_DEVICE bool fixup(const gemm::Params &p, float (&acc)[S::kMmaM][S::kAccum],
+                       const Work<S> &work, const Segment &seg, int *flag) {
   struct ConsumerSync {
     KGEN_DEVICE void operator()() const {
       sm90::namedBarrierSync<S::kConsumerThreads>(1);
     }
   };
   AccView<S> view{acc};
-  const gemm::StreamKSlots slots{static_cast<float *>(p.workspace), work.sk,
-                                 work.cta - seg.part, seg.tile,
-                                 S::kBlockM * S::kBlockN};
-  return gemm::fixupPartials<S::kConsumerThreads>(
-      p, view, seg.tile, seg.part, seg.parts, slots, int(threadIdx.x) - 128,
-      flag, ConsumerSync{});
+  auto run = [&](const auto &slots) {
+    return gemm::fixupPartials<S::kConsumerThreads>(
+        p, view, seg.tile, seg.part, seg.parts, slots, int(threadIdx.x) - 128,
+        flag, ConsumerSync{});
+  };
+  float *const workspace = static_cast<float *>(p.workspace);
+  if constexpr (S::kStreamK)
+    return run(gemm::StreamKSlots{workspace, work.sk, work.cta - seg.part,
+                                  seg.tile, S::kBlockM * S::kBlockN});
+  else
+    return run(gemm::SplitKSlots{workspace, work.split.tiles, seg.tile,
+                                 S::kBlockM * S::kBlockN});
 }
 
 /// Hands a consumer's accumulators to the fused epilogue (alpha/beta, bias,
@@ -391,14 +413,14 @@ KGEN_DEVICE void consume(unsigned char *smem, uint64_t *full, uint64_t *empty,
     }
     if (S::kCluster > 1 && (tm >= tilesM || tn >= tilesN))
       continue; // the pair's second tile lies past M or N
-    if constexpr (S::kStreamK) {
+    if constexpr (S::kFixup) {
       // A tile split between CTAs: the last contributor stores the sum.
       if (seg.parts > 1) {
         bool last;
         if constexpr (S::kPromote)
-          last = streamKFixup<S>(p, total, work, seg, flag);
+          last = fixup<S>(p, total, work, seg, flag);
         else
-          last = streamKFixup<S>(p, acc, work, seg, flag);
+          last = fixup<S>(p, acc, work, seg, flag);
         if (!last)
           continue;
       }
@@ -427,11 +449,11 @@ KGEN_DEVICE void run(const TensorMap &mapA, const TensorMap &mapB,
   uint64_t *full =
       reinterpret_cast<uint64_t *>(smem + S::kStages * S::kStageBytes);
   uint64_t *empty = full + S::kStages;
-  int *flag = reinterpret_cast<int *>(empty + S::kStages); // stream-K's
-  // The consumer warps' epilogue slabs (storeTile), after stream-K's flag.
+  int *flag = reinterpret_cast<int *>(empty + S::kStages); // the fix-up's
+  // The consumer warps' epilogue slabs (storeTile), after the flag.
   float *staging = reinterpret_cast<float *>(
       reinterpret_cast<unsigned char *>(empty + S::kStages) +
-      (S::kStreamK ? 16 : 0));
+      (S::kFixup ? 16 : 0));
 
   if (threadIdx.x == 0) {
 #pragma unroll
@@ -482,7 +504,7 @@ KGEN_DEVICE void run(const TensorMap &mapA, const TensorMap &mapB,
             unsigned char *a = smem + stage * S::kStageBytes;
             unsigned char *b = a + S::kStageBytesA;
             sm90::barrierArriveExpectTx(&full[stage], S::kStageBytes);
-            const int k0 = (seg.kBegin + kt) * S::kBlockK;
+            const int k0 = (seg.kBegin + kt * seg.kStride) * S::kBlockK;
             if constexpr (S::kShareA) {
               constexpr int kRows = S::kBlockM / S::kCluster;
               sm90::tmaLoad2dMulticast(a + rank * kRows * S::kRowBytes, &mapA,

@@ -443,20 +443,17 @@ std::vector<Case> splitKCases(Target t) {
   return out;
 }
 
-/// Stream-K on the wgmma loop (sm_90a only): every stream-K candidate the
-/// enumerator yields for the mid shapes it is for, run as explicit variants
-/// (the workspace comes from the runtime), then the fused epilogue with beta
-/// and a bias, a ragged K (TMA zero-fills the last k-slice), an f32 C
-/// (promoted sums), a dynamic M called with other Ms (other tile counts on
-/// the same grid), and small shapes where many CTAs share each tile (the
-/// compute-sanitizer cases: KGEN_GPU_TEST_MAX_MNK keeps only these).
-std::vector<Case> streamKCases(Target t) {
+/// The wgmma loop's split tiles (sm_90a only), stream-K or split-K in
+/// lockstep (`keep` picks which): every such candidate the enumerator yields
+/// for the mid shapes they are for, run as explicit variants (the workspace
+/// comes from the runtime), then the fused epilogue with beta and a bias, a
+/// ragged K (TMA zero-fills the last k-slice), an f32 C (promoted sums), and
+/// a dynamic M called with other Ms (other tile counts on the same grid).
+template <class Keep> std::vector<Case> splitTileCases(Target t, Keep keep) {
   std::vector<Case> out;
   if (t != Target::SM90A)
     return out;
-  auto add = [&](Case c) {
-    addCandidates(out, c, t, [](const GemmConfig &cfg) { return cfg.streamK; });
-  };
+  auto add = [&](Case c) { addCandidates(out, c, t, keep); };
   add(make(532, 2048, 2048, "nt", DType::BF16, DType::BF16));
   add(make(532, 2048, 2048, "nn", DType::BF16, DType::BF16));
   add(make(788, 2048, 2048, "nt", DType::BF16, DType::BF16));
@@ -487,6 +484,18 @@ std::vector<Case> streamKCases(Target t) {
     otherM.callM = m;
     add(otherM);
   }
+  return out;
+}
+
+/// Stream-K: splitTileCases' stream-K candidates, and small shapes where
+/// many CTAs share each tile (the compute-sanitizer cases:
+/// KGEN_GPU_TEST_MAX_MNK keeps only these).
+std::vector<Case> streamKCases(Target t) {
+  auto keep = [](const GemmConfig &cfg) { return cfg.streamK; };
+  std::vector<Case> out = splitTileCases(t, keep);
+  if (t != Target::SM90A)
+    return out;
+  auto add = [&](Case c) { addCandidates(out, c, t, keep); };
   // Small: 4 tiles of 16 k-slices on 64 CTAs (one iteration each, 16
   // contributors a tile), 1 tile on 4, and 3 tiles of 3 slices on 9.
   add(make(200, 256, 1024, "nt", DType::BF16, DType::BF16));
@@ -495,6 +504,50 @@ std::vector<Case> streamKCases(Target t) {
   smallBeta.bias = BiasKind::AlongN;
   add(smallBeta);
   add(make(130, 192, 192, "nt", DType::BF16, DType::F32));
+  return out;
+}
+
+/// Split-K in lockstep: splitTileCases' candidates (their default among
+/// them at 532x2048x16384), the default of 532x2048x16384 called with other
+/// Ms, and small explicit configs (the compute-sanitizer cases): 4 tiles of
+/// 16 k-slices in 8 parts of 2 slices, 1 tile of 4 slices in 3 parts (2, 1
+/// and 1 slices), and 3 slices asked for in 5 parts (3 run).
+std::vector<Case> lockstepCases(Target t) {
+  std::vector<Case> out =
+      splitTileCases(t, [](const GemmConfig &cfg) { return cfg.splitK > 1; });
+  if (t != Target::SM90A)
+    return out;
+  Case longK = make(532, 2048, 16384, "nt", DType::BF16, DType::BF16);
+  longK.config = defaultConfig(variantProblem(longK), t);
+  for (int64_t m : {1, 300, 3000}) {
+    longK.callM = m;
+    out.push_back(longK);
+  }
+  auto split = [](int bm, int bn, int parts) {
+    GemmConfig c;
+    c.loop = GemmLoop::Wgmma;
+    c.blockM = bm;
+    c.blockN = bn;
+    c.blockK = 64;
+    c.warpsM = bm / 64;
+    c.warpsN = 1;
+    c.stages = 4;
+    c.smem = SmemLayout::Swizzled;
+    c.smemPad = 0;
+    c.splitK = parts;
+    return c;
+  };
+  Case small = make(200, 256, 1024, "nt", DType::BF16, DType::BF16);
+  small.config = split(128, 128, 8);
+  out.push_back(small);
+  Case smallBeta = make(64, 128, 256, "nn", DType::F16, DType::F16);
+  smallBeta.beta = 0.5f;
+  smallBeta.bias = BiasKind::AlongN;
+  smallBeta.config = split(64, 128, 3);
+  out.push_back(smallBeta);
+  Case clamped = make(130, 192, 192, "nt", DType::BF16, DType::F32);
+  clamped.config = split(128, 64, 5);
+  out.push_back(clamped);
   return out;
 }
 
@@ -1308,6 +1361,16 @@ TEST_F(GemmGpu, StreamK) {
   std::vector<Case> cases = streamKCases(t);
   ASSERT_GE(cases.size(), 12u) << "the enumerator yields too few stream-K "
                                   "variants for the mid shapes";
+  runAll(cases);
+}
+
+TEST_F(GemmGpu, WgmmaSplitKInLockstep) {
+  const Target t = Gpu::get().rt->target();
+  if (t != Target::SM90A)
+    GTEST_SKIP() << "the wgmma loop is sm_90a's; this GPU is " << toString(t);
+  std::vector<Case> cases = lockstepCases(t);
+  ASSERT_GE(cases.size(), 8u) << "the enumerator yields too few lockstep "
+                                 "split-K variants for the mid shapes";
   runAll(cases);
 }
 

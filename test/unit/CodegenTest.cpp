@@ -248,18 +248,20 @@ TEST(Candidates, EveryCandidateIsValidAndThereIsOne) {
           GemmProblem p = problem(d[0], d[1], d[2], layout, DType::BF16, c);
           std::vector<GemmConfig> cs = enumerateConfigs(p, t);
           ASSERT_FALSE(cs.empty()) << toString(t) << " " << d[0] << "x" << d[1];
-          // 12 configs at most, up to 4 split-K, 4 stream-K and 4 pair
-          // (cluster = 2) ones on top, up to 6 of the gemv loop (first) for
-          // small M, up to 8 of fitted wgmma widths, and up to 7 repack
-          // ones (last) for misaligned rows.
-          size_t split = 0, streamK = 0, gemv = 0, repack = 0, pairs = 0,
-                 fitted = 0;
+          // 12 configs at most, up to 4 split-K, 4 stream-K, 4 lockstep
+          // split-K (wgmma) and 4 pair (cluster = 2) ones on top, up to 6
+          // of the gemv loop (first) for small M, up to 8 of fitted wgmma
+          // widths, and up to 7 repack ones (last) for misaligned rows.
+          size_t split = 0, streamK = 0, lockstep = 0, gemv = 0, repack = 0,
+                 pairs = 0, fitted = 0;
           for (const GemmConfig &cfg : cs) {
             EXPECT_FALSE(checkConfig(p, cfg, t));
             if (cfg.repack)
               ++repack;
             else if (cfg.loop == GemmLoop::Gemv)
               ++gemv;
+            else if (cfg.loop == GemmLoop::Wgmma)
+              lockstep += cfg.splitK > 1;
             else
               split += cfg.splitK > 1;
             streamK += cfg.streamK && !cfg.repack;
@@ -267,7 +269,8 @@ TEST(Candidates, EveryCandidateIsValidAndThereIsOne) {
             fitted += fit;
             pairs += cfg.cluster > 1 && !fit;
           }
-          EXPECT_LE(cs.size() - split - streamK - gemv - repack - pairs - fitted,
+          EXPECT_LE(cs.size() - split - streamK - lockstep - gemv - repack -
+                        pairs - fitted,
                     12u);
           EXPECT_LE(fitted, 8u);
           EXPECT_LE(pairs, 4u);
@@ -279,6 +282,8 @@ TEST(Candidates, EveryCandidateIsValidAndThereIsOne) {
           EXPECT_LE(repack, 7u);
           EXPECT_LE(split, 4u);
           EXPECT_LE(streamK, 4u);
+          EXPECT_LE(lockstep, 4u);
+          EXPECT_TRUE(lockstep == 0 || t == Target::SM90A);
           EXPECT_LE(gemv, 6u);
           EXPECT_EQ(gemv > 0, d[0] <= 64 && layout[0] == 'n' &&
                                   targetInfo(t).vendor == Vendor::NVIDIA);
@@ -429,6 +434,37 @@ TEST(Emitter, LaunchDims) {
   EXPECT_EQ(d.smemBytes, unsigned(gemmTraits(p, c, Target::SM90A).smemBytes));
 }
 
+TEST(Candidates, LockstepSplitKForLongKOnSm90a) {
+  // 532x2048x16384: 40 tiles of 128x256 in 3 parts fill 120 of 132 SMs
+  // with 86 k-slices each instead of 256; the heuristic takes it (H100: 71.7
+  // against 83.1 us for the best whole tiles). At K = 2048 the fix-up costs
+  // more than the idle SMs (24.1 against 13.6 us): offered, not picked.
+  for (const char *layout : {"nt", "nn"}) {
+    const GemmConfig c =
+        defaultConfig(problem(532, 2048, 16384, layout), Target::SM90A);
+    EXPECT_EQ(c.loop, GemmLoop::Wgmma);
+    EXPECT_EQ(c.blockM * 1000 + c.blockN, 128256);
+    EXPECT_EQ(c.splitK, 3);
+    EXPECT_EQ(c.cluster, 1);
+    EXPECT_FALSE(c.streamK);
+    const GemmProblem shortK = problem(532, 2048, 2048, layout);
+    EXPECT_EQ(defaultConfig(shortK, Target::SM90A).splitK, 1);
+    size_t lockstep = 0;
+    for (const GemmConfig &cfg : enumerateConfigs(shortK, Target::SM90A))
+      lockstep += cfg.loop == GemmLoop::Wgmma && cfg.splitK > 1;
+    EXPECT_GT(lockstep, 0u);
+  }
+  // HBM-bound (M N / (M + N) < 256) or enough tiles: none.
+  for (auto [m, n, k] : {std::tuple{128, 8192, 8192},
+                         {256, 4096, 4096},
+                         {64, 8192, 8192},
+                         {4096, 4096, 4096}})
+    for (const GemmConfig &c :
+         enumerateConfigs(problem(m, n, k), Target::SM90A))
+      EXPECT_FALSE(c.loop == GemmLoop::Wgmma && c.splitK > 1)
+          << m << "x" << n << "x" << k;
+}
+
 TEST(Candidates, StreamKForMidShapesOnSm90a) {
   // Fewer tiles than an H100/H200's 132 SMs: stream-K wgmma candidates
   // join; where the model finds the SMs idle enough to pay for the fix-up
@@ -545,11 +581,23 @@ TEST(Limits, StreamKNeedsSingleWgmmaCtas) {
   c.streamK = true;
   EXPECT_FALSE(checkConfig(p, c, Target::SM90A));
   c.cluster = 2;
-  EXPECT_NE(checkConfig(p, c, Target::SM90A)->find("stream-K runs single CTAs"),
+  EXPECT_NE(checkConfig(p, c, Target::SM90A)
+                ->find("split tiles run on single "
+                       "CTAs"),
             std::string::npos);
   c.cluster = 1;
   c.splitK = 2;
-  EXPECT_NE(checkConfig(p, c, Target::SM90A)->find("split-K is the tiled"),
+  EXPECT_NE(checkConfig(p, c, Target::SM90A)->find("splitK = 2 with streamK"),
+            std::string::npos);
+  // The wgmma loop's split-K in lockstep: single CTAs, 1 to 16 units a tile.
+  c.streamK = false;
+  EXPECT_FALSE(checkConfig(p, c, Target::SM90A));
+  c.cluster = 2;
+  EXPECT_NE(checkConfig(p, c, Target::SM90A)->find("splitK = 2 with cluster"),
+            std::string::npos);
+  c.cluster = 1;
+  c.splitK = 17;
+  EXPECT_NE(checkConfig(p, c, Target::SM90A)->find("between 1 and 16"),
             std::string::npos);
   GemmConfig tiled;
   tiled.streamK = true;

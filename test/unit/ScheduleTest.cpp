@@ -1,4 +1,4 @@
-//===- ScheduleTest.cpp - Stream-K's schedule arithmetic, on the host -----===//
+//===- ScheduleTest.cpp - Split tiles' schedule arithmetic, on the host ---===//
 //
 // templates/gemm/schedule.h is the arithmetic the wgmma loop's producer and
 // consumers run to find their segments, and the fix-up runs to find the
@@ -18,6 +18,7 @@
 #include <vector>
 
 using kgen::gemm::Segment;
+using kgen::gemm::SplitK;
 using kgen::gemm::StreamK;
 
 namespace {
@@ -138,6 +139,71 @@ TEST(StreamKSchedule, OneCtaPerTileNeedsNoFixup) {
     EXPECT_EQ(s.kCount, 32);
     EXPECT_EQ(s.parts, 1);
   }
+}
+
+/// Split-K in lockstep as the wgmma loop walks it: every CTA takes units
+/// cta, cta + grid, ...; checks that every (tile, k-slice) is computed
+/// exactly once, that each tile's parts all exist and name the slots the
+/// fix-up reads (SplitKSlots), and that each part starts at its own index
+/// (so every unit of a wave starts within the first `parts` slices).
+void checkSplit(int tiles, int slices, int splits, int grid) {
+  SCOPED_TRACE(::testing::Message()
+               << tiles << " tiles x " << slices << " slices in " << splits
+               << " parts, " << grid << " CTAs");
+  const SplitK split(tiles, slices, splits);
+  ASSERT_GE(split.parts, 1);
+  ASSERT_LE(split.parts, std::min(splits, std::max(slices, 1)));
+  std::vector<int> seen(size_t(tiles) * slices, 0);
+  std::map<int, std::set<int>> partsOfTile;
+  std::set<long long> slots;
+  float base = 0;
+  for (int cta = 0; cta < grid; ++cta)
+    for (long long u = cta; u < split.units(); u += grid) {
+      const Segment s = split.segment(u);
+      ASSERT_GE(s.kCount, 1);
+      EXPECT_EQ(s.parts, split.parts);
+      EXPECT_EQ(s.kStride, split.parts);
+      EXPECT_EQ(s.part, s.kBegin);
+      for (int j = 0; j < s.kCount; ++j) {
+        const int slice = s.kBegin + j * s.kStride;
+        ASSERT_LT(slice, slices);
+        ++seen[size_t(s.tile) * slices + slice];
+      }
+      partsOfTile[s.tile].insert(s.part);
+      EXPECT_TRUE(slots.insert(s.slot).second) << "slot " << s.slot;
+      const kgen::gemm::SplitKSlots mine{&base, tiles, s.tile, 1};
+      EXPECT_EQ(mine(s.part) - &base, s.slot);
+    }
+  for (int v : seen)
+    ASSERT_EQ(v, 1);
+  ASSERT_EQ(partsOfTile.size(), size_t(tiles));
+  for (auto &[tile, parts] : partsOfTile)
+    EXPECT_EQ(parts.size(), size_t(split.parts)) << "tile " << tile;
+}
+
+TEST(SplitKSchedule, EverySliceOnceAndSlotsAgree) {
+  for (int tiles : {1, 2, 5, 40, 80, 131, 133})
+    for (int slices : {1, 2, 3, 16, 17, 32, 256})
+      for (int splits : {1, 2, 3, 5, 8, 16})
+        for (int grid : {1, 7, 132})
+          checkSplit(tiles, slices, splits, grid);
+}
+
+TEST(SplitKSchedule, TheTargetShapes) {
+  // 532x2048x16384 at 128x256 in 3 parts: 120 units on 132 SMs, slices
+  // 0, 3, ... (86), 1, 4, ... (85), 2, 5, ... (85).
+  const SplitK split(5 * 8, 256, 3);
+  EXPECT_EQ(split.units(), 120);
+  EXPECT_EQ(split.segment(0).kCount, 86);
+  EXPECT_EQ(split.segment(40).kCount, 85);
+  EXPECT_EQ(split.segment(119).kCount, 85);
+  EXPECT_EQ(split.segment(119).tile, 39);
+  EXPECT_EQ(split.segment(119).kBegin, 2);
+  checkSplit(5 * 8, 256, 3, 132);
+  // More parts than slices: one slice a part.
+  const SplitK clamped(4, 3, 5);
+  EXPECT_EQ(clamped.parts, 3);
+  checkSplit(4, 3, 5, 132);
 }
 
 } // namespace

@@ -48,9 +48,11 @@ const char *kConfigHelp =
                      (split-K: "split_k" in --config)
   --cluster N        wgmma loop: CTAs per cluster, 1 or 2 (pairs share B,
                      or A when the tile is taller than wide, by multicast)
-  --split-k S        tiled and gemv loops: S blocks share each tile's
-                     k-slices, the last adding the partial sums (through
-                     a runtime workspace); "split_k" in --config
+  --split-k S        S blocks share each tile's k-slices, the last adding
+                     the partial sums (through a runtime workspace);
+                     wgmma loop: S units a tile on the persistent grid,
+                     k-slices interleaved so the CTAs stay in lockstep;
+                     "split_k" in --config
   --repack           tiled and wgmma loops: a copy kernel first pads A and/or
                      B rows that are not 16-byte aligned (K zero-padded to a
                      multiple of 8) into a runtime workspace, so the loop

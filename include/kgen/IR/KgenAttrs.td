@@ -44,8 +44,10 @@ def Kgen_GemmConfigAttr : AttrDef<Kgen_Dialect, "GemmConfig"> {
     consumer warpgroups, `block = [M, N, 64]`, `smem = swizzled`; with
     `cluster = 2`, CTA pairs share B, or A for tiles taller than wide,
     through TMA multicast), and split-K
-    (`split_k = S`, tiled loop: S blocks share each tile's k-slices and the
-    last adds their partial sums; 1 when omitted), stream-K
+    (`split_k = S`: S blocks share each tile's k-slices and the last adds
+    their partial sums, on the wgmma loop as S units a tile of the
+    persistent grid, k-slices interleaved; 1 when omitted; after `pad`, so
+    `pad = 0, split_k = S` when there is no padding), stream-K
     (`stream_k = 1`, wgmma loop: the persistent CTAs share out the
     k-iterations of all tiles in equal runs; 0 when omitted). `loop = gemv`
     (NVIDIA, small M, A stored 'N') streams B through a per-lane cp.async
