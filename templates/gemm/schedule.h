@@ -27,7 +27,7 @@
 // 128x128 data-parallel kernel of 532x2048x2048 in 13.4 us, and 23.1 us
 // with each CTA's k loop merely rotated to start elsewhere (the same
 // bytes and FLOPs); stream-K's runs start anywhere, and its CTAs walked
-// their k-slices at a third of the data-parallel rate. At 532x2048x16384
+// their k-slices at less than half the data-parallel rate. At 532x2048x16384
 // stream-K also missed in L2 (46% hits, 3.5x the DRAM reads). Each unit
 // writes an fp32 partial to slot part * tiles + tile; the last of a tile's
 // units to arrive adds them in part order (fixup.h).
