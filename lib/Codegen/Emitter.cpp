@@ -9,6 +9,7 @@
 
 #include "kgen/Codegen/Emitter.h"
 #include "gemm/params.h"
+#include "gemm/schedule.h"
 #include "kgen/Codegen/Templates.h"
 
 #include <algorithm>
@@ -573,14 +574,13 @@ LaunchDims gemmLaunchDims(const GemmProblem &p, const GemmConfig &c, Target t,
     const int64_t cm = c.pairSharesA() ? 1 : c.cluster;
     const int64_t cn = c.pairSharesA() ? c.cluster : 1;
     int64_t units = (tilesM + cm - 1) / cm * ((tilesN + cn - 1) / cn);
-    const int64_t slices =
-        std::max<int64_t>(1, (p.k + c.blockK - 1) / c.blockK);
-    // Stream-K: as many CTAs as k-iterations at most; split-K: a unit per
-    // tile and part, a part per k-slice at most.
+    // Stream-K: as many CTAs as k-iterations at most; split-K: its units
+    // (templates/gemm/schedule.h: a part per k-slice at most).
+    const int slices = int((p.k + c.blockK - 1) / c.blockK);
     if (c.streamK)
-      units *= slices;
+      units *= std::max(slices, 1);
     else if (c.splitK > 1)
-      units *= std::min<int64_t>(c.splitK, slices);
+      units = gemm::SplitK(int(units), slices, c.splitK).units();
     int64_t slots = computeUnits > 0 ? computeUnits / c.cluster : units;
     d.grid[0] =
         unsigned(std::max<int64_t>(1, std::min(units, slots)) * c.cluster);

@@ -202,10 +202,10 @@ std::optional<std::string> checkConfig(const GemmProblem &p,
   }
   if (c.loop == GemmLoop::Gemv)
     return checkGemvConfig(p, c, t);
+  if (c.splitK < 1 || c.splitK > 16)
+    return "config: splitK = " + str(c.splitK) +
+           " must be between 1 and 16 (blocks sharing one tile's k-slices)";
   if (c.loop == GemmLoop::Wgmma) {
-    if (c.splitK < 1 || c.splitK > 16)
-      return "config: splitK = " + str(c.splitK) +
-             " must be between 1 and 16 (units sharing one tile's k-slices)";
     if (c.splitK > 1 && c.streamK)
       return "config: splitK = " + str(c.splitK) +
              " with streamK; a tile's k-slices go out by one schedule (use "
@@ -223,9 +223,6 @@ std::optional<std::string> checkConfig(const GemmProblem &p,
   if (c.cluster != 1)
     return "config: cluster = " + str(c.cluster) +
            " needs loop = wgmma (clusters share B through TMA multicast)";
-  if (c.splitK < 1 || c.splitK > 16)
-    return "config: splitK = " + str(c.splitK) +
-           " must be between 1 and 16 (blocks sharing one tile's k-slices)";
   if (int64_t(c.splitK) * p.batch > 65535)
     return "config: splitK * batch = " + str(int64_t(c.splitK) * p.batch) +
            " blocks along the grid's z exceed 65535; lower splitK";
