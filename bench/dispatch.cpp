@@ -503,15 +503,16 @@ int runBench(const Options &o) {
        [&] { rt.launchMlstm(*plan, ma); },
        {}}};
   const int attnLaunches = ac.splits > 1 ? 2 : 1;
-  const int mlstmLaunches = int(mlstmKernels(plan->config.variant).size());
+  const int mlstmLaunches = int(mlstmKernels(plan->config).size());
   const int familyLaunches[] = {attnLaunches, attnLaunches, mlstmLaunches,
                                 mlstmLaunches};
   const std::string familyKernels[] = {
       attentionKernelName(ap, ac, k->source.target) +
           (ac.splits > 1 ? " + combine" : ""),
-      mlstmKernelName(mp, plan->config,
-                      mlstmKernels(plan->config.variant).front()) +
-          (mlstmLaunches > 1 ? " + outputs" : "")};
+      mlstmKernelName(mp, plan->config, mlstmLeadKernel(plan->config)) +
+          (mlstmLaunches > 1
+               ? " + " + std::to_string(mlstmLaunches - 1) + " more"
+               : "")};
   const size_t gemmPaths = paths.size();
   for (Path &pt : familyPaths)
     paths.push_back(std::move(pt));

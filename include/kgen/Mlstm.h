@@ -72,8 +72,14 @@ enum class MlstmKernel {
   Outputs,
   ChunkStates, ///< chunk-parallel phase A: each chunk's own contribution
   Combine,     ///< chunk-parallel phase B: the recurrence over the chunks
+  Gates,       ///< the wgmma fused kernel's pre-pass: every chunk's gate scan
 };
-std::vector<MlstmKernel> mlstmKernels(MlstmVariant v);
+/// The kernels of config c, in launch order; the last is the main one (its
+/// name, tensor-core use and tiles describe the config).
+std::vector<MlstmKernel> mlstmKernels(const MlstmConfig &c);
+/// The kernel whose name stands for config c in the tuner's lists and the
+/// reports: the first after the gate pre-pass.
+MlstmKernel mlstmLeadKernel(const MlstmConfig &c);
 std::string_view toString(MlstmKernel k);
 
 struct MlstmTraits {
@@ -149,6 +155,7 @@ LaunchDims mlstmLaunchDims(const MlstmProblem &p, const MlstmConfig &c,
 /// the other variants.
 struct MlstmWorkspaceLayout {
   size_t gm, c, n, m, bytes;
+  size_t gates; ///< the gate records (wgmma fused; gateRecordBytes each)
 };
 MlstmWorkspaceLayout mlstmWorkspaceLayout(const MlstmProblem &p,
                                           const MlstmConfig &c, int64_t b,

@@ -27,6 +27,8 @@
 
 #include "kgen/Mlstm.h"
 
+#include "mlstm/params.h" // gateRecordBytes
+
 #include <algorithm>
 #include <cmath>
 
@@ -107,7 +109,7 @@ double kernelCycles(const MlstmProblem &p, const MlstmConfig &c, MlstmKernel k,
   double outFmasOverride = -1; // the scalar work of a tensor-core kernel
   // Tensor-core products per chunk and block, as FMAs.
   double mmaFmas = 0, mmaRate = 1;
-  if (c.wgmma) {
+  if (c.wgmma && k == MlstmKernel::Fused) {
     // mlstm_sm90.h: both warpgroups compute the whole 64 x 64 scores; the
     // rest as the mma.sync kernel's products, at wgmma's rate (2048 FMAs a
     // cycle per SM).
@@ -167,6 +169,13 @@ double kernelCycles(const MlstmProblem &p, const MlstmConfig &c, MlstmKernel k,
     fmas = updFmas;
     steps = 3;
     bytes = bh * S * (dqk + dv) * sizeOf(p.dtype) + wsBytes;
+    break;
+  case MlstmKernel::Gates:
+    // One warp per chunk: the gates in, the records out, a short chain.
+    blocks = bh * std::ceil(chunks / double(tr.threads / 32));
+    steps = 2;
+    bytes = bh * S * 2 * sizeOf(p.dtype) +
+            bh * chunks * mlstm::gateRecordBytes(c.chunk);
     break;
   case MlstmKernel::Combine:
     // One thread per element of C and n: a few FMAs and two exps per chunk;
@@ -229,7 +238,7 @@ bool chunkParallelPays(const MlstmProblem &p, const MlstmConfig &c, Target t) {
 
 double mlstmModelCost(const MlstmProblem &p, const MlstmConfig &c, Target t) {
   double cycles = 0;
-  for (MlstmKernel k : mlstmKernels(c.variant))
+  for (MlstmKernel k : mlstmKernels(c))
     cycles += kernelCycles(p, c, k, t);
   return cycles;
 }

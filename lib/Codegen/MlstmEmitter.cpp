@@ -35,12 +35,17 @@ const char *what(MlstmKernel k) {
   case MlstmKernel::Combine:
     return "the chunk-parallel form, phase B: the elementwise recurrence over "
            "the chunks, the state entering every chunk in the workspace";
+  case MlstmKernel::Gates:
+    return "the fused kernel's pre-pass: every chunk's gate scan, one warp a "
+           "chunk, in parallel, to the workspace";
   }
   return "?";
 }
 
 /// The template function (templates/mlstm/mlstm.h) that kernel k runs.
 std::string_view templateFunction(const MlstmConfig &c, MlstmKernel k) {
+  if (k == MlstmKernel::Gates)
+    return "gateScan";
   if (c.wgmma)
     return "fusedWgmma";
   return k == MlstmKernel::ChunkStates ? "chunkStates" : toString(k);
@@ -72,8 +77,9 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
   const bool nvidia = targetInfo(t).vendor == Vendor::NVIDIA;
   if (nvidia)
     ks.headers.push_back(std::string(kHipRuntimeNvidia));
-  const char *header =
-      c.wgmma ? "kgen/mlstm/mlstm_sm90.h" : "kgen/mlstm/mlstm.h";
+  const char *header = c.wgmma && k != MlstmKernel::Gates
+                           ? "kgen/mlstm/mlstm_sm90.h"
+                           : "kgen/mlstm/mlstm.h";
   for (std::string &h : templateIncludes(header))
     ks.headers.push_back(std::move(h));
 
@@ -96,7 +102,8 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
   const bool oneBlock = nvidia && k != MlstmKernel::Recurrent &&
                         2 * tr.smemBytes > targetInfo(t).maxSharedBytes;
   os << ", " << c.blockDV << " DV columns per block, " << c.warps << " warps\n";
-  if (k != MlstmKernel::Recurrent && k != MlstmKernel::Combine) {
+  if (k != MlstmKernel::Recurrent && k != MlstmKernel::Combine &&
+      k != MlstmKernel::Gates) {
     os << "// matrix work: ";
     if (c.wgmma)
       os << "wgmma m64nNk16 (two warpgroups), fp32 accumulators; C, P and "
@@ -116,7 +123,9 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
       os << "fp32 FMAs from shared memory\n";
   }
   os << "// launch: grid (";
-  if (k == MlstmKernel::Combine)
+  if (k == MlstmKernel::Gates)
+    os << "ceil(chunks / " << tr.threads / targetInfo(t).waveSize << ")";
+  else if (k == MlstmKernel::Combine)
     os << "ceil((DQK * DV + DQK) / " << tr.threads << ")";
   else
     os << tr.slices
@@ -155,9 +164,19 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
          : nvidia && tr.minBlocks > 0 ? ", " + std::to_string(tr.minBlocks)
                                       : "")
      << ")\n"
-     << ks.name << "(kgen::mlstm::Params p) {\n"
-     << "  kgen::mlstm::" << templateFunction(c, k) << "<Config>(p);\n"
-     << "}\n";
+     << ks.name;
+  if (c.wgmma && k == MlstmKernel::Fused)
+    // TMA: q, k and v's tensor maps (built by the runtime) come first.
+    os << "(\n    const __grid_constant__ kgen::sm90::TensorMap mapQ,\n"
+       << "    const __grid_constant__ kgen::sm90::TensorMap mapK,\n"
+       << "    const __grid_constant__ kgen::sm90::TensorMap mapV,\n"
+       << "    kgen::mlstm::Params p) {\n"
+       << "  kgen::mlstm::" << templateFunction(c, k)
+       << "<Config>(&mapQ, &mapK, &mapV, p);\n";
+  else
+    os << "(kgen::mlstm::Params p) {\n"
+       << "  kgen::mlstm::" << templateFunction(c, k) << "<Config>(p);\n";
+  os << "}\n";
   ks.source = os.str();
   if (inlineTemplates)
     ks.headers.clear();
@@ -174,6 +193,10 @@ LaunchDims mlstmLaunchDims(const MlstmProblem &p, const MlstmConfig &c,
     x *= (s + c.chunk - 1) / c.chunk;
   if (k == MlstmKernel::Combine)
     x = (int64_t(p.dqk) * p.dv + p.dqk + tr.threads - 1) / tr.threads;
+  if (k == MlstmKernel::Gates) {
+    const int64_t perBlock = tr.threads / targetInfo(t).waveSize;
+    x = ((s + c.chunk - 1) / c.chunk + perBlock - 1) / perBlock;
+  }
   d.grid[0] = unsigned(x);
   d.grid[1] = unsigned(b * nh);
   d.grid[2] = 1;
@@ -183,8 +206,10 @@ LaunchDims mlstmLaunchDims(const MlstmProblem &p, const MlstmConfig &c,
   // The kernels that read what the previous one wrote (the states entering
   // each chunk) wait for it in the template (waitForPreviousGrid), so they
   // may launch while it finishes.
-  d.overlapsPrevious = t == Target::SM90A && (k == MlstmKernel::Outputs ||
-                                               k == MlstmKernel::Combine);
+  d.overlapsPrevious =
+      t == Target::SM90A &&
+      (k == MlstmKernel::Outputs || k == MlstmKernel::Combine ||
+       (k == MlstmKernel::Fused && c.wgmma));
   return d;
 }
 

@@ -8,6 +8,8 @@
 
 #include "kgen/Mlstm.h"
 
+#include "mlstm/params.h" // gateRecordBytes: the workspace's gate records
+
 #include <algorithm>
 #include <cmath>
 
@@ -54,15 +56,19 @@ std::string_view toString(MlstmKernel k) {
     return "chunkstates";
   case MlstmKernel::Combine:
     return "combine";
+  case MlstmKernel::Gates:
+    return "gates";
   }
   return "?";
 }
 
-std::vector<MlstmKernel> mlstmKernels(MlstmVariant v) {
-  switch (v) {
+std::vector<MlstmKernel> mlstmKernels(const MlstmConfig &c) {
+  switch (c.variant) {
   case MlstmVariant::Recurrent:
     return {MlstmKernel::Recurrent};
   case MlstmVariant::Fused:
+    if (c.wgmma)
+      return {MlstmKernel::Gates, MlstmKernel::Fused};
     return {MlstmKernel::Fused};
   case MlstmVariant::TwoPhase:
     return {MlstmKernel::States, MlstmKernel::Outputs};
@@ -71,6 +77,11 @@ std::vector<MlstmKernel> mlstmKernels(MlstmVariant v) {
             MlstmKernel::Outputs};
   }
   return {};
+}
+
+MlstmKernel mlstmLeadKernel(const MlstmConfig &c) {
+  const std::vector<MlstmKernel> ks = mlstmKernels(c);
+  return ks.front() == MlstmKernel::Gates ? ks[1] : ks.front();
 }
 
 namespace {
@@ -176,13 +187,16 @@ int64_t wgmmaSmemBytes(const MlstmProblem &p, const MlstmConfig &c) {
 MlstmSplitK mlstmSplitK(const MlstmProblem &p, const MlstmConfig &c,
                         MlstmKernel k, Target t) {
   int64_t split[3];
-  if (c.wgmma || !mmaShapes(p, c, k) || !fitSplits(p, c, k, t, split))
+  if (c.wgmma || k == MlstmKernel::Gates || !mmaShapes(p, c, k) ||
+      !fitSplits(p, c, k, t, split))
     return {1, 1, 1};
   return {int(split[0]), int(split[1]), int(split[2])};
 }
 
 bool mlstmStateInRegisters(const MlstmProblem &p, const MlstmConfig &c,
                            MlstmKernel k, Target t) {
+  if (k == MlstmKernel::Gates)
+    return false;
   if (c.wgmma)
     return true;
   int64_t split[3];
@@ -192,6 +206,8 @@ bool mlstmStateInRegisters(const MlstmProblem &p, const MlstmConfig &c,
 
 bool mlstmUsesMma(const MlstmProblem &p, const MlstmConfig &c, MlstmKernel k,
                   Target t) {
+  if (k == MlstmKernel::Gates)
+    return false;
   if (c.wgmma)
     return true;
   int64_t split[3];
@@ -216,6 +232,12 @@ MlstmTraits mlstmTraits(const MlstmProblem &p, const MlstmConfig &c,
         4 * (3 * p.dqk + c.blockDV + 2 * (parts * c.blockDV + zpart));
     if (tr.rows > 0)
       tr.minBlocks = std::max(1, 65536 / (tr.threads * (4 * tr.rows + 32)));
+  } else if (k == MlstmKernel::Gates) {
+    // Must match gateScan<>: one warp a chunk, 4 chunks a block, no shared
+    // memory.
+    tr.threads = 4 * targetInfo(t).waveSize;
+    tr.smemBytes = 0;
+    tr.rows = 0;
   } else if (k == MlstmKernel::Combine) {
     // Must match combine<>: 256 threads whatever the config's warps (it is
     // elementwise; more, smaller blocks spread one head over more units),
@@ -303,7 +325,7 @@ std::optional<std::string> checkConfig(const MlstmProblem &p,
              "64-row tiles in two warpgroups' registers), not " +
              str(p.dqk);
   }
-  for (MlstmKernel k : mlstmKernels(c.variant)) {
+  for (MlstmKernel k : mlstmKernels(c)) {
     MlstmTraits tr = mlstmTraits(p, c, k, t);
     if (tr.threads > ti.maxThreadsPerBlock)
       return "config: " + str(tr.threads) + " threads per block exceed " + tgt +
@@ -336,10 +358,16 @@ MlstmWorkspaceLayout mlstmWorkspaceLayout(const MlstmProblem &p,
                                           const MlstmConfig &c, int64_t b,
                                           int64_t nh, int64_t s) {
   MlstmWorkspaceLayout l{};
-  if (c.variant != MlstmVariant::TwoPhase &&
+  const bool wgmmaFused = c.variant == MlstmVariant::Fused && c.wgmma;
+  if (!wgmmaFused && c.variant != MlstmVariant::TwoPhase &&
       c.variant != MlstmVariant::ChunkPar)
     return l;
   const size_t per = size_t(b * nh * ((s + c.chunk - 1) / c.chunk));
+  if (wgmmaFused) {
+    l.gates = 0;
+    l.bytes = per * size_t(mlstm::gateRecordBytes(c.chunk));
+    return l;
+  }
   // The fp64 pairs first: the fp32 arrays after them stay 16-byte aligned.
   l.gm = 0;
   l.c = c.variant == MlstmVariant::ChunkPar ? per * 2 * sizeof(double) : 0;

@@ -115,7 +115,7 @@ Runtime::compileMlstm(const MlstmProblem &p, const MlstmConfig &c,
   auto plan = std::make_shared<MlstmPlan>();
   plan->problem = p;
   plan->config = c;
-  for (MlstmKernel k : mlstmKernels(c.variant))
+  for (MlstmKernel k : mlstmKernels(c))
     plan->kernels.push_back(
         compileSource(emitMlstm(p, c, k, t), captureStream));
   return plan;
@@ -244,18 +244,37 @@ void Runtime::launchMlstm(const MlstmPlan &plan, const MlstmArgs &args,
     unsigned char *states = ws + counterBytes(bh);
     if (plan.config.variant == MlstmVariant::ChunkPar)
       prm.wsGM = reinterpret_cast<double *>(states + wl.gm);
+    if (plan.config.wgmma)
+      prm.wsGates = reinterpret_cast<double *>(states + wl.gates);
     prm.wsC = reinterpret_cast<float *>(states + wl.c);
     prm.wsN = reinterpret_cast<float *>(states + wl.n);
     prm.wsM = reinterpret_cast<float *>(states + wl.m);
   }
   void *params[] = {&prm};
-  // plan.kernels follow mlstmKernels(variant), in launch order.
-  const std::vector<MlstmKernel> kinds = mlstmKernels(plan.config.variant);
+  // plan.kernels follow mlstmKernels(config), in launch order.
+  const std::vector<MlstmKernel> kinds = mlstmKernels(plan.config);
+  // The wgmma fused kernel reads q, k and v by TMA as (dim, token, head),
+  // in boxes of 64 dims (one 128-byte swizzle row) by a chunk of tokens;
+  // rows past a head's sequence read as zeros.
+  Backend::TensorMap maps[3];
+  if (plan.config.wgmma) {
+    auto encode = [&](Backend::TensorMap &m, const void *base, int dim) {
+      const uint64_t dims[3] = {uint64_t(dim), uint64_t(r.s), uint64_t(bh)};
+      const uint64_t str[3] = {1, uint64_t(dim), uint64_t(r.s) * dim};
+      const uint32_t box[3] = {64, uint32_t(plan.config.chunk), 1};
+      backend_->encodeTensorMap(&m, base, kp.dtype, 3, dims, str, box);
+    };
+    encode(maps[0], args.q, kp.dqk);
+    encode(maps[1], args.k, kp.dqk);
+    encode(maps[2], args.v, kp.dv);
+  }
+  void *wgmmaParams[] = {&maps[0], &maps[1], &maps[2], &prm};
   for (size_t n = 0; n < plan.kernels.size(); ++n) {
     const Kernel &k = *plan.kernels[n];
     LaunchDims d = mlstmLaunchDims(kp, plan.config, kinds[n], k.source.target,
                                    r.b, r.nh, r.s);
-    backend_->launch(k.function, d, params, stream);
+    const bool tma = plan.config.wgmma && kinds[n] == MlstmKernel::Fused;
+    backend_->launch(k.function, d, tma ? wgmmaParams : params, stream);
   }
 }
 

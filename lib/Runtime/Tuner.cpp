@@ -1516,8 +1516,8 @@ public:
     return candidateList(configs_, heuristic_,
                          [&](CandidateResult &cr, const MlstmConfig &c) {
                            cr.familyConfig = toJson(c);
-                           cr.kernel = mlstmKernelName(
-                               p_, c, mlstmKernels(c.variant).front());
+                           cr.kernel =
+                               mlstmKernelName(p_, c, mlstmLeadKernel(c));
                          });
   }
   std::vector<std::shared_future<Built>> builds() override { return builds_; }
@@ -1736,8 +1736,8 @@ namespace {
 /// problem has initial or final states, and two problems of one list that
 /// differ only there must not share a plan.
 std::string mlstmBuildKey(const MlstmProblem &p, const MlstmConfig &c) {
-  return mlstmKernelName(p, c, mlstmKernels(c.variant).front()) + "|" +
-         toJson(c).dump() + "|" + toJson(p).dump();
+  return mlstmKernelName(p, c, mlstmLeadKernel(c)) + "|" + toJson(c).dump() +
+         "|" + toJson(p).dump();
 }
 } // namespace
 

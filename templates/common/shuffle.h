@@ -3,7 +3,8 @@
 // The one cross-lane atom the attention softmax needs: the value of the lane
 // whose index is this lane's XOR `mask` (row max and row sum reductions over
 // the lanes that hold one row). NVIDIA: shfl.sync over the full warp; AMD:
-// HIP's __shfl_xor (ds_bpermute) over the wavefront.
+// HIP's __shfl_xor (ds_bpermute) over the wavefront. And syncWave, the
+// warp's barrier for shared memory one lane writes and another reads.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,6 +28,18 @@ KGEN_DEVICE double shuffleXor(double v, int mask) {
   return __shfl_xor_sync(0xffffffffu, v, mask);
 #else
   return __shfl_xor(v, mask);
+#endif
+}
+
+/// A barrier over the calling warp (wavefront) that orders its lanes'
+/// shared-memory accesses: __syncwarp on NVIDIA; on AMD the wavefront runs
+/// in lockstep, so a wavefront-scope fence and the compiler barrier.
+KGEN_DEVICE void syncWave() {
+#if KGEN_NVIDIA
+  __syncwarp();
+#else
+  __builtin_amdgcn_fence(__ATOMIC_SEQ_CST, "wavefront");
+  __builtin_amdgcn_wave_barrier();
 #endif
 }
 

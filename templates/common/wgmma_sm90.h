@@ -1,8 +1,9 @@
-//===- wgmma_sm90.h - Hopper atoms: TMA, mbarrier, wgmma, setmaxnreg -*- C++ -*-===//
+//===- wgmma_sm90.h - Hopper atoms: TMA, mbarrier, wgmma, setmaxnreg -*- C++
+//-*-===//
 //
 // The sm_90a instructions of the Hopper GEMM main loop, as inline PTX:
 //
-//   TMA      cp.async.bulk.tensor.2d/4d global -> shared, completing on an
+//   TMA      cp.async.bulk.tensor.2d/3d/4d global -> shared, completing on an
 //            mbarrier with a byte count (the tensor map, built on the host
 //            with cuTensorMapEncodeTiled, is a __grid_constant__ parameter);
 //   mbarrier init / arrive / arrive.expect_tx / try_wait.parity;
@@ -88,6 +89,19 @@ KGEN_DEVICE void tmaLoad2d(void *dst, const TensorMap *map, uint64_t *bar,
                    smemAddress(dst)),
                "l"(reinterpret_cast<uint64_t>(map)), "r"(smemAddress(bar)),
                "r"(c0), "r"(c1)
+               : "memory");
+}
+
+/// As tmaLoad2d for a 3-d tensor map (c0 innermost): the mLSTM kernel
+/// addresses q, k and v as (dim, token, head) so that a chunk's rows past
+/// its head's sequence read as zeros.
+KGEN_DEVICE void tmaLoad3d(void *dst, const TensorMap *map, uint64_t *bar,
+                           int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::"
+               "complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];\n" ::"r"(
+                   smemAddress(dst)),
+               "l"(reinterpret_cast<uint64_t>(map)), "r"(smemAddress(bar)),
+               "r"(c0), "r"(c1), "r"(c2)
                : "memory");
 }
 

@@ -24,6 +24,9 @@
 //   outputs    recurrence and writes the state entering every chunk to the
 //              workspace; `outputs` runs one block per (chunk, slice, head)
 //              from that state, in parallel over the chunks.
+//   gateScan + fusedWgmma (mlstm_sm90.h)
+//              the fused kernel on wgmma, after a pre-pass that scans every
+//              chunk's gates in parallel into the workspace (GateRecord).
 //   chunkStates + combine + outputs
 //              chunk-parallel: `chunkStates` runs one block per (chunk,
 //              slice, head), all in parallel, each writing its chunk's own
@@ -89,6 +92,77 @@ constexpr double kNoState = -1e300;
 
 template <bool kCond, class A, class B> struct Select { using type = A; };
 template <class A, class B> struct Select<false, A, B> { using type = B; };
+
+/// One warp's scan of a chunk's gates, independent of the state entering
+/// the chunk: lane l holds tokens l kPer .. l kPer + kPer - 1 (serial within
+/// the lane), and butterfly scans over the lanes give each lane the sum and
+/// the max of the lanes before it, so the dependent chain is kPer + 3
+/// log2(wave) steps, not 3 kChunk. fp64: see Chunk.
+template <int kPer> struct GateScan {
+  float it[kPer];   ///< i_t (0 past the chunk's length)
+  double b[kPer];   ///< b_t = sum_{r<=t} l_r
+  double own[kPer]; ///< max_{s<=t} (i_s - b_s)
+  double g;         ///< b_L
+  double aMax;      ///< max_t a_t, a_t = i_t + g - b_t
+};
+
+template <class T, int kL>
+KGEN_DEVICE GateScan<(kL + kWaveSize - 1) / kWaveSize>
+scanGates(const Params &p, long long row0, int len, int lane) {
+  constexpr int kPer = (kL + kWaveSize - 1) / kWaveSize;
+  constexpr double kNone = -1e300; // below every max taken here
+  GateScan<kPer> sc;
+  const int t0 = lane * kPer;
+  double b[kPer], sum = 0; // the lane's own prefix sums of l_t
+#pragma unroll
+  for (int r = 0; r < kPer; ++r) {
+    const int t = t0 + r;
+    const bool in = t < len;
+    sc.it[r] = in ? load<T>(p.i, row0 + t) : 0.f;
+    sum += in ? double(logSigmoid(load<T>(p.f, row0 + t))) : 0.0;
+    b[r] = sum;
+  }
+  // before = the sum of the lanes below, g = every lane's (b_L).
+  double before = 0, g = sum;
+#pragma unroll
+  for (int m = 1; m < kWaveSize; m *= 2) {
+    const double other = shuffleXor(g, m);
+    if (lane & m)
+      before += other;
+    g += other;
+  }
+  // own_t: the lane's own running max of i_s - b_s, then the max of the
+  // lanes below.
+  double run = kNone, own[kPer];
+#pragma unroll
+  for (int r = 0; r < kPer; ++r) {
+    if (t0 + r < len)
+      run = fmax(run, double(sc.it[r]) - (before + b[r]));
+    own[r] = run;
+  }
+  double below = kNone, all = run;
+#pragma unroll
+  for (int m = 1; m < kWaveSize; m *= 2) {
+    const double other = shuffleXor(all, m);
+    if (lane & m)
+      below = fmax(below, other);
+    all = fmax(all, other);
+  }
+  double aMax = kNone;
+#pragma unroll
+  for (int r = 0; r < kPer; ++r) {
+    sc.b[r] = before + b[r];
+    sc.own[r] = fmax(below, own[r]);
+    if (t0 + r < len)
+      aMax = fmax(aMax, double(sc.it[r]) + (g - sc.b[r]));
+  }
+#pragma unroll
+  for (int m = 1; m < kWaveSize; m *= 2)
+    aMax = fmax(aMax, shuffleXor(aMax, m));
+  sc.g = g;
+  sc.aMax = aMax;
+  return sc;
+}
 
 /// The chunkwise kernels' shared memory and the steps they are made of.
 /// Layout: C slice [kDQK][kBlockDV], n [kDQK], fp32; P [kChunk][kChunk]
@@ -250,88 +324,43 @@ template <class Config> struct Chunk {
   }
 
   /// The gate prefix sums of the chunk: b, the combined stabilizer m^comb,
-  /// the decays of the outputs and of the state update, by warp 0 alone:
-  /// lane l takes kPer consecutive tokens (serial within the lane), and
-  /// butterfly scans over the lanes give each lane the sum and the max of
-  /// the lanes before it, so the dependent chain is kPer + 3 log2(wave)
-  /// steps, not 3 kChunk. The other warps return at once. Call with every
-  /// thread (the caller's barrier publishes the results). Sets *mState to
-  /// m^k (the m leaving the chunk) and scal[0] to the decay of C^{k-1}.
+  /// the decays of the outputs and of the state update, by warp 0 alone
+  /// (scanGates, then finishGate per token). The other warps return at
+  /// once. Call with every thread (the caller's barrier publishes the
+  /// results). Sets *mState to m^k (the m leaving the chunk) and scal[0] to
+  /// the decay of C^{k-1}.
   KGEN_DEVICE void gates(const Params &p, long long row0, int len) const {
     constexpr int kPer = (kL + kWaveSize - 1) / kWaveSize;
-    constexpr double kNone = -1e300; // below every max taken here
     if (tid >= kWaveSize)
       return;
-    const int lane = tid, t0 = lane * kPer;
-    float it[kPer];
-    double b[kPer], sum = 0; // b: the lane's own prefix sums of l_t
+    syncWave(); // a lane-0 store to *mState before the call is seen
+    const double mPrev = *mState;
+    const GateScan<kPer> sc = scanGates<T, kL>(p, row0, len, tid);
+    const double mNext = fmax(sc.g + mPrev, sc.aMax);
 #pragma unroll
     for (int r = 0; r < kPer; ++r) {
-      const int t = t0 + r;
-      const bool in = t < len;
-      it[r] = in ? load<T>(p.i, row0 + t) : 0.f;
-      sum += in ? double(logSigmoid(load<T>(p.f, row0 + t))) : 0.0;
-      b[r] = sum;
-    }
-    // before = the sum of the lanes below, g = every lane's (b_L); lane 0
-    // reads m^{k-1} and the max spreads it to every lane exactly, so no
-    // lane reads *mState, which lane 0 overwrites below.
-    double before = 0, g = sum, mPrev = lane == 0 ? double(*mState) : kNone;
-#pragma unroll
-    for (int m = 1; m < kWaveSize; m *= 2) {
-      const double other = shuffleXor(g, m);
-      if (lane & m)
-        before += other;
-      g += other;
-      mPrev = fmax(mPrev, shuffleXor(mPrev, m));
-    }
-    // best_t = max(m^{k-1}, max_{s<=t} (i_s - b_s)): the lane's own running
-    // max, then the max of the lanes below.
-    double run = kNone, own[kPer];
-#pragma unroll
-    for (int r = 0; r < kPer; ++r) {
-      if (t0 + r < len)
-        run = fmax(run, double(it[r]) - (before + b[r]));
-      own[r] = run;
-    }
-    double below = kNone, all = run;
-#pragma unroll
-    for (int m = 1; m < kWaveSize; m *= 2) {
-      const double other = shuffleXor(all, m);
-      if (lane & m)
-        below = fmax(below, other);
-      all = fmax(all, other);
-    }
-    // m^k = max(g + m^{k-1}, max_t a_t), a_t = i_t + g - b_t.
-    double aMax = kNone;
-#pragma unroll
-    for (int r = 0; r < kPer; ++r) {
-      const int t = t0 + r;
-      if (t >= len)
-        continue;
-      const double bt = before + b[r];
-      const double best = fmax(mPrev, fmax(below, own[r]));
-      bcum[t] = bt;
-      ig[t] = it[r];
-      // m^comb_t = max(b_t + m^{k-1}, max_{s<=t} (b_t - b_s + i_s))
-      mcomb[t] = bt + best;
-      qfac[t] = expf(float(mPrev - best)); // exp(b_t + m^{k-1} - m^comb_t)
-      aMax = fmax(aMax, double(it[r]) + (g - bt));
-    }
-#pragma unroll
-    for (int m = 1; m < kWaveSize; m *= 2)
-      aMax = fmax(aMax, shuffleXor(aMax, m));
-    const double mNext = fmax(g + mPrev, aMax);
-#pragma unroll
-    for (int r = 0; r < kPer; ++r) {
-      const int t = t0 + r;
+      const int t = tid * kPer + r;
       if (t < len)
-        wa[t] = expf(float(it[r] + (g - (before + b[r])) - mNext));
+        finishGate(t, sc.it[r], sc.b[r], sc.own[r], sc.g, mPrev, mNext);
     }
-    if (lane == 0) {
-      scal[0] = expf(float(g + mPrev - mNext));
+    syncWave(); // every lane has read *mState
+    if (tid == 0) {
+      scal[0] = expf(float(sc.g + mPrev - mNext));
       *mState = mNext;
     }
+  }
+
+  /// Token t's gate terms from its scan (GateScan) and the m entering and
+  /// leaving the chunk: best = max(m^{k-1}, own_t), m^comb_t = b_t + best,
+  /// qfac_t = exp(b_t + m^{k-1} - m^comb_t), w_t = exp(a_t - m^k).
+  KGEN_DEVICE void finishGate(int t, float it, double bt, double own, double g,
+                              double mPrev, double mNext) const {
+    const double best = fmax(mPrev, own);
+    bcum[t] = bt;
+    ig[t] = it;
+    mcomb[t] = bt + best;
+    qfac[t] = expf(float(mPrev - best));
+    wa[t] = expf(float(it + (g - bt) - mNext));
   }
 
   /// P[t][s] = (s q_t . k_s) exp(log D_ts - m^comb_t) for s <= t < len, else
@@ -1369,8 +1398,8 @@ template <class Config> KGEN_DEVICE void outputs(const Params &p) {
   // needs only the chunk's tokens comes first, the gates and the scores
   // with the chunk's own stabilizer (no state: kNoState), while the tokens'
   // copies land and that kernel finishes. Then the state, and the scores
-  // restabilized to m^comb (restabilize). Thread 0 sets *mState and is
-  // the lane of gates() that reads it.
+  // restabilized to m^comb (restabilize). Thread 0 sets *mState, which
+  // gates() reads on warp 0 after a syncWave.
   if (threadIdx.x == 0)
     *ch.mState = kNoState;
   ch.template loadTokens<true>(p, row0, at.j0, len);
@@ -1379,7 +1408,7 @@ template <class Config> KGEN_DEVICE void outputs(const Params &p) {
   __syncthreads();
   ch.scores(len);
   waitForPreviousGrid();
-  // Thread 0's gates() wrote *mState before this overwrites it.
+  // Warp 0's gates() read and wrote *mState before this overwrites it.
   ch.template loadState<false>(p.wsC + ws * dqk * dv, dv, at.j0,
                                p.wsN + ws * dqk, p.wsM + ws);
   __syncthreads();
@@ -1390,6 +1419,49 @@ template <class Config> KGEN_DEVICE void outputs(const Params &p) {
   ch.normalizer(len, p.eps);
   __syncthreads();
   ch.outputs(p, row0, at.j0, len);
+}
+
+/// One chunk's gate scan (GateScan, all of its tokens) as the gate pre-pass
+/// leaves it in the workspace for the sm_90a fused kernel.
+template <int kL> struct GateRecord {
+  double b[kL], own[kL], g, aMax;
+  float it[kL];
+};
+static_assert(sizeof(GateRecord<64>) == gateRecordBytes(64),
+              "GateRecord's size is gateRecordBytes (params.h)");
+
+/// The gate pre-pass of the sm_90a fused kernel: every chunk's scanGates,
+/// one warp a chunk, all in parallel, to the workspace. The scan does not
+/// depend on the state entering the chunk, so the fused kernel's walk
+/// keeps only its cheap ending (m^{k-1} into each token's terms) instead
+/// of a warp's fp64 scan that the other warps wait for at every chunk.
+/// Grid (ceil(chunks / warps), B * NH).
+template <class Config> KGEN_DEVICE void gateScan(const Params &p) {
+  allowNextGrid(); // the fused kernel may launch; it waits for the records
+  constexpr int kL = Config::kChunk, kPer = kL / kWaveSize;
+  static_assert(kL % kWaveSize == 0, "whole tokens per lane");
+  const int lane = int(threadIdx.x) % kWaveSize;
+  const int k = int(blockIdx.x) * (Config::kThreads / kWaveSize) +
+                int(threadIdx.x) / kWaveSize;
+  if (k >= p.chunks)
+    return;
+  const long long bh = blockIdx.y;
+  const int t0 = k * kL;
+  const GateScan<kPer> sc = scanGates<typename Config::Type, kL>(
+      p, bh * p.seq + t0, chunkLength<Config>(p, t0), lane);
+  GateRecord<kL> &rec =
+      reinterpret_cast<GateRecord<kL> *>(p.wsGates)[bh * p.chunks + k];
+#pragma unroll
+  for (int r = 0; r < kPer; ++r) {
+    const int t = lane * kPer + r;
+    rec.b[t] = sc.b[r];
+    rec.own[t] = sc.own[r];
+    rec.it[t] = sc.it[r];
+  }
+  if (lane == 0) {
+    rec.g = sc.g;
+    rec.aMax = sc.aMax;
+  }
 }
 
 /// Chunk-parallel, phase A: chunk k's own contribution, as if it started
@@ -1414,7 +1486,7 @@ template <class Config> KGEN_DEVICE void chunkStates(const Params &p) {
   const long long row0 = bh * p.seq + t0;
   const long long ws = bh * p.chunks + k;
   ch.loadState(nullptr, dv, at.j0, nullptr, nullptr);
-  // Thread 0 is the lane of gates() that reads *mState: no barrier needed.
+  // gates() reads it on warp 0 after a syncWave: no barrier needed.
   if (threadIdx.x == 0)
     *ch.mState = kNoState;
   ch.template loadTokens<false>(p, row0, at.j0, len);

@@ -24,19 +24,28 @@
 //               (wgmma's transposed A), B = diag(w) V (Wp, N-major). After
 //               it, the tiles are rounded into Cp for the next chunk.
 //
-// The scalar work (the gate scan, q_t . n, the normalizer, n's update and
-// diag(w) V) is mlstm.h's Chunk, run while the scores' wgmmas are in flight.
-// Two barriers per chunk: one before the chunk's tokens are copied (the
-// previous chunk is done with Q, K, V and Cp) and one after they landed; a
-// third, after both warpgroups' Q C, orders Cp's rewrite and n's update
-// after their last readers.
+// The gate scan of every chunk comes from a pre-pass kernel (gateScan in
+// mlstm.h, to the workspace): warp 0 copies chunk k + 1's record while
+// chunk k runs and only finishes chunk k's with m^{k-1} (finishGates). The
+// other scalar work (q_t . n, the normalizer, n's update and diag(w) V)
+// comes after the scores' wgmmas are issued.
+//
+// Tokens arrive by TMA (3-D maps: dims, tokens, heads; 64 x 64 boxes with
+// the 128-byte swizzle), completing on one mbarrier per chunk; each
+// warpgroup's leader loads the next chunk's parts as this chunk's readers
+// finish with them (step): Q after the barrier that follows both
+// warpgroups' Q C, V's block after the warpgroup's P V, K's blocks after
+// its update. Three barriers per chunk: one before the gates are finished
+// (the previous chunk is done with the per-token terms and Cp), one after
+// (the terms and Cp published), and one after both warpgroups' Q C, which
+// orders Cp's rewrite, n's update and the next Q after their last readers.
 //
 // Shared memory, from a 1024-byte boundary (the period of the 128-byte
 // swizzle): Q and K [DQK / 64][64 tokens][64 dims], V and Wp [2][64 tokens]
 // [64 columns], Cp [DQK / 64][2][64 rows][64 columns], each 64 x 64 block
 // 8 KiB of 128-byte rows whose 16-byte chunks are swizzled (chunk c of row
-// r at c ^ (r % 8)); then Chunk's fp32 front (n, the per-token vectors).
-// Tokens arrive by cp.async, 16 bytes to their swizzled place.
+// r at c ^ (r % 8)); then Chunk's fp32 front (n, the per-token vectors;
+// two GateRecords and the mbarrier in its P region).
 //
 //===----------------------------------------------------------------------===//
 
@@ -74,6 +83,26 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
   static_assert(kBytes == Config::kSmemBytes,
                 "kSmemBytes disagrees with ChunkWgmma's smem layout");
   static constexpr int kTiles = kDQK / 64, kOwn = (kTiles + 1) / 2;
+  /// n's increment: kGroups threads per 8 consecutive entries (see step).
+  static constexpr int kChunks8 = kDQK / 8;
+  static constexpr int kGroups = kThreads / kChunks8 >= 32   ? 32
+                                 : kThreads / kChunks8 >= 16 ? 16
+                                                             : 8;
+  /// Chunk's P region (kL x kL floats; P itself stays in registers): q . n
+  /// at 0, n's partial sums at kL, two GateRecords at kGateAt (this chunk's
+  /// and the next one's, by chunk parity), the tokens' mbarrier at kFullAt,
+  /// the decay terms at the end (logTerms).
+  static constexpr int kGateAt = kL + kGroups * kDQK;
+  static constexpr int kFullAt = kGateAt + 2 * gateRecordBytes(kL) / 4;
+  static_assert(kGateAt % 4 == 0 && kFullAt % 2 == 0 &&
+                    kFullAt + 2 <= kL * kL - 2 * kL,
+                "two GateRecords (16-byte aligned) and the mbarrier fit in P "
+                "before logTerms");
+  /// The bytes of a chunk's tokens that warpgroup w's leader loads
+  /// (loadTokens): Q for warpgroup 0, V's block w and K's blocks w, w + 2.
+  static constexpr int shareBytes(int w) {
+    return (w == 0 ? kQBytes : 0) + kBlock + (kTiles - w + 1) / 2 * kBlock;
+  }
 
   using MmaS = sm90::Wgmma<T, 64, false>;       // Q K^T
   using MmaQC = sm90::Wgmma<T, 64, true>;       // Q Cp
@@ -92,6 +121,9 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
   /// relative on a score's decay where the terms reach ~500) is far below
   /// the 16-bit rounding of P and h.
   float *logTerms;
+  GateRecord<kL> *records; // [2] in P, see kGateAt
+  uint64_t *full;          // the chunk's tokens landed (TMA), see kFullAt
+  const sm90::TensorMap *mapQ, *mapK, *mapV; // (dim, token, head)
   int wg, warp, lane; // warp within the warpgroup
   /// C's owned tiles: m64n128 accumulators (tile wg + 2 r).
   mutable float c[kOwn][64];
@@ -100,9 +132,10 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
     return smem + ((1024 - (sm90::smemAddress(smem) & 1023)) & 1023);
   }
 
-  KGEN_DEVICE explicit ChunkWgmma(unsigned char *smem)
-      : Base(operands(smem) + kOperands), wg(int(threadIdx.x) / 128),
-        warp(int(threadIdx.x) / kWaveSize % 4),
+  KGEN_DEVICE ChunkWgmma(unsigned char *smem, const sm90::TensorMap *q,
+                         const sm90::TensorMap *k, const sm90::TensorMap *v)
+      : Base(operands(smem) + kOperands), mapQ(q), mapK(k), mapV(v),
+        wg(int(threadIdx.x) / 128), warp(int(threadIdx.x) / kWaveSize % 4),
         lane(int(threadIdx.x) % kWaveSize) {
     sQ = operands(smem);
     sK = sQ + kQBytes;
@@ -110,6 +143,8 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
     sW = sV + kVBytes;
     sC = sW + kVBytes;
     logTerms = this->P + kL * kL - 2 * kL;
+    records = reinterpret_cast<GateRecord<kL> *>(this->P + kGateAt);
+    full = reinterpret_cast<uint64_t *>(this->P + kFullAt);
   }
 
   /// Byte offset of element (row, col) in a run of 64 x 64 swizzled
@@ -193,52 +228,84 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
     Base::storeState(nullptr, cStride, j0, nn, m);
   }
 
-  /// The chunk's Q, K rows and V slice to their swizzled places by
-  /// cp.async (rows past len zero-filled), every thread a fixed share
-  /// (8 DQK / 256 rows of Q and K, 4 of V: a thread's places and sources
-  /// differ by constants from one copy to the next). tokensLanded waits.
-  KGEN_DEVICE void loadTokens(const Params &p, long long row0, int j0,
-                              int len) const {
-    const T *q = static_cast<const T *>(p.q), *k = static_cast<const T *>(p.k),
-            *v = static_cast<const T *>(p.v);
-    constexpr int kQv = kDQK / 8, kVv = kVB / 8;
-    static_assert(kL * kQv % kThreads == 0 && kL * kVv % kThreads == 0,
-                  "whole copies per thread");
+  /// Whether this thread is its warpgroup's leader, which issues the TMA
+  /// loads of the warpgroup's share of the tokens.
+  KGEN_DEVICE bool leader() const { return int(threadIdx.x) % 128 == 0; }
+
+  /// The tokens of the chunk at token t0 of head bh by TMA, completing on
+  /// `full`, in three parts so that each goes out as soon as its previous
+  /// chunk's readers are done (step): kArrive, the leader's share of bytes
+  /// (shareBytes) and, by warpgroup 0, Q's blocks; kV, V's block wg (the
+  /// slice's columns j0 + 64 wg ..); kK, K's blocks wg, wg + 2. Leaders
+  /// only. Rows past the head's sequence arrive as zeros.
+  enum Part { kArrive = 1, kV = 2, kK = 4, kAll = 7 };
+  KGEN_DEVICE void loadTokens(int parts, int t0, int bh, int j0) const {
+    if (parts & kArrive) {
+      sm90::barrierArriveExpectTx(full, shareBytes(wg));
+      if (wg == 0)
 #pragma unroll
-    for (int r = 0; r < kL * kQv / kThreads; ++r) {
-      const int e = this->tid + r * kThreads, t = e / kQv, i = 8 * (e % kQv);
-      const long long src = (row0 + (t < len ? t : 0)) * kDQK + i;
-      const int at = swizzled(t, i);
-      sm80::cpAsync<16>(sm90::smemAddress(sK + at), k + src, t < len);
-      sm80::cpAsync<16>(sm90::smemAddress(sQ + at), q + src, t < len);
+        for (int b = 0; b < kTiles; ++b)
+          sm90::tmaLoad3d(sQ + b * kBlock, mapQ, full, 64 * b, t0, bh);
     }
+    if (parts & kV)
+      sm90::tmaLoad3d(sV + wg * kBlock, mapV, full, j0 + 64 * wg, t0, bh);
+    if (parts & kK)
 #pragma unroll
-    for (int r = 0; r < kL * kVv / kThreads; ++r) {
-      const int e = this->tid + r * kThreads, t = e / kVv, j = 8 * (e % kVv);
-      sm80::cpAsync<16>(sm90::smemAddress(sV + swizzled(t, j)),
-                        v + (row0 + (t < len ? t : 0)) * Config::kDV + j0 + j,
-                        t < len);
+      for (int b = wg; b < kTiles; b += 2)
+        sm90::tmaLoad3d(sK + b * kBlock, mapK, full, 64 * b, t0, bh);
+  }
+
+  /// Waits for chunk k's tokens (phase k of `full`: two arrivals, the
+  /// leaders', and their bytes).
+  KGEN_DEVICE void tokensLanded(int k) const {
+    sm90::barrierWait(full, uint32_t(k & 1));
+  }
+
+  /// Copies chunk k's gate record (from the pre-pass, in the workspace) to
+  /// records[k % 2] by cp.async, warp 0, one group per call (empty where
+  /// k is past the last chunk): finishGates waits for the older one.
+  KGEN_DEVICE void copyRecord(const Params &p, int bh, int k) const {
+    if (this->tid >= kWaveSize)
+      return;
+    if (k < p.chunks) {
+      const unsigned char *src = reinterpret_cast<const unsigned char *>(
+          reinterpret_cast<const GateRecord<kL> *>(p.wsGates) +
+          (long long)bh * p.chunks + k);
+      for (int e = this->tid; e < gateRecordBytes(kL) / 16; e += kWaveSize)
+        sm80::cpAsync<16>(sm90::smemAddress(records + k % 2) + 16 * e,
+                          src + 16 * e, true);
     }
     sm80::cpAsyncCommit();
   }
 
-  KGEN_DEVICE void tokensLanded() const { sm80::cpAsyncWait<0>(); }
-
-  /// After gates(), by the same warp (warp 0): the decay exponent of score
-  /// (t, s), log D_ts - m^comb_t = (b_t - m^comb_t) + (i_s - b_s), as its
-  /// two terms in fp64 (see Chunk) and log2 units, so that each score
-  /// costs one fp64 add and an exp2: logTerms[t] the row's, logTerms[kL + s]
-  /// the column's.
-  KGEN_DEVICE void logDecayTerms(int len) const {
+  /// Chunk::gates from chunk k's copied GateRecord, by warp 0 (the others
+  /// return at once): each token's terms from m^{k-1} (finishGate), *mState set
+  /// to m^k and scal[0] to C^{k-1}'s decay; and the decay exponent of score (t,
+  /// s), log D_ts - m^comb_t = (b_t - m^comb_t) + (i_s - b_s), as its two terms
+  /// in fp64 (see Chunk) and log2 units, so that each score costs one fp32 add
+  /// and an exp2: logTerms[t] the row's, logTerms[kL + s] the column's. The
+  /// caller's barrier publishes them.
+  KGEN_DEVICE void finishGates(int k, int len) const {
     constexpr double kLog2e = 1.4426950408889634;
     if (this->tid >= kWaveSize)
       return;
-    __syncwarp();
+    sm80::cpAsyncWait<1>(); // this lane's copies of chunk k's record
+    syncWave();             // and every lane's
+    const GateRecord<kL> &r = records[k % 2];
+    const double mPrev = *this->mState, g = r.g,
+                 mNext = fmax(g + mPrev, r.aMax);
     // The row's term carries the scores' scale s too (log2 s).
     const double logScale = -0.5 * log2(double(kDQK));
     for (int t = this->tid; t < len; t += kWaveSize) {
-      logTerms[t] = float((this->bcum[t] - this->mcomb[t]) * kLog2e + logScale);
-      logTerms[kL + t] = float((double(this->ig[t]) - this->bcum[t]) * kLog2e);
+      const double bt = r.b[t];
+      this->finishGate(t, r.it[t], bt, r.own[t], g, mPrev, mNext);
+      logTerms[t] = float((bt - this->mcomb[t]) * kLog2e + logScale);
+      logTerms[kL + t] = float((double(r.it[t]) - bt) * kLog2e);
+    }
+    syncWave(); // every lane has read *mState
+    if (this->tid == 0) {
+      this->scal[0] = expf(float(g + mPrev - mNext));
+      *this->mState = mNext;
     }
   }
 
@@ -250,9 +317,11 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
   }
 
   /// One chunk, after the barrier that publishes its tokens and gates:
-  /// h's rows for this slice, then the state update.
+  /// h's rows for this slice, then the state update. The leaders load the
+  /// next chunk's tokens (first token t1, none where negative) as their
+  /// readers here finish with each part (loadTokens).
   KGEN_DEVICE void step(const Params &p, long long row0, int j0, int len,
-                        float eps) const {
+                        float eps, int bh, int t1) const {
     const float scale = 1.f / sqrtf(float(kDQK));
     // Each product takes its operands' start descriptors, made just before
     // it (held across the step they cost registers, which spill); a step
@@ -291,13 +360,7 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
     // over every kGroups-th token, 16-byte rows; the partial sums go to
     // Chunk's P region (after qn's 64) and are added after the barrier
     // below, once q . n has read the old n.
-    constexpr int kChunks8 = kDQK / 8;
-    constexpr int kGroups = kThreads / kChunks8 >= 32   ? 32
-                            : kThreads / kChunks8 >= 16 ? 16
-                                                        : 8;
     float *nPart = this->P + kL;
-    static_assert(kL + kGroups * kDQK <= kL * kL - 2 * kL,
-                  "n's partials fit in P before logTerms");
     if (this->tid < kGroups * kChunks8) {
       const int c8 = this->tid / kGroups, g = this->tid % kGroups;
       float acc[8] = {};
@@ -403,8 +466,12 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
     sm90::wgmmaCommit();
 
     // Both warpgroups' Q Cp have completed (Cp may be rewritten), qn and
-    // Wp are complete, and q . n has read the old n.
+    // Wp are complete, and q . n has read the old n. Q and V are read only
+    // by wgmmas from here on, K only by the update: the next chunk's Q may
+    // come.
     __syncthreads();
+    if (t1 >= 0 && leader())
+      loadTokens(kArrive, t1, bh, j0);
     const float decay = this->scal[0];
     if (this->tid < kDQK) {
       float inc = 0.f;
@@ -423,6 +490,8 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
     }
     sm90::wgmmaWait<0>();
     sm90::fenceAccumulators(o);
+    if (t1 >= 0 && leader())
+      loadTokens(kV, t1, bh, j0); // this warpgroup's P V has read its block
     T *hp = static_cast<T *>(p.h) + row0 * Config::kDV + j0 + 64 * wg;
 #pragma unroll
     for (int x = 0; x < 32; x += 2) {
@@ -459,28 +528,46 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
 #pragma unroll
     for (int r = 0; r < kOwn; ++r)
       sm90::fenceAccumulators(c[r]);
+    if (t1 >= 0 && leader())
+      loadTokens(kK, t1, bh, j0); // this warpgroup's update has read them
     writeCp();
   }
 };
 
-/// Walks every chunk of one head and slice on wgmma; grid (DV / 128,
-/// B * NH), 256 threads.
-template <class Config> KGEN_DEVICE void fusedWgmma(const Params &p) {
+/// Walks every chunk of one head and slice on wgmma, after the gate
+/// pre-pass (gateScan); grid (DV / 128, B * NH), 256 threads. q, k and v
+/// come through the tensor maps (dim, token, head), 64 x 64 boxes with
+/// the 128-byte swizzle.
+template <class Config>
+KGEN_DEVICE void fusedWgmma(const sm90::TensorMap *mapQ,
+                            const sm90::TensorMap *mapK,
+                            const sm90::TensorMap *mapV, const Params &p) {
   using Ch = ChunkWgmma<Config>;
   extern __shared__ __align__(1024) unsigned char kgen_smem_wgmma[];
-  const Ch ch(kgen_smem_wgmma);
+  const Ch ch(kgen_smem_wgmma, mapQ, mapK, mapV);
   const BlockIndex<Config> at;
+  if (threadIdx.x == 0) {
+    sm90::barrierInit(ch.full, 2); // the two leaders
+    sm90::fenceBarrierInit();
+  }
   walkChunks<Config>(p, ch, at, [&](int t0, long long row0, int len) {
-    ch.loadTokens(p, row0, at.j0, len);
+    const int k = t0 / Config::kChunk;
+    if (k == 0) { // after walkChunks' barrier: `full` is initialized
+      if (ch.leader())
+        ch.loadTokens(Ch::kAll, 0, at.bh, at.j0);
+      waitForPreviousGrid(); // the gate records
+      ch.copyRecord(p, at.bh, 0);
+    }
+    ch.copyRecord(p, at.bh, k + 1);
     if (t0 + len < p.seq)
       ch.template prefetch<true>(p, row0 + len, at.j0,
                                  chunkLength<Config>(p, t0 + len));
-    ch.gates(p, row0, len);
-    ch.logDecayTerms(len);
-    ch.tokensLanded();
-    ch.fenceForWgmma(); // the tokens, and the previous chunk's Cp
+    ch.finishGates(k, len);
+    ch.tokensLanded(k);
+    ch.fenceForWgmma(); // the previous chunk's Cp
     __syncthreads();
-    ch.step(p, row0, at.j0, len, p.eps);
+    ch.step(p, row0, at.j0, len, p.eps, at.bh,
+            k + 1 < p.chunks ? t0 + Config::kChunk : -1);
   });
 }
 

@@ -13,7 +13,9 @@
 // The chunk-parallel variant first writes each chunk's own contribution
 // there (C_loc, n_loc) and its gate sums to wsGM (B*NH, chunks, 2) fp64
 // (g, m_loc); its combine kernel then turns them, in place, into the states
-// entering the chunks (see chunkStates and combine in mlstm.h).
+// entering the chunks (see chunkStates and combine in mlstm.h). The sm_90a
+// fused kernel's pre-pass writes every chunk's gate scan to wsGates
+// (B*NH, chunks) records of gateRecordBytes(chunk) (GateRecord, mlstm.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,6 +31,7 @@ struct Params {
   float *cT, *nT, *mT;       ///< final states; null when not returned
   float *wsC, *wsN, *wsM;    ///< per-chunk states (two-phase, chunk-parallel)
   double *wsGM;              ///< per chunk (g, m_loc) (chunk-parallel only)
+  double *wsGates;           ///< per chunk gate scans (sm_90a fused only)
   /// One per head, zero before and after every launch: the last block of a
   /// head to count itself writes the final n and m (HeadCounter, mlstm.h).
   unsigned *counters;
@@ -36,5 +39,9 @@ struct Params {
   int chunks;            ///< ceil(seq / chunk)
   float eps;             ///< added to the normalizer
 };
+
+/// Bytes of one chunk's GateRecord (mlstm.h): b_t and own_t in fp64, g and
+/// max a_t in fp64, i_t in fp32 (a multiple of 16 for chunks of 4k tokens).
+constexpr int gateRecordBytes(int chunk) { return 20 * chunk + 16; }
 
 } // namespace kgen::mlstm

@@ -56,7 +56,7 @@ std::vector<Job> jobsFor(Target t) {
         MlstmProblem p = problem(2, 4096, x[0], x[1], d);
         MlstmConfig c{v, x[2], x[3], x[4]};
         if (!checkConfig(p, c, t) &&
-            mlstmUsesMma(p, c, mlstmKernels(v).back(), t))
+            mlstmUsesMma(p, c, mlstmKernels(c).back(), t))
           jobs.push_back({p, c});
       }
   // 16-bit inputs on the fp32 FMA path (chunk 16: no tensor-core tiles),
@@ -65,8 +65,7 @@ std::vector<Job> jobsFor(Target t) {
        {MlstmVariant::Fused, MlstmVariant::TwoPhase, MlstmVariant::ChunkPar}) {
     MlstmProblem p = problem(1, 2048, 64, 64, DType::BF16);
     MlstmConfig c{v, 16, 32, 4};
-    if (!checkConfig(p, c, t) &&
-        !mlstmUsesMma(p, c, mlstmKernels(v).back(), t))
+    if (!checkConfig(p, c, t) && !mlstmUsesMma(p, c, mlstmKernels(c).back(), t))
       jobs.push_back({p, c});
   }
   for (DType d : {DType::F16, DType::F32}) {
@@ -115,8 +114,7 @@ TEST(MlstmCompile, EveryVariantCompiles) {
           for (size_t i = 0; i < plan->kernels.size(); ++i) {
             const auto &k = plan->kernels[i];
             ++counts[n];
-            if (mlstmUsesMma(j.p, j.c, mlstmKernels(j.c.variant)[i],
-                             targets[n]))
+            if (mlstmUsesMma(j.p, j.c, mlstmKernels(j.c)[i], targets[n]))
               ++mmaCounts[n];
             if (k->binary.empty())
               failures[n].push_back(k->source.name + ": empty binary");

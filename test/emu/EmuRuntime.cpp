@@ -113,6 +113,8 @@ int waveSize() { return state->launch.waveSize; }
 
 void syncThreads() { state->block->arrive_and_wait(); }
 
+void syncWarp() { state->warps[size_t(self.warp)]->barrier->arrive_and_wait(); }
+
 const unsigned char *exchange(const void *mine, int bytes) {
   if (bytes > kSlotBytes) {
     std::fprintf(stderr, "emulator: exchange of %d B, slots hold %d\n", bytes,

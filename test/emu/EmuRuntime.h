@@ -34,6 +34,8 @@ int smemBytes();
 
 /// __syncthreads(): a barrier over the block's threads.
 void syncThreads();
+/// __syncwarp(): a barrier over the calling warp's lanes.
+void syncWarp();
 
 /// This thread's lane in its warp (wavefront), its warp, the warp size.
 int lane();

@@ -114,7 +114,7 @@ int main(int argc, char **argv) {
     const bool amd = targetInfo(pl.target).vendor == Vendor::AMD;
     std::ostringstream launchers;
     int n = 0;
-    for (MlstmKernel k : mlstmKernels(pl.config.variant)) {
+    for (MlstmKernel k : mlstmKernels(pl.config)) {
       KernelSource ks = emitMlstm(p, pl.config, k, pl.target);
       // Names carry no target, and the emulator links every kernel into
       // one executable: they must differ.
@@ -149,14 +149,14 @@ int main(int argc, char **argv) {
           << toString(pl.config.variant) << " " << toString(pl.dtype) << " "
           << pl.dqk << "/" << pl.dv << " c" << pl.config.chunk << " d"
           << pl.config.blockDV << " w" << pl.config.warps
-          << (mlstmUsesMma(p, pl.config, mlstmKernels(pl.config.variant).back(),
+          << (mlstmUsesMma(p, pl.config, mlstmKernels(pl.config).back(),
                            pl.target)
                   ? " mma"
                   : "")
-          << "\", kgen::Target(" << int(pl.target)
-          << "), kgen::DType(" << int(pl.dtype) << "), " << pl.dqk << ", "
-          << pl.dv << ", {kgen::MlstmVariant(" << int(pl.config.variant)
-          << "), " << pl.config.chunk << ", " << pl.config.blockDV << ", "
+          << "\", kgen::Target(" << int(pl.target) << "), kgen::DType("
+          << int(pl.dtype) << "), " << pl.dqk << ", " << pl.dv
+          << ", {kgen::MlstmVariant(" << int(pl.config.variant) << "), "
+          << pl.config.chunk << ", " << pl.config.blockDV << ", "
           << pl.config.warps << "}, {" << launchers.str() << "}},\n";
     ++index;
   }

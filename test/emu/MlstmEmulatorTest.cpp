@@ -64,7 +64,7 @@ TEST_P(MlstmEmulator, MatchesRecurrentReference) {
   prob.dqk = dqk;
   prob.dv = dv;
   prob.dtype = dt;
-  const auto kinds = kgen::mlstmKernels(pl.config.variant);
+  const auto kinds = kgen::mlstmKernels(pl.config);
   // KGEN_MLSTM_EMU_SEED varies the inputs (the default seed is fixed).
   const char *seed = std::getenv("KGEN_MLSTM_EMU_SEED");
   std::mt19937 rng(uint32_t(1234 + GetParam() + (seed ? std::atoi(seed) : 0)));

@@ -199,8 +199,7 @@ void runCase(const Case &cs) {
   std::printf("[ mlstm    ] %s: %s (%s, chunk %d%s)\n", cs.describe().c_str(),
               plan->kernels[0]->source.name.c_str(),
               std::string(toString(cfg.variant)).c_str(), cfg.chunk,
-              mlstmUsesMma(p, cfg, mlstmKernels(cfg.variant).back(),
-                           rt.target())
+              mlstmUsesMma(p, cfg, mlstmKernels(cfg).back(), rt.target())
                   ? ", tensor cores"
                   : ", fp32 FMAs");
 

@@ -228,7 +228,7 @@ TEST(MlstmEmitter, ChunkParallelKernels) {
   MlstmProblem p = problem(1, 8, 2048, 64, 64);
   MlstmConfig c{MlstmVariant::ChunkPar, 128, 32, 16};
   ASSERT_FALSE(checkConfig(p, c, Target::SM90A));
-  const std::vector<MlstmKernel> ks = mlstmKernels(c.variant);
+  const std::vector<MlstmKernel> ks = mlstmKernels(c);
   ASSERT_EQ(ks.size(), 3u);
   EXPECT_EQ(ks[0], MlstmKernel::ChunkStates);
   EXPECT_EQ(ks[1], MlstmKernel::Combine);
@@ -274,4 +274,44 @@ TEST(MlstmEmitter, ChunkParallelKernels) {
   EXPECT_EQ(l.m, l.n + size_t(8 * 16) * 64 * 4);
   EXPECT_EQ(l.bytes, l.m + size_t(8 * 16) * 4);
   EXPECT_EQ(mlstmWorkspaceBytes(p, c, 1, 8, 2048), l.bytes);
+}
+
+TEST(MlstmEmitter, WgmmaFusedRunsTheGatePrePassFirst) {
+  // The 7B heads at S = 8192 - 5: 128 chunks, the last one short.
+  MlstmProblem p = problem(8, 8, 8187, 256, 512);
+  MlstmConfig c{MlstmVariant::Fused, 64, 128, 8};
+  c.wgmma = true;
+  ASSERT_FALSE(checkConfig(p, c, Target::SM90A));
+  const std::vector<MlstmKernel> ks = mlstmKernels(c);
+  ASSERT_EQ(ks.size(), 2u);
+  EXPECT_EQ(ks[0], MlstmKernel::Gates);
+  EXPECT_EQ(ks[1], MlstmKernel::Fused);
+  EXPECT_EQ(mlstmLeadKernel(c), MlstmKernel::Fused);
+  c.wgmma = false; // the mma.sync fused kernel scans its gates itself
+  EXPECT_EQ(mlstmKernels(c).size(), 1u);
+  EXPECT_EQ(mlstmWorkspaceBytes(p, c, 8, 8, 8187), 0u);
+  c.wgmma = true;
+
+  KernelSource g = emitMlstm(p, c, MlstmKernel::Gates, Target::SM90A);
+  EXPECT_EQ(g.name, "kgen_mlstm_bf16_qk256_v512_gates_c64_d128_w8_wgmma");
+  EXPECT_NE(g.source.find("kgen::mlstm::gateScan<Config>(p);"),
+            std::string::npos);
+  EXPECT_EQ(g.smemBytes, 0);
+  EXPECT_FALSE(mlstmUsesMma(p, c, MlstmKernel::Gates, Target::SM90A));
+  // One warp a chunk, four chunks a block; the fused kernel may start while
+  // the pre-pass finishes (it waits before its first record).
+  LaunchDims d =
+      mlstmLaunchDims(p, c, MlstmKernel::Gates, Target::SM90A, 8, 8, 8187);
+  EXPECT_EQ(d.grid[0], 32u);
+  EXPECT_EQ(d.grid[1], 64u);
+  EXPECT_EQ(d.block[0], 128u);
+  EXPECT_FALSE(d.overlapsPrevious);
+  d = mlstmLaunchDims(p, c, MlstmKernel::Fused, Target::SM90A, 8, 8, 8187);
+  EXPECT_EQ(d.grid[0], 4u);
+  EXPECT_TRUE(d.overlapsPrevious);
+  // A record of 64 tokens per chunk: b and own in fp64, g and max a in
+  // fp64, i in fp32.
+  const MlstmWorkspaceLayout l = mlstmWorkspaceLayout(p, c, 8, 8, 8187);
+  EXPECT_EQ(l.gates, 0u);
+  EXPECT_EQ(l.bytes, size_t(64 * 128) * (64 * 20 + 16));
 }

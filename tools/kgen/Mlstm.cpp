@@ -188,7 +188,7 @@ int cmdMlstm(Args &args) {
     MlstmConfig c = cfg.value_or(defaultConfig(p, t));
     if (auto e = checkConfig(p, c, t))
       throw Error(*e);
-    for (MlstmKernel k : mlstmKernels(c.variant))
+    for (MlstmKernel k : mlstmKernels(c))
       std::cout << emitMlstm(p, c, k, t, inl).source << "\n";
     return 0;
   }

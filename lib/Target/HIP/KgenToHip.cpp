@@ -84,7 +84,7 @@ LogicalResult translateToHip(Operation *op, llvm::raw_ostream &os,
       return;
     }
     MlstmConfig config = mlstm.getConfig()->getConfig();
-    for (MlstmKernel k : mlstmKernels(config.variant))
+    for (MlstmKernel k : mlstmKernels(config))
       kernels.push_back(
           emitMlstm(*problem, config, k, **target, inlineTemplates));
   });

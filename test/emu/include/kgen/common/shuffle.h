@@ -28,4 +28,7 @@ template <class V> inline V shuffleXorAny(V v, int mask) {
 inline float shuffleXor(float v, int mask) { return shuffleXorAny(v, mask); }
 inline double shuffleXor(double v, int mask) { return shuffleXorAny(v, mask); }
 
+/// A barrier over the calling warp's lanes, as __syncwarp.
+inline void syncWave() { emu::syncWarp(); }
+
 } // namespace kgen
