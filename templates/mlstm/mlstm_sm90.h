@@ -100,6 +100,13 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
                 "before logTerms");
   /// The bytes of a chunk's tokens that warpgroup w's leader loads
   /// (loadTokens): Q for warpgroup 0, V's block w and K's blocks w, w + 2.
+  /// Whether h goes out through shared memory (step): each warpgroup then
+  /// needs a Cp block of its own, so at least two of C's 64-row tiles, and
+  /// the staging's registers, so one tile a warpgroup. H100, bf16 B4 NH16
+  /// S8192: 664 -> 566 us at DQK 128; at DQK 256 (two tiles, 128 registers
+  /// of C) ptxas spilled 228 bytes instead of 128 and the 7B heads went
+  /// from 2246 to 2352 us.
+  static constexpr bool kStageH = kTiles >= 2 && kOwn == 1;
   static constexpr int shareBytes(int w) {
     return (w == 0 ? kQBytes : 0) + kBlock + (kTiles - w + 1) / 2 * kBlock;
   }
@@ -279,14 +286,16 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
   }
 
   /// Chunk::gates from chunk k's copied GateRecord, by warp 0 (the others
-  /// return at once): each token's terms from m^{k-1} (finishGate), *mState set
-  /// to m^k and scal[0] to C^{k-1}'s decay; and the decay exponent of score (t,
-  /// s), log D_ts - m^comb_t = (b_t - m^comb_t) + (i_s - b_s), as its two terms
-  /// in fp64 (see Chunk) and log2 units, so that each score costs one fp32 add
-  /// and an exp2: logTerms[t] the row's, logTerms[kL + s] the column's. The
-  /// caller's barrier publishes them.
+  /// return at once), kL / 32 tokens a lane: each token's terms from
+  /// m^{k-1} (finishGate), *mState set to m^k and scal[0] to C^{k-1}'s
+  /// decay; and the decay exponent of score (t, s), log D_ts - m^comb_t =
+  /// (b_t - m^comb_t) + (i_s - b_s), as its two terms in fp64 (see Chunk)
+  /// and log2 units, so that each score costs one fp32 add and an exp2:
+  /// logTerms[t] the row's, logTerms[kL + s] the column's. The caller's
+  /// barrier publishes them.
   KGEN_DEVICE void finishGates(int k, int len) const {
     constexpr double kLog2e = 1.4426950408889634;
+    static_assert(kL % kWaveSize == 0, "whole tokens a lane");
     if (this->tid >= kWaveSize)
       return;
     sm80::cpAsyncWait<1>(); // this lane's copies of chunk k's record
@@ -296,11 +305,16 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
                  mNext = fmax(g + mPrev, r.aMax);
     // The row's term carries the scores' scale s too (log2 s).
     const double logScale = -0.5 * log2(double(kDQK));
-    for (int t = this->tid; t < len; t += kWaveSize) {
-      const double bt = r.b[t];
-      this->finishGate(t, r.it[t], bt, r.own[t], g, mPrev, mNext);
-      logTerms[t] = float((bt - this->mcomb[t]) * kLog2e + logScale);
-      logTerms[kL + t] = float((double(r.it[t]) - bt) * kLog2e);
+#pragma unroll
+    for (int u = 0; u < kL / kWaveSize; ++u) {
+      const int t = this->tid + u * kWaveSize;
+      if (t < len) {
+        const double bt = r.b[t], own = r.own[t];
+        const float it = r.it[t];
+        this->finishGate(t, it, bt, own, g, mPrev, mNext);
+        logTerms[t] = float((bt - (bt + fmax(mPrev, own))) * kLog2e + logScale);
+        logTerms[kL + t] = float((double(it) - bt) * kLog2e);
+      }
     }
     syncWave(); // every lane has read *mState
     if (this->tid == 0) {
@@ -493,13 +507,35 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
     if (t1 >= 0 && leader())
       loadTokens(kV, t1, bh, j0); // this warpgroup's P V has read its block
     T *hp = static_cast<T *>(p.h) + row0 * Config::kDV + j0 + 64 * wg;
+    if constexpr (kStageH) {
+      // Through Cp's block of this warpgroup's first tile (rewritten only
+      // by its writeCp below): the pairs to their swizzled rows, then
+      // 16-byte pieces, 8 lanes a row's 128 contiguous bytes of h.
+      unsigned char *stage = sC + 2 * wg * kBlock;
 #pragma unroll
-    for (int x = 0; x < 32; x += 2) {
-      const int t = accRow(x);
-      const float r = zden[(x >> 1) & 1];
-      const uint32_t v = sm80::pack2<T>(o[x] * r, o[x + 1] * r);
-      if (t < len)
-        *reinterpret_cast<uint32_t *>(hp + t * Config::kDV + accCol(x)) = v;
+      for (int x = 0; x < 32; x += 2) {
+        const float r = zden[(x >> 1) & 1];
+        *reinterpret_cast<uint32_t *>(stage + swizzled(accRow(x), accCol(x))) =
+            sm80::pack2<T>(o[x] * r, o[x + 1] * r);
+      }
+      __syncthreads();
+#pragma unroll
+      for (int e = this->tid % 128; e < kBlock / 16; e += 128) {
+        const int t = e / 8, c = e % 8;
+        if (t < len)
+          *reinterpret_cast<T8 *>(hp + t * Config::kDV + 8 * c) =
+              *reinterpret_cast<const T8 *>(stage + t * 128 +
+                                            ((c ^ (t & 7)) << 4));
+      }
+    } else {
+#pragma unroll
+      for (int x = 0; x < 32; x += 2) {
+        const int t = accRow(x);
+        const float r = zden[(x >> 1) & 1];
+        const uint32_t v = sm80::pack2<T>(o[x] * r, o[x + 1] * r);
+        if (t < len)
+          *reinterpret_cast<uint32_t *>(hp + t * Config::kDV + accCol(x)) = v;
+      }
     }
 
     // C = decay C + K^T Wp on the owned tiles: A = K^T is K's block of
@@ -530,6 +566,8 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
       sm90::fenceAccumulators(c[r]);
     if (t1 >= 0 && leader())
       loadTokens(kK, t1, bh, j0); // this warpgroup's update has read them
+    if constexpr (kStageH) // every thread's reads of the staged h are done
+      __syncthreads();
     writeCp();
   }
 };
