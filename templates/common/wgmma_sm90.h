@@ -202,6 +202,18 @@ KGEN_DEVICE uint64_t matrixDescriptor(const void *smem, uint32_t lboBytes,
   return d;
 }
 
+/// Stores four 8x8 matrices of 16-bit elements (stmatrix .x4): lane l gives
+/// the address of row l % 8 of matrix l / 8 (16 contiguous bytes), and
+/// register m holds this lane's pair of matrix m in the mma / wgmma
+/// accumulator layout (row lane / 4, columns 2 (lane % 4) and the next).
+KGEN_DEVICE void stmatrixX4(uint32_t addr, uint32_t r0, uint32_t r1,
+                            uint32_t r2, uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, "
+               "%4};\n" ::"r"(addr),
+               "r"(r0), "r"(r1), "r"(r2), "r"(r3)
+               : "memory");
+}
+
 /// Orders register accesses to the accumulators before the wgmmas that use
 /// them (wgmma.fence), and groups the issued wgmmas for waiting.
 KGEN_DEVICE void wgmmaFence() {

@@ -176,19 +176,27 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
   /// Owned tile r's first row of C.
   KGEN_DEVICE int tileRow(int r) const { return 64 * (wg + 2 * r); }
 
-  /// Rounds the owned tiles into Cp ([DQK / 64][2][64][64] swizzled).
+  /// Rounds the owned tiles into Cp ([DQK / 64][2][64][64] swizzled) by
+  /// stmatrix: a warp's 16 rows of 16 columns at a time, four 8x8
+  /// matrices (rows 0-7 and 8-15 of columns 16 q .. 16 q + 7, then of the
+  /// next 8 columns), lane l addressing row l % 8 (+ 8 for odd l / 8).
   KGEN_DEVICE void writeCp() const {
+    const int m = lane / 8;
+    const int rowIn = 16 * warp + lane % 8 + 8 * (m % 2); // in the tile
 #pragma unroll
     for (int r = 0; r < kOwn; ++r) {
       if (!owns(r))
         continue;
-      const int i0 = tileRow(r);
+      const int i = tileRow(r) + rowIn;
+      const uint32_t base = sm90::smemAddress(sC + (i >> 6) * 2 * kBlock);
 #pragma unroll
-      for (int x = 0; x < 64; x += 2) {
-        const int i = i0 + accRow(x), j = accCol(x);
-        const uint32_t v = sm80::pack2<T>(c[r][x], c[r][x + 1]);
-        *reinterpret_cast<uint32_t *>(sC + (i >> 6) * 2 * kBlock +
-                                      swizzled(i & 63, j)) = v;
+      for (int q = 0; q < 8; ++q) {
+        const int x = 8 * q; // accumulators of columns 16 q .. 16 q + 15
+        sm90::stmatrixX4(base + swizzled(i & 63, 16 * q + 8 * (m / 2)),
+                         sm80::pack2<T>(c[r][x], c[r][x + 1]),
+                         sm80::pack2<T>(c[r][x + 2], c[r][x + 3]),
+                         sm80::pack2<T>(c[r][x + 4], c[r][x + 5]),
+                         sm80::pack2<T>(c[r][x + 6], c[r][x + 7]));
       }
     }
   }
