@@ -38,7 +38,9 @@
 // its update. Three barriers per chunk: one before the gates are finished
 // (the previous chunk is done with the per-token terms and Cp), one after
 // (the terms and Cp published), and one after both warpgroups' Q C, which
-// orders Cp's rewrite, n's update and the next Q after their last readers.
+// orders Cp's rewrite, n's update and the next Q after their last readers;
+// two more where h goes out through shared memory (kStageH). Cp is written
+// by stmatrix (writeCp).
 //
 // Shared memory, from a 1024-byte boundary (the period of the 128-byte
 // swizzle): Q and K [DQK / 64][64 tokens][64 dims], V and Wp [2][64 tokens]
@@ -98,15 +100,15 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
                     kFullAt + 2 <= kL * kL - 2 * kL,
                 "two GateRecords (16-byte aligned) and the mbarrier fit in P "
                 "before logTerms");
-  /// The bytes of a chunk's tokens that warpgroup w's leader loads
-  /// (loadTokens): Q for warpgroup 0, V's block w and K's blocks w, w + 2.
   /// Whether h goes out through shared memory (step): each warpgroup then
   /// needs a Cp block of its own, so at least two of C's 64-row tiles, and
   /// the staging's registers, so one tile a warpgroup. H100, bf16 B4 NH16
-  /// S8192: 664 -> 566 us at DQK 128; at DQK 256 (two tiles, 128 registers
+  /// S8192: 664 -> 590 us at DQK 128; at DQK 256 (two tiles, 128 registers
   /// of C) ptxas spilled 228 bytes instead of 128 and the 7B heads went
   /// from 2246 to 2352 us.
   static constexpr bool kStageH = kTiles >= 2 && kOwn == 1;
+  /// The bytes of a chunk's tokens that warpgroup w's leader loads
+  /// (loadTokens): Q for warpgroup 0, V's block w and K's blocks w, w + 2.
   static constexpr int shareBytes(int w) {
     return (w == 0 ? kQBytes : 0) + kBlock + (kTiles - w + 1) / 2 * kBlock;
   }
