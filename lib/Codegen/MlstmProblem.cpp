@@ -187,18 +187,15 @@ int64_t wgmmaSmemBytes(const MlstmProblem &p, const MlstmConfig &c) {
 MlstmSplitK mlstmSplitK(const MlstmProblem &p, const MlstmConfig &c,
                         MlstmKernel k, Target t) {
   int64_t split[3];
-  if (c.wgmma || k == MlstmKernel::Gates || !mmaShapes(p, c, k) ||
-      !fitSplits(p, c, k, t, split))
+  if (c.wgmma || !mmaShapes(p, c, k) || !fitSplits(p, c, k, t, split))
     return {1, 1, 1};
   return {int(split[0]), int(split[1]), int(split[2])};
 }
 
 bool mlstmStateInRegisters(const MlstmProblem &p, const MlstmConfig &c,
                            MlstmKernel k, Target t) {
-  if (k == MlstmKernel::Gates)
-    return false;
-  if (c.wgmma)
-    return true;
+  if (c.wgmma) // its kernels: the gate pre-pass, then the fused one
+    return k == MlstmKernel::Fused;
   int64_t split[3];
   return mmaShapes(p, c, k) && fitSplits(p, c, k, t, split) &&
          stateInRegisters(p, c, k, split[2]);
@@ -206,10 +203,8 @@ bool mlstmStateInRegisters(const MlstmProblem &p, const MlstmConfig &c,
 
 bool mlstmUsesMma(const MlstmProblem &p, const MlstmConfig &c, MlstmKernel k,
                   Target t) {
-  if (k == MlstmKernel::Gates)
-    return false;
-  if (c.wgmma)
-    return true;
+  if (c.wgmma) // its kernels: the gate pre-pass, then the fused one
+    return k == MlstmKernel::Fused;
   int64_t split[3];
   return mmaShapes(p, c, k) && fitSplits(p, c, k, t, split);
 }

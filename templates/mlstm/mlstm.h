@@ -343,9 +343,15 @@ template <class Config> struct Chunk {
       if (t < len)
         finishGate(t, sc.it[r], sc.b[r], sc.own[r], sc.g, mPrev, mNext);
     }
-    syncWave(); // every lane has read *mState
+    leaveChunk(sc.g, mPrev, mNext);
+  }
+
+  /// The end of the gates, on the warp that read *mState: once every lane
+  /// has, lane 0 sets it to m^k and scal[0] to C^{k-1}'s decay.
+  KGEN_DEVICE void leaveChunk(double g, double mPrev, double mNext) const {
+    syncWave();
     if (tid == 0) {
-      scal[0] = expf(float(sc.g + mPrev - mNext));
+      scal[0] = expf(float(g + mPrev - mNext));
       *mState = mNext;
     }
   }

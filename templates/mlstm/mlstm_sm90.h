@@ -326,11 +326,7 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
         logTerms[kL + t] = float((double(it) - bt) * kLog2e);
       }
     }
-    syncWave(); // every lane has read *mState
-    if (this->tid == 0) {
-      this->scal[0] = expf(float(g + mPrev - mNext));
-      *this->mState = mNext;
-    }
+    this->leaveChunk(g, mPrev, mNext);
   }
 
   /// Makes this thread's shared-memory writes (stores, landed cp.async)
