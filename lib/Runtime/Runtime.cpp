@@ -598,8 +598,14 @@ void Runtime::launch(const Kernel &k, const GemmArgs &args, void *stream) {
       cd.smemBytes = 0;
       void *copyParams[] = {&rp};
       // Nothing to copy (aligned operands, K a multiple of 8): no launch.
-      if (gemm::repackGrid(rp, int64_t(backend_->computeUnits()) * 16, cd.grid))
+      if (gemm::repackGrid(rp, int64_t(backend_->computeUnits()) * 16,
+                           cd.grid)) {
         backend_->launch(k.prologueFunction, cd, copyParams, stream);
+        // The wgmma loop waits for the copy in the kernel (gemm_sm90.h), so
+        // it may start while the copy finishes (sm_90a; only right after
+        // the copy, which itself waited for everything before it).
+        d.overlapsPrevious = k.config.loop == GemmLoop::Wgmma;
+      }
     }
   }
   if (k.config.loop == GemmLoop::Wgmma) {

@@ -469,6 +469,10 @@ KGEN_DEVICE void run(const TensorMap &mapA, const TensorMap &mapB,
     sm90::clusterSync();
   else
     __syncthreads();
+  // After a repack copy the launch overlaps it (LaunchDims::overlapsPrevious):
+  // nothing of A, B, C or the workspace is touched before the copy (and
+  // every kernel before it) has completed. At once otherwise.
+  waitForPreviousGrid();
 
   // Tiles go out in units of kCluster adjacent tiles (pairTile); CTA `rank`
   // of a cluster takes tile rank of each unit (one past M or N reads zeros
