@@ -74,8 +74,8 @@ enum class MlstmKernel {
   Combine,     ///< chunk-parallel phase B: the recurrence over the chunks
   Gates,       ///< the wgmma fused kernel's pre-pass: every chunk's gate scan
 };
-/// The kernels of config c, in launch order; the last is the main one (its
-/// name, tensor-core use and tiles describe the config).
+/// The kernels of config c, in launch order (a wgmma fused config's gate
+/// pre-pass first).
 std::vector<MlstmKernel> mlstmKernels(const MlstmConfig &c);
 /// The kernel whose name stands for config c in the tuner's lists and the
 /// reports: the first after the gate pre-pass.

@@ -1,5 +1,4 @@
-//===- wgmma_sm90.h - Hopper atoms: TMA, mbarrier, wgmma, setmaxnreg -*- C++
-//-*-===//
+//===- wgmma_sm90.h - Hopper atoms: TMA, mbarrier, wgmma, stmatrix -------===//
 //
 // The sm_90a instructions of the Hopper GEMM main loop, as inline PTX:
 //

@@ -358,15 +358,17 @@ template <class Config> struct Chunk {
 
   /// Token t's gate terms from its scan (GateScan) and the m entering and
   /// leaving the chunk: best = max(m^{k-1}, own_t), m^comb_t = b_t + best,
-  /// qfac_t = exp(b_t + m^{k-1} - m^comb_t), w_t = exp(a_t - m^k).
-  KGEN_DEVICE void finishGate(int t, float it, double bt, double own, double g,
-                              double mPrev, double mNext) const {
+  /// qfac_t = exp(b_t + m^{k-1} - m^comb_t), w_t = exp(a_t - m^k). Returns
+  /// m^comb_t.
+  KGEN_DEVICE double finishGate(int t, float it, double bt, double own,
+                                double g, double mPrev, double mNext) const {
     const double best = fmax(mPrev, own);
     bcum[t] = bt;
     ig[t] = it;
     mcomb[t] = bt + best;
     qfac[t] = expf(float(mPrev - best));
     wa[t] = expf(float(it + (g - bt) - mNext));
+    return bt + best;
   }
 
   /// P[t][s] = (s q_t . k_s) exp(log D_ts - m^comb_t) for s <= t < len, else
@@ -1433,8 +1435,6 @@ template <int kL> struct GateRecord {
   double b[kL], own[kL], g, aMax;
   float it[kL];
 };
-static_assert(sizeof(GateRecord<64>) == gateRecordBytes(64),
-              "GateRecord's size is gateRecordBytes (params.h)");
 
 /// The gate pre-pass of the sm_90a fused kernel: every chunk's scanGates,
 /// one warp a chunk, all in parallel, to the workspace. The scan does not
@@ -1446,6 +1446,8 @@ template <class Config> KGEN_DEVICE void gateScan(const Params &p) {
   allowNextGrid(); // the fused kernel may launch; it waits for the records
   constexpr int kL = Config::kChunk, kPer = kL / kWaveSize;
   static_assert(kL % kWaveSize == 0, "whole tokens per lane");
+  static_assert(sizeof(GateRecord<kL>) == gateRecordBytes(kL),
+                "GateRecord's size is gateRecordBytes (params.h)");
   const int lane = int(threadIdx.x) % kWaveSize;
   const int k = int(blockIdx.x) * (Config::kThreads / kWaveSize) +
                 int(threadIdx.x) / kWaveSize;

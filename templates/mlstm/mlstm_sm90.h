@@ -321,8 +321,8 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
       if (t < len) {
         const double bt = r.b[t], own = r.own[t];
         const float it = r.it[t];
-        this->finishGate(t, it, bt, own, g, mPrev, mNext);
-        logTerms[t] = float((bt - (bt + fmax(mPrev, own))) * kLog2e + logScale);
+        const double comb = this->finishGate(t, it, bt, own, g, mPrev, mNext);
+        logTerms[t] = float((bt - comb) * kLog2e + logScale);
         logTerms[kL + t] = float((double(it) - bt) * kLog2e);
       }
     }
