@@ -57,7 +57,8 @@ typedef enum kgen_status {
  *  Safe to use from several threads. */
 typedef struct kgen_runtime kgen_runtime_t;
 
-/** What kgen_compile built. Strings are NUL-terminated. */
+/** What kgen_compile built, or the kernel kgen_gemm_select found. Strings
+ *  are NUL-terminated. */
 typedef struct kgen_kernel_info {
   char name[256];        /**< the stable kernel name */
   char target[16];       /**< "sm_90a", "gfx942", ... */
@@ -137,6 +138,16 @@ KGEN_C_API kgen_status_t kgen_gemm_ex(kgen_runtime_t *rt,
                                       const char *problem_json,
                                       const kgen_gemm_args_t *args,
                                       void *stream);
+
+/** The kernel kgen_gemm_ex runs for these arguments: the dispatcher's pick
+ *  for the problem (the tuning DB's winner, else the heuristic), lowered to
+ *  the alignment the pointers and leading dimensions allow, built or loaded
+ *  on first use as a call's is. Only the arguments' values are looked at
+ *  (no memory is touched) and nothing is launched; works without a GPU. */
+KGEN_C_API kgen_status_t kgen_gemm_select(kgen_runtime_t *rt,
+                                          const char *problem_json,
+                                          const kgen_gemm_args_t *args,
+                                          kgen_kernel_info_t *info_out);
 
 /** The generated HIP source of a problem for `target` (required: "sm_90a",
  *  ...) under `config_json` (NULL: the dispatcher's default for the

@@ -134,10 +134,56 @@ kgen_runtime &runtime(kgen_runtime_t *rt) {
 template <size_t N>
 void copyField(char (&dst)[N], const std::string &s, const char *what) {
   if (s.size() >= N)
-    throw kgen::Error(std::string("kgen_compile: the ") + what + " (" +
+    throw kgen::Error(std::string("kgen_kernel_info_t: the ") + what + " (" +
                       std::to_string(s.size()) +
                       " chars) does not fit kgen_kernel_info_t");
   std::memcpy(dst, s.c_str(), s.size() + 1);
+}
+
+/// kgen_gemm_args_t as kgen::GemmArgs, checked against the problem (which
+/// `resolve` fills in from them).
+kgen::GemmArgs gemmArgs(const kgen_gemm_args_t *in, kgen::GemmProblem &p,
+                        const char *fn) {
+  if (!in)
+    throw InvalidArgument(std::string(fn) + ": args is NULL");
+  kgen::GemmArgs args;
+  args.a = in->a;
+  args.b = in->b;
+  args.c = in->c;
+  args.m = in->m;
+  args.lda = in->lda;
+  args.ldb = in->ldb;
+  args.ldc = in->ldc;
+  args.alpha = in->alpha;
+  args.beta = in->beta;
+  args.bias = in->bias;
+  args.residual = in->residual;
+  args.ldr = in->ldr;
+  args.batch = in->batch;
+  args.strideA = in->stride_a;
+  args.strideB = in->stride_b;
+  args.strideC = in->stride_c;
+  args.strideBias = in->stride_bias;
+  args.strideResidual = in->stride_residual;
+  try {
+    kgen::Runtime::resolve(p, args);
+  } catch (const kgen::Error &e) {
+    throw InvalidArgument(e.what());
+  }
+  return args;
+}
+
+/// Fills `info` with what describes kernel `k`.
+void fillInfo(kgen_kernel_info_t *info, const kgen::Kernel &k, kgen::Target t) {
+  std::memset(info, 0, sizeof(*info));
+  copyField(info->name, k.source.name, "kernel name");
+  copyField(info->target, std::string(kgen::toString(t)), "target");
+  copyField(info->config_json, kgen::toJson(k.config).dump(), "config JSON");
+  copyField(info->cache_key, k.cacheKey, "cache key");
+  info->cache_hit = k.cacheHit ? 1 : 0;
+  info->loaded = k.function ? 1 : 0;
+  info->compile_ms = k.compileMs;
+  info->binary_bytes = int64_t(k.binary.size());
 }
 
 } // namespace
@@ -198,7 +244,6 @@ int kgen_has_device(kgen_runtime_t *rt) {
 const char *kgen_runtime_target(kgen_runtime_t *rt) {
   return rt ? rt->target.c_str() : nullptr;
 }
-
 
 kgen_status_t kgen_gemm(kgen_runtime_t *rt, const char *problem_json,
                         const void *a, const void *b, void *c, int64_t m,
@@ -285,12 +330,11 @@ kgen_status_t kgen_attention(kgen_runtime_t *rt, const char *problem_json,
 }
 
 kgen_status_t kgen_mlstm(kgen_runtime_t *rt, const char *problem_json,
-                         const char *config_json, const void *q,
-                         const void *k, const void *v, const void *i,
-                         const void *f, void *h, const float *c0,
-                         const float *n0, const float *m0, float *c_out,
-                         float *n_out, float *m_out, int64_t b, int64_t nh,
-                         int64_t s, void *stream) {
+                         const char *config_json, const void *q, const void *k,
+                         const void *v, const void *i, const void *f, void *h,
+                         const float *c0, const float *n0, const float *m0,
+                         float *c_out, float *n_out, float *m_out, int64_t b,
+                         int64_t nh, int64_t s, void *stream) {
   return guard([&] {
     kgen_runtime &r = runtime(rt);
     if (!problem_json)
@@ -351,38 +395,27 @@ kgen_status_t kgen_gemm_ex(kgen_runtime_t *rt, const char *problem_json,
                            const kgen_gemm_args_t *in, void *stream) {
   return guard([&] {
     kgen_runtime &r = runtime(rt);
-    if (!in)
-      throw InvalidArgument("kgen_gemm_ex: args is NULL");
     kgen::GemmProblem p = parseProblem(problem_json);
-    if (!r.rt.backend())
+    if (in && !r.rt.backend())
       throw NoDevice("kgen_gemm_ex: no GPU runtime with a device was found, "
                      "so nothing can run; kernels can still be built with "
                      "kgen_compile or `kgen compile`");
-    kgen::GemmArgs args;
-    args.a = in->a;
-    args.b = in->b;
-    args.c = in->c;
-    args.m = in->m;
-    args.lda = in->lda;
-    args.ldb = in->ldb;
-    args.ldc = in->ldc;
-    args.alpha = in->alpha;
-    args.beta = in->beta;
-    args.bias = in->bias;
-    args.residual = in->residual;
-    args.ldr = in->ldr;
-    args.batch = in->batch;
-    args.strideA = in->stride_a;
-    args.strideB = in->stride_b;
-    args.strideC = in->stride_c;
-    args.strideBias = in->stride_bias;
-    args.strideResidual = in->stride_residual;
-    try {
-      kgen::Runtime::resolve(p, args);
-    } catch (const kgen::Error &e) {
-      throw InvalidArgument(e.what());
-    }
+    kgen::GemmArgs args = gemmArgs(in, p, "kgen_gemm_ex");
     r.rt.gemm(p, args, stream);
+  });
+}
+
+kgen_status_t kgen_gemm_select(kgen_runtime_t *rt, const char *problem_json,
+                               const kgen_gemm_args_t *in,
+                               kgen_kernel_info_t *info_out) {
+  return guard([&] {
+    kgen_runtime &r = runtime(rt);
+    if (!info_out)
+      throw InvalidArgument("kgen_gemm_select: info_out is NULL");
+    std::memset(info_out, 0, sizeof(*info_out));
+    kgen::GemmProblem p = parseProblem(problem_json);
+    kgen::GemmArgs args = gemmArgs(in, p, "kgen_gemm_select");
+    fillInfo(info_out, *r.rt.select(p, args), r.rt.target());
   });
 }
 
@@ -415,15 +448,7 @@ kgen_status_t kgen_compile(kgen_runtime_t *rt, const char *problem_json,
     kgen::GemmProblem p = parseProblem(problem_json);
     kgen::Target t = parseTarget(target, r.rt.target());
     kgen::GemmConfig c = parseConfig(config_json, p, t);
-    std::shared_ptr<kgen::Kernel> k = r.rt.compile(p, c, t);
-    copyField(info_out->name, k->source.name, "kernel name");
-    copyField(info_out->target, std::string(kgen::toString(t)), "target");
-    copyField(info_out->config_json, kgen::toJson(c).dump(), "config JSON");
-    copyField(info_out->cache_key, k->cacheKey, "cache key");
-    info_out->cache_hit = k->cacheHit ? 1 : 0;
-    info_out->loaded = k->function ? 1 : 0;
-    info_out->compile_ms = k->compileMs;
-    info_out->binary_bytes = int64_t(k->binary.size());
+    fillInfo(info_out, *r.rt.compile(p, c, t), t);
   });
 }
 

@@ -74,7 +74,7 @@ class _KernelInfo(ctypes.Structure):
 
 @dataclass(frozen=True)
 class KernelInfo:
-    """What kgen.compile built."""
+    """What kgen.compile built, or the kernel kgen.gemm_kernel found."""
 
     name: str
     target: str
@@ -145,6 +145,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         ),
         "kgen_gemm_args_init": (None, [ctypes.POINTER(_GemmArgs)]),
         "kgen_gemm_ex": (c_int, [c_void_p, c_char_p, ctypes.POINTER(_GemmArgs), c_void_p]),
+        "kgen_gemm_select": (c_int, [c_void_p, c_char_p, ctypes.POINTER(_GemmArgs), ctypes.POINTER(_KernelInfo)]),
         "kgen_emit": (c_int, [c_char_p, c_char_p, c_char_p, c_int, ctypes.POINTER(c_void_p)]),
         "kgen_compile": (c_int, [c_void_p, c_char_p, c_char_p, c_char_p, ctypes.POINTER(_KernelInfo)]),
         "kgen_free": (None, [c_void_p]),
@@ -217,6 +218,30 @@ def compiled_kernels() -> int:
     return int(_library().kgen_compiled_kernels())
 
 
+def _kernel_info(info: _KernelInfo) -> KernelInfo:
+    return KernelInfo(
+        name=info.name.decode(),
+        target=info.target.decode(),
+        config=json.loads(info.config_json.decode()),
+        cache_key=info.cache_key.decode(),
+        cache_hit=bool(info.cache_hit),
+        loaded=bool(info.loaded),
+        compile_ms=float(info.compile_ms),
+        binary_bytes=int(info.binary_bytes),
+    )
+
+
+def _gemm_args(lib: ctypes.CDLL, fields: Mapping) -> _GemmArgs:
+    """kgen_gemm_args_t from kgen_gemm_args_init's defaults and `fields`."""
+    args = _GemmArgs()
+    lib.kgen_gemm_args_init(ctypes.byref(args))
+    for name, value in fields.items():
+        if name not in dict(_GemmArgs._fields_):
+            raise Error(f"kgen_gemm_args_t has no field '{name}'")
+        setattr(args, name, value)
+    return args
+
+
 class Runtime:
     """A kgen::Runtime: the GPU (if any), the run-time compiler and the disk
     cache. `target`: None or "native" for the GPU's own (sm_90a without one),
@@ -258,16 +283,15 @@ class Runtime:
         info = _KernelInfo()
         _check(self._lib.kgen_compile(self.handle, _encode(problem), _encode(config), _encode(target),
                                       ctypes.byref(info)))
-        return KernelInfo(
-            name=info.name.decode(),
-            target=info.target.decode(),
-            config=json.loads(info.config_json.decode()),
-            cache_key=info.cache_key.decode(),
-            cache_hit=bool(info.cache_hit),
-            loaded=bool(info.loaded),
-            compile_ms=float(info.compile_ms),
-            binary_bytes=int(info.binary_bytes),
-        )
+        return _kernel_info(info)
+
+    def gemm_select_raw(self, problem, **fields) -> KernelInfo:
+        """kgen_gemm_select: the kernel kgen_gemm_ex would run with these
+        fields (as gemm_ex_raw's; only their values are looked at)."""
+        info = _KernelInfo()
+        _check(self._lib.kgen_gemm_select(self.handle, _encode(problem), ctypes.byref(_gemm_args(self._lib, fields)),
+                                          ctypes.byref(info)))
+        return _kernel_info(info)
 
     def gemm_raw(self, problem, a: int, b: int, c: int, m: int = -1, lda: int = 0, ldb: int = 0,
                  ldc: int = 0, alpha: float = 1.0, beta: float = 0.0, stream: int = 0) -> None:
@@ -289,13 +313,8 @@ class Runtime:
         """kgen_gemm_ex on raw device pointers (ints): every field of
         kgen_gemm_args_t by name (a, b, c, m, lda, ..., bias, residual, ldr,
         batch, stride_a, ...); the others keep kgen_gemm_args_init's values."""
-        args = _GemmArgs()
-        self._lib.kgen_gemm_args_init(ctypes.byref(args))
-        for name, value in fields.items():
-            if name not in dict(_GemmArgs._fields_):
-                raise Error(f"gemm_ex_raw: unknown field '{name}'")
-            setattr(args, name, value)
-        _check(self._lib.kgen_gemm_ex(self.handle, _encode(problem), ctypes.byref(args), stream or None))
+        _check(self._lib.kgen_gemm_ex(self.handle, _encode(problem), ctypes.byref(_gemm_args(self._lib, fields)),
+                                      stream or None))
 
 
 _default: Optional[Runtime] = None
@@ -426,6 +445,40 @@ def gemm(a, b, c=None, *, layout: Optional[str] = None, alpha: float = 1.0, beta
     bias a contiguous vector of C's dtype, N long (bias_along "n", as a
     linear layer's) or M long ("m"); act relu | gelu_tanh | gelu_erf | silu;
     residual an (M, N) row-major tensor of C's dtype."""
+    rt, prob, fields, c = _gemm_call(a, b, c, layout=layout, alpha=alpha, beta=beta, static=static,
+                                     out_dtype=out_dtype, runtime=runtime, bias=bias, bias_along=bias_along,
+                                     act=act, residual=residual, tf32=tf32)
+    if prob is None:  # M, N or K is 0: no kernel; an empty sum is 0
+        if a.shape[0] and b.shape[1]:
+            return c.zero_() if beta == 0 else c.mul_(beta)
+        return c
+    import torch
+
+    stream = torch.cuda.current_stream(a.device).cuda_stream
+    rt.gemm_ex_raw(prob, stream, **fields)
+    return c
+
+
+def gemm_kernel(a, b, c=None, *, layout: Optional[str] = None, alpha: float = 1.0, beta: float = 0.0,
+                static: Sequence[str] = ("n", "k"), out_dtype=None, runtime: Optional[Runtime] = None,
+                bias=None, bias_along: str = "n", act: Optional[str] = None, residual=None,
+                tf32: bool = False) -> KernelInfo:
+    """The kernel kgen.gemm runs for the same arguments: the dispatcher's
+    pick for the problem (the tuning DB's winner, else the heuristic) and
+    the tensors' alignment, built or loaded on first use. Nothing runs."""
+    rt, prob, fields, _ = _gemm_call(a, b, c, layout=layout, alpha=alpha, beta=beta, static=static,
+                                     out_dtype=out_dtype, runtime=runtime, bias=bias, bias_along=bias_along,
+                                     act=act, residual=residual, tf32=tf32)
+    if prob is None:
+        raise Error("kgen.gemm_kernel: M, N or K is 0, so kgen.gemm runs no kernel")
+    return rt.gemm_select_raw(prob, **fields)
+
+
+def _gemm_call(a, b, c, *, layout, alpha, beta, static, out_dtype, runtime, bias, bias_along, act, residual,
+               tf32):
+    """kgen.gemm's arguments checked and turned into (runtime, problem,
+    kgen_gemm_args_t fields, C), C allocated when None; the problem is None
+    when no kernel runs (M, N or K is 0)."""
     import torch
 
     rt = runtime if runtime is not None else default_runtime()
@@ -464,11 +517,11 @@ def gemm(a, b, c=None, *, layout: Optional[str] = None, alpha: float = 1.0, beta
         raise Error(f"kgen.gemm: the tensors are on {a.device} but kgen runs on cuda:{want}; set KGEN_DEVICE "
                     f"(before the first kgen call) or move the tensors")
     if M == 0 or N == 0:
-        return c
+        return rt, None, {}, c
     if K == 0:  # an empty sum, as torch defines it
         if bias is not None or act or residual is not None:
             raise Error("kgen.gemm: K = 0 with a fused epilogue; apply bias, act and residual in torch")
-        return c.zero_() if beta == 0 else c.mul_(beta)
+        return rt, None, {}, c
     la, lda = _storage(a, "a", layout[0] if layout else None)
     lb, ldb = _storage(b, "b", layout[1] if layout else None)
     _, ldc = _storage(c, "c", "n")
@@ -490,13 +543,8 @@ def gemm(a, b, c=None, *, layout: Optional[str] = None, alpha: float = 1.0, beta
     prob = problem(M, N, K, ab=ab, c=cname, layout=la + lb, static=static,
                    bias=bias_along if bias is not None else None, act=act, residual=residual is not None,
                    tf32=bool(tf32))
-    stream = torch.cuda.current_stream(a.device).cuda_stream
-    if extra or act:
-        rt.gemm_ex_raw(prob, stream, a=a.data_ptr(), b=b.data_ptr(), c=c.data_ptr(), m=M, lda=lda, ldb=ldb,
-                       ldc=ldc, alpha=float(alpha), beta=float(beta), **extra)
-    else:
-        rt.gemm_raw(prob, a.data_ptr(), b.data_ptr(), c.data_ptr(), M, lda, ldb, ldc, alpha, beta, stream)
-    return c
+    return rt, prob, dict(a=a.data_ptr(), b=b.data_ptr(), c=c.data_ptr(), m=M, lda=lda, ldb=ldb, ldc=ldc,
+                          alpha=float(alpha), beta=float(beta), **extra), c
 
 
 # ===----------------------------------------------------------------------=== #

@@ -214,6 +214,20 @@ def test_layout_from_strides():
     info = kgen.compile(kgen.problem(64, 128, 256, layout="nt"))
     assert info.loaded and info.binary_bytes > 0 and info.name.startswith("kgen_gemm_bf16_nt_"), info
     print(f"ok   layout from strides; compiled {info.name} ({'hit' if info.cache_hit else 'miss'})")
+    # gemm_kernel names what kgen.gemm runs: the call after it builds nothing.
+    x2 = torch.randn(64, 320, device="cuda", dtype=torch.bfloat16)
+    w2 = torch.randn(160, 320, device="cuda", dtype=torch.bfloat16)
+    picked = kgen.gemm_kernel(x2, w2.t())
+    assert picked.loaded and picked.name.startswith("kgen_gemm_bf16_nt_m"), picked
+    before = kgen.compiled_kernels()
+    kgen.gemm(x2, w2.t())
+    torch.cuda.synchronize()
+    assert kgen.compiled_kernels() == before, "kgen.gemm built a kernel gemm_kernel had not named"
+    # Rows of A off the 16-byte grid: another kernel (lower alignment or a repack).
+    flat = torch.randn(64 * 320 + 1, device="cuda", dtype=torch.bfloat16)
+    odd = kgen.gemm_kernel(flat[1:].view(64, 320), w2.t())
+    assert odd.name != picked.name, (odd.name, picked.name)
+    print(f"ok   gemm_kernel: {picked.name}; misaligned A: {odd.name}")
 
 
 def test_streams_and_graphs():

@@ -33,6 +33,8 @@ struct Api {
   KGEN_FN(kgen_has_device)
   KGEN_FN(kgen_runtime_target)
   KGEN_FN(kgen_gemm)
+  KGEN_FN(kgen_gemm_args_init)
+  KGEN_FN(kgen_gemm_select)
   KGEN_FN(kgen_emit)
   KGEN_FN(kgen_compile)
   KGEN_FN(kgen_free)
@@ -64,6 +66,8 @@ const Api &api() {
     KGEN_FN(kgen_has_device)
     KGEN_FN(kgen_runtime_target)
     KGEN_FN(kgen_gemm)
+    KGEN_FN(kgen_gemm_args_init)
+    KGEN_FN(kgen_gemm_select)
     KGEN_FN(kgen_emit)
     KGEN_FN(kgen_compile)
     KGEN_FN(kgen_free)
@@ -74,6 +78,23 @@ const Api &api() {
   }();
   return a;
 }
+
+/// Sets an environment variable for a scope, then restores it.
+struct ScopedEnv {
+  std::string name, saved;
+  bool had;
+  ScopedEnv(const char *n, const std::string &value)
+      : name(n), saved(std::getenv(n) ? std::getenv(n) : ""),
+        had(std::getenv(n) != nullptr) {
+    setenv(n, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (had)
+      setenv(name.c_str(), saved.c_str(), 1);
+    else
+      unsetenv(name.c_str());
+  }
+};
 
 const char *kProblem = R"({"m":532,"n":2048,"k":2048,"ab":"bf16","c":"bf16",
                             "layout":"nt","static":["n","k"],"align":[8,8,8]})";
@@ -285,4 +306,61 @@ TEST_F(CApi, CompileGoesThroughTheCache) {
   expectError(c.kgen_compile(rt, kProblem, nullptr, "sm_90a", nullptr),
               KGEN_ERROR_INVALID_ARGUMENT, "info_out");
   c.kgen_runtime_destroy(rt);
+}
+
+TEST_F(CApi, SelectNamesTheKernelACallRuns) {
+  // A private cache and an empty tuning DB: the dispatcher's pick is the
+  // heuristic's.
+  char dir[] = "/tmp/kgen-capi-select-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  struct Remove {
+    std::string dir;
+    ~Remove() { std::system(("rm -rf '" + dir + "'").c_str()); }
+  } remove{dir};
+  ScopedEnv cache("KGEN_CACHE_DIR", dir),
+      db("KGEN_TUNING_DB", std::string(dir) + "/tuning.json"),
+      tune("KGEN_TUNE", "off");
+  kgen_runtime_t *rt = nullptr;
+  ASSERT_EQ(c.kgen_runtime_create("sm_90a", &rt), KGEN_OK)
+      << c.kgen_last_error();
+  struct Destroy {
+    const Api &c;
+    kgen_runtime_t *rt;
+    ~Destroy() { c.kgen_runtime_destroy(rt); }
+  } destroy{c, rt};
+
+  // Only the pointers' alignment matters: nothing is read or launched.
+  kgen_gemm_args_t args;
+  c.kgen_gemm_args_init(&args);
+  args.a = args.b = args.c = reinterpret_cast<void *>(0x100000);
+  kgen_kernel_info_t info;
+  kgen_status_t s = c.kgen_gemm_select(rt, kProblem, &args, &info);
+  std::string msg = c.kgen_last_error();
+  if (s != KGEN_OK && msg.find("nvrtc not found") != std::string::npos)
+    GTEST_SKIP() << "no nvrtc on this machine: " << msg;
+  ASSERT_EQ(s, KGEN_OK) << msg;
+  kgen::GemmProblem p{.m = 532, .n = 2048, .k = 2048, .transB = true};
+  EXPECT_EQ(std::string(info.name),
+            kgen::gemmKernelName(p, kgen::defaultConfig(p, kgen::Target::SM90A),
+                                 kgen::Target::SM90A));
+  EXPECT_STREQ(info.target, "sm_90a");
+  EXPECT_EQ(std::string(info.cache_key).size(), 64u);
+  EXPECT_NE(std::string(info.config_json).find("\"block\""), std::string::npos)
+      << info.config_json;
+
+  // Rows of A that are not 16-byte aligned: the call runs another kernel
+  // (lowered alignment, or a repack of A), and select names that one.
+  args.lda = 2049;
+  kgen_kernel_info_t other;
+  ASSERT_EQ(c.kgen_gemm_select(rt, kProblem, &args, &other), KGEN_OK)
+      << c.kgen_last_error();
+  EXPECT_STRNE(other.name, info.name);
+
+  expectError(c.kgen_gemm_select(rt, kProblem, &args, nullptr),
+              KGEN_ERROR_INVALID_ARGUMENT, "info_out");
+  expectError(c.kgen_gemm_select(rt, kProblem, nullptr, &other),
+              KGEN_ERROR_INVALID_ARGUMENT, "args is NULL");
+  args.lda = 100; // < K
+  expectError(c.kgen_gemm_select(rt, kProblem, &args, &other),
+              KGEN_ERROR_INVALID_ARGUMENT, "lda");
 }
