@@ -313,12 +313,16 @@ public:
     return "";
   }
 
-  std::string compile(const KernelSource &src) override {
+  using Compiler::compile;
+  std::string compile(const KernelSource &src,
+                      const std::vector<std::string> &extra,
+                      std::string *compilerLog) override {
     const std::string name = api_.prefix;
     checkVendor(name.c_str(), vendor_, src);
     if (vendor_ == Vendor::AMD)
       refuseCrashingTargets(src);
     std::vector<std::string> opts = options(src.target);
+    opts.insert(opts.end(), extra.begin(), extra.end());
     std::vector<const char *> optPtrs;
     for (const std::string &o : opts)
       optPtrs.push_back(o.c_str());
@@ -352,6 +356,8 @@ public:
     if ((rc = api_.getBinary(prog, binary.data())) != 0)
       throw Error(name + "Get" + api_.binary + " failed for kernel '" +
                   src.name + "': " + api_.getErrorString(rc));
+    if (compilerLog)
+      *compilerLog = log(prog);
     return binary;
   }
 

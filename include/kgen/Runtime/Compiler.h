@@ -28,7 +28,16 @@ public:
   virtual std::string library() const = 0;
   /// Compile to a loadable binary (cubin / code object). On failure throws
   /// kgen::Error with the compiler log and the path the source was saved to.
-  virtual std::string compile(const KernelSource &src) = 0;
+  std::string compile(const KernelSource &src) {
+    return compile(src, {}, nullptr);
+  }
+  /// The same with `extra` options after options(t) (e.g. nvrtc's
+  /// "--ptxas-options=-v"), and the compiler's log of a success in `*log`
+  /// when `log` is given. The cache never uses these: its key names
+  /// options(t) alone.
+  virtual std::string compile(const KernelSource &src,
+                              const std::vector<std::string> &extra,
+                              std::string *log) = 0;
 };
 
 /// The options kgen passes to `v`'s compiler for `t`. They depend on the
