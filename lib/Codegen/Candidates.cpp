@@ -40,6 +40,13 @@
 // data-parallel; 128x256 P = 3 at K = 16384 71.7 against 83.1, the model's
 // pick). Up to kMaxSplitCandidates.
 //
+// Swapped tiles (wgmma loop, B stored N x K, swapAB) join on sm_90a after
+// the ranked list, like the fitted widths: 64 or 128 columns of N a tile,
+// and M cut into as many rows of tiles as the multiprocessors left over
+// allow, the height a wgmma n (a multiple of 8): 136 x 64 at 532 x 2048 (128
+// CTAs). The model has no term for them; the tuner measures them (H100:
+// 532x2048x2048 11.06 us against 13.57 for the best other tile).
+//
 // The gemv loop (NVIDIA, M <= 64, A 'N') joins for small M, ranked by its
 // own model (gemvSeconds: bytes over bandwidth; see there) and placed first
 // for the tuner, up to kMaxGemvCandidates. defaultConfig takes neither it nor
@@ -555,6 +562,26 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
       }
     }
   }
+  // Swapped tiles (C^T = B^T A^T): 64 or 128 columns of N a tile, M cut
+  // into as many tiles as the multiprocessors left allow, the n fitted.
+  if (t == Target::SM90A && p.transB && !p.transA && sizeOf(p.ab) == 2)
+    for (int bn : {64, 128}) {
+      const int64_t tilesN = (p.n + bn - 1) / bn;
+      const int64_t tilesM =
+          std::max<int64_t>(1, targetInfo(t).computeUnits / tilesN);
+      const int64_t bm = ((p.m + tilesM - 1) / tilesM + 7) / 8 * 8;
+      if (bm > 256 || bm < 8)
+        continue;
+      int depths = 0;
+      for (int stages : {12, 8, 6, 5, 4, 3}) {
+        GemmConfig c = wgmmaConfig({int(bm), bn, bn / 64, 1}, stages);
+        c.swapAB = true;
+        if (depths == 2 || checkConfig(p, c, t))
+          continue;
+        ++depths;
+        fittedPicks.push_back(c);
+      }
+    }
   // Split-K for the tiled configs whose tiles leave multiprocessors idle,
   // with at least two k-slices per split.
   std::vector<std::pair<double, GemmConfig>> split;

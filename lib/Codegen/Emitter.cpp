@@ -161,6 +161,9 @@ std::string configComment(const GemmConfig &c) {
       os << ", stream-K";
     if (c.splitK > 1)
       os << ", split-K " << c.splitK << " in lockstep";
+    if (c.swapAB)
+      os << ", swapped (C^T = B^T A^T: wgmma m along N, n = " << c.blockM
+         << " along M)";
     return os.str();
   }
   os << "block " << c.blockM << "x" << c.blockN << "x" << c.blockK << ", warps "
@@ -232,6 +235,8 @@ std::string gemmKernelName(const GemmProblem &p, const GemmConfig &c,
       os << "_streamk";
     if (c.splitK != 1)
       os << "_sk" << c.splitK;
+    if (c.swapAB)
+      os << "_swap";
   } else {
     os << "_b" << c.blockM << "x" << c.blockN << "x" << c.blockK << "_w"
        << c.warpsM << "x" << c.warpsN << "_s" << c.stages;
@@ -303,7 +308,7 @@ KernelSource emitGemm(const GemmProblem &problem, const GemmConfig &c, Target t,
      << "// config: " << configComment(c) << "\n"
      << "// instructions: "
      << (wgmma ? "TMA (cp.async.bulk.tensor), mbarrier, wgmma m64n" +
-                     std::to_string(c.blockN) +
+                     std::to_string(c.swapAB ? c.blockM : c.blockN) +
                      "k16, setmaxnreg (kgen/common/wgmma_sm90.h)"
          : gemv   ? "mma.sync m16n8k16 on C^T = B^T A^T, cp.async of "
                     "16 B into a per-lane shared-memory ring (.cg for B, .ca "
@@ -371,8 +376,9 @@ KernelSource emitGemm(const GemmProblem &problem, const GemmConfig &c, Target t,
     if (c.repack)
       os << "#include \"kgen/gemm/repack.h\"\n";
   }
-  if (wgmma && !headerHasWgmma(c.blockN))
-    os << wgmmaAtom(p.ab, c.blockN);
+  const int wgmmaN = c.swapAB ? c.blockM : c.blockN;
+  if (wgmma && !headerHasWgmma(wgmmaN))
+    os << wgmmaAtom(p.ab, wgmmaN);
   // A repack config's copy kernel, after the main one.
   auto copyKernel = [&] {
     if (!c.repack)
@@ -445,6 +451,8 @@ KernelSource emitGemm(const GemmProblem &problem, const GemmConfig &c, Target t,
        << "; // CTAs share out the k-iterations\n"
        << "  static constexpr int kSplitK = " << c.splitK
        << "; // units a tile, k-slices interleaved\n"
+       << "  static constexpr bool kSwapAB = " << boolStr(c.swapAB)
+       << "; // wgmma m along N, n along M\n"
        << "  static constexpr int kVecC = " << tr.vecC << ";\n"
        << "  static constexpr bool kCheckM = " << boolStr(tr.checkM)
        << ", kCheckN = " << boolStr(tr.checkN) << ";\n"

@@ -58,6 +58,8 @@ json toJson(const GemmConfig &c) {
     j["stream_k"] = true;
   if (c.repack)
     j["repack"] = true;
+  if (c.swapAB)
+    j["swap_ab"] = true;
   return j;
 }
 
@@ -147,7 +149,7 @@ GemmProblem gemmProblemFromJson(const json &j) {
 GemmConfig gemmConfigFromJson(const json &j) {
   fields.rejectUnknown(j,
                        {"loop", "block", "warps", "stages", "smem", "pad",
-                        "cluster", "split_k", "stream_k", "repack"},
+                        "cluster", "split_k", "stream_k", "repack", "swap_ab"},
                        "gemm config");
   GemmConfig c;
   if (j.contains("loop")) {
@@ -185,6 +187,7 @@ GemmConfig gemmConfigFromJson(const json &j) {
   c.splitK = int(fields.getInt(j, "split_k", 1));
   c.streamK = fields.getBool(j, "stream_k", false);
   c.repack = fields.getBool(j, "repack", false);
+  c.swapAB = fields.getBool(j, "swap_ab", false);
   return c;
 }
 

@@ -44,7 +44,12 @@ std::optional<std::string> checkWgmmaConfig(const GemmProblem &p,
   if (c.warpsN != 1)
     return "config: warpsN = " + str(c.warpsN) +
            " with loop = wgmma must be 1 (consumer warpgroups split M)";
-  int rows = c.blockM / c.warpsM;
+  if (c.swapAB && (!p.transB || c.cluster != 1 || c.streamK || c.splitK > 1 ||
+                   c.blockM % 8 != 0 || c.blockM > 256 ||
+                   (c.blockN / c.warpsM != 64 && c.blockN / c.warpsM != 128)))
+    return "config: swapAB needs B stored N x K, single CTAs on whole tiles, "
+           "blockM a multiple of 8 up to 256 and blockN / warpsM = 64 or 128";
+  int rows = c.swapAB ? 64 : c.blockM / c.warpsM;
   if (c.blockM % c.warpsM != 0 || (rows != 64 && rows != 128))
     return "config: blockM / warpsM = " + str(c.blockM) + "/" +
            str(c.warpsM) +
@@ -52,8 +57,9 @@ std::optional<std::string> checkWgmmaConfig(const GemmProblem &p,
            "wgmma m64 slices)";
   // B stored N x K (K-major) comes in one box of blockN rows, so any
   // wgmma n (a multiple of 8) fits; B stored K x N comes in 64-column boxes.
-  if (p.transB ? c.blockN % 8 != 0 || c.blockN < 16 || c.blockN > 256
-               : c.blockN % 64 != 0 || c.blockN > 256)
+  if (!c.swapAB &&
+      (p.transB ? c.blockN % 8 != 0 || c.blockN < 16 || c.blockN > 256
+                : c.blockN % 64 != 0 || c.blockN > 256))
     return "config: blockN = " + str(c.blockN) + " with loop = wgmma must be " +
            (p.transB ? "a multiple of 8 from 16 to 256 (wgmma n)"
                      : "64, 128, 192 or 256 when B is stored K x N "

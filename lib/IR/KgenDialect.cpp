@@ -82,6 +82,7 @@ kgen::GemmConfig GemmConfigAttr::getConfig() const {
   c.splitK = getSplitK();
   c.streamK = getStreamK() != 0;
   c.repack = getRepack() != 0;
+  c.swapAB = getSwapAB() != 0;
   c.blockM = getBlockM();
   c.blockN = getBlockN();
   c.blockK = getBlockK();

@@ -28,6 +28,13 @@
 // ncu, H200). It does not always pay: there the pairs of 128x80 ran 15.1 us
 // against 14.7 for single CTAs, so the tuner decides.
 //
+// With kSwapAB (B stored N x K), the roles swap: C^T = B^T A^T, wgmma's m64
+// slices run along N (rows of B) and its n along M (rows of A), so the tile
+// height kBlockM is a wgmma n (any multiple of 8) and can be fitted to M:
+// 532 rows in 4 tiles of 136 with 64-column tiles fill 128 SMs, where
+// 128-row tiles fill 80 (H100: 11.1 against 13.6 us). storeTile transposes
+// through its slab.
+//
 // With kSplitK > 1 or kStreamK, the CTAs do not take whole tiles, so that a
 // grid of 132 CTAs has work when there are only 40 or 80 tiles
 // (templates/gemm/schedule.h). Split-K deals each tile's k-slices to
@@ -78,9 +85,14 @@ template <class Config> struct Shape {
   static constexpr bool kFixup = kStreamK || kSplitK > 1;
   static constexpr int kConsumerThreads = 128 * kConsumers;
   static constexpr int kThreads = 128 * (kConsumers + 1);
-  static constexpr int kRowsPerConsumer = kBlockM / kConsumers;
+  /// Swapped (C^T = B^T A^T): wgmma's m64 slices run along N (rows of B),
+  /// its n along M (rows of A); both operands K-major.
+  static constexpr bool kSwapAB = Config::kSwapAB;
+  static constexpr int kRowsP = kSwapAB ? kBlockN : kBlockM; ///< wgmma m
+  static constexpr int kRowsQ = kSwapAB ? kBlockM : kBlockN; ///< wgmma n
+  static constexpr int kRowsPerConsumer = kRowsP / kConsumers;
   static constexpr int kMmaM = kRowsPerConsumer / 64; ///< m64 slices
-  static constexpr int kAccum = kBlockN / 2; ///< fp32 per thread per slice
+  static constexpr int kAccum = kRowsQ / 2; ///< fp32 per thread per slice
   /// Operand B stored K x N (N contiguous): wgmma reads it N-major.
   static constexpr bool kBNMajor = !Config::kTransB;
   static constexpr int kRowBytes = 128; ///< one swizzled row: 64 elements
@@ -115,6 +127,9 @@ template <class Config> struct Shape {
                                             : kBlockN % 8 == 0),
                 "wgmma n <= 256; B stored K x N comes in 64-column boxes");
   static_assert(kBlockM <= 256, "a TMA box has at most 256 rows");
+  static_assert(!kSwapAB ||
+                    (!kBNMajor && kCluster == 1 && !kFixup && kBlockM % 8 == 0),
+                "swapped: B stored N x K, single CTAs, whole tiles");
   static_assert(kCluster == 1 || kCluster == 2, "clusters of 1 or 2 CTAs");
   static_assert(!kFixup || kCluster == 1,
                 "split-K and stream-K run single CTAs (a pair shares its "
@@ -247,8 +262,8 @@ storeTile(const float (&acc)[Shape<Config>::kMmaM][Shape<Config>::kAccum],
 #pragma unroll
   for (int mi = 0; mi < S::kMmaM; ++mi)
 #pragma unroll
-    for (int c0 = 0; c0 < S::kBlockN; c0 += kCols) {
-      const int width = S::kBlockN - c0 < kCols ? S::kBlockN - c0 : kCols;
+    for (int c0 = 0; c0 < S::kRowsQ; c0 += kCols) {
+      const int width = S::kRowsQ - c0 < kCols ? S::kRowsQ - c0 : kCols;
       __syncwarp(); // the last slab's reads are done
 #pragma unroll
       for (int j = 0; j < kCols / 8; ++j)
@@ -263,6 +278,22 @@ storeTile(const float (&acc)[Shape<Config>::kMmaM][Shape<Config>::kAccum],
                 make_float2(a[0], a[1]);
           }
       __syncwarp();
+      if constexpr (S::kSwapAB) {
+        // The slab is 16 columns of C (n) by 32 rows (m): lane l takes row
+        // c0 + l, 8 columns at a time.
+        if (lane < width)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            float v[8];
+#pragma unroll
+            for (int i = 0; i < 8; ++i)
+              v[i] =
+                  slab[(h * 8 + i) * kCols + (((lane / 4) ^ i) * 4) + lane % 4];
+            gemm::epilogue<Config, 8>(p, 0, row0 + c0 + lane,
+                                      col0 + mi * 64 + warp * 16 + h * 8, v);
+          }
+        continue;
+      }
       const int q = lane % 4; // this lane's 8 columns: chunks 2q, 2q + 1
       if (q * 8 < width)
 #pragma unroll
@@ -332,7 +363,7 @@ KGEN_DEVICE void consume(unsigned char *smem, uint64_t *full, uint64_t *empty,
   const int consumer = int(threadIdx.x / 128u) - 1;
   const bool warpLeader = threadIdx.x % 32u == 0;
   float *slab = staging + (int(threadIdx.x) / 32 - 4) * S::kSlabFloats;
-  using Mma = sm90::Wgmma<T, S::kBlockN, S::kBNMajor>;
+  using Mma = sm90::Wgmma<T, S::kRowsQ, S::kBNMajor>;
   float acc[S::kMmaM][S::kAccum];
   // With an fp32 C, each k-slice's wgmmas start from zero and their sum is
   // added here with round-to-nearest FADDs (see kPromote); otherwise unused.
@@ -355,8 +386,10 @@ KGEN_DEVICE void consume(unsigned char *smem, uint64_t *full, uint64_t *empty,
     for (int kt = 0; kt < seg.kCount; ++kt) {
       sm90::barrierWait(&full[stage], phase);
       const unsigned char *a = smem + stage * S::kStageBytes +
+                               (S::kSwapAB ? S::kStageBytesA : 0) +
                                consumer * S::kRowsPerConsumer * S::kRowBytes;
-      const unsigned char *b = smem + stage * S::kStageBytes + S::kStageBytesA;
+      const unsigned char *b =
+          smem + stage * S::kStageBytes + (S::kSwapAB ? 0 : S::kStageBytesA);
 #pragma unroll
       for (int mi = 0; mi < S::kMmaM; ++mi)
         sm90::fenceAccumulators(acc[mi]);
@@ -425,11 +458,14 @@ KGEN_DEVICE void consume(unsigned char *smem, uint64_t *full, uint64_t *empty,
           continue;
       }
     }
-    const int row0 = tm * S::kBlockM + consumer * S::kRowsPerConsumer;
+    const int row0 =
+        tm * S::kBlockM + (S::kSwapAB ? 0 : consumer * S::kRowsPerConsumer);
+    const int col0 =
+        tn * S::kBlockN + (S::kSwapAB ? consumer * S::kRowsPerConsumer : 0);
     if constexpr (S::kPromote)
-      storeTile<Config>(total, p, row0, tn * S::kBlockN, slab);
+      storeTile<Config>(total, p, row0, col0, slab);
     else
-      storeTile<Config>(acc, p, row0, tn * S::kBlockN, slab);
+      storeTile<Config>(acc, p, row0, col0, slab);
   }
 }
 

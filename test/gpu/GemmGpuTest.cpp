@@ -152,7 +152,8 @@ struct Case {
                                  : std::string())
          << (config->splitK > 1 ? " splitK " + std::to_string(config->splitK)
                                 : std::string())
-         << (config->repack ? " repack" : "");
+         << (config->repack ? " repack" : "")
+         << (config->swapAB ? " swapAB" : "");
     return os.str();
   }
 };
@@ -548,6 +549,51 @@ std::vector<Case> lockstepCases(Target t) {
   Case clamped = make(130, 192, 192, "nt", DType::BF16, DType::F32);
   clamped.config = split(128, 64, 5);
   out.push_back(clamped);
+  return out;
+}
+
+/// Swapped wgmma tiles (C^T = B^T A^T, n fitted along M): splitTileCases'
+/// swapped candidates (the mid shapes, a ragged 127x4099x1023 with K at run
+/// time, the fused epilogue, dynamic M from 1 to 3000), and those of 1024^3
+/// in f16, an f32 C (promoted sums), the epilogue with a bias along M, and
+/// small M.
+std::vector<Case> swapCases(Target t) {
+  auto keep = [](const GemmConfig &cfg) { return cfg.swapAB; };
+  std::vector<Case> out = splitTileCases(t, keep);
+  if (t != Target::SM90A)
+    return out;
+  auto add = [&](Case c) { addCandidates(out, c, t, keep); };
+  add(make(1024, 1024, 1024, "nt", DType::F16, DType::F16));
+  add(make(532, 2048, 2048, "nt", DType::BF16, DType::F32));
+  Case fusedM = make(788, 2048, 2048, "nt", DType::F16, DType::F32);
+  fusedM.bias = BiasKind::AlongM;
+  fusedM.act = Activation::ReLU;
+  fusedM.beta = -1.0f;
+  add(fusedM);
+  add(make(64, 4096, 4096, "nt", DType::BF16, DType::BF16));
+  // Small enough for the sanitizers (KGEN_GPU_TEST_MAX_MNK=2^27): 200 rows
+  // in 2 tiles of 104, and 130 rows in 2 of 72 (both ragged) with an f32 C
+  // and a ring that wraps.
+  auto swapped = [](int bm, int stages) {
+    GemmConfig c;
+    c.loop = GemmLoop::Wgmma;
+    c.blockM = bm;
+    c.blockN = 64;
+    c.blockK = 64;
+    c.warpsM = c.warpsN = 1;
+    c.stages = stages;
+    c.smem = SmemLayout::Swizzled;
+    c.smemPad = 0;
+    c.swapAB = true;
+    return c;
+  };
+  Case small = make(200, 256, 1024, "nt", DType::BF16, DType::BF16);
+  small.config = swapped(104, 4);
+  out.push_back(small);
+  Case smallF32 = make(130, 192, 192, "nt", DType::F16, DType::F32);
+  smallF32.config = swapped(72, 2);
+  smallF32.beta = 0.5f;
+  out.push_back(smallF32);
   return out;
 }
 
@@ -1371,6 +1417,16 @@ TEST_F(GemmGpu, WgmmaSplitKInLockstep) {
   std::vector<Case> cases = lockstepCases(t);
   ASSERT_GE(cases.size(), 8u) << "the enumerator yields too few lockstep "
                                  "split-K variants for the mid shapes";
+  runAll(cases);
+}
+
+TEST_F(GemmGpu, WgmmaSwapAB) {
+  const Target t = Gpu::get().rt->target();
+  if (t != Target::SM90A)
+    GTEST_SKIP() << "the wgmma loop is sm_90a's; this GPU is " << toString(t);
+  std::vector<Case> cases = swapCases(t);
+  ASSERT_GE(cases.size(), 16u) << "the enumerator yields too few swapped "
+                                  "wgmma variants";
   runAll(cases);
 }
 

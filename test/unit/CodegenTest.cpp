@@ -1054,3 +1054,32 @@ TEST(Repack, PlanPadsRowsAndKAndSizesTheWorkspace) {
   EXPECT_TRUE(gemm::repackNeeded(aligned, 1024, 1024, 1023, 1024));
   EXPECT_TRUE(gemm::repackNeeded(aligned, 1024, 1024, 0, 1023));
 }
+
+TEST(SwapAB, FittedTilesLimitsAndJson) {
+  // 532 x 2048 on sm_90a's 132 SMs: 32 columns of 64, so 4 rows of tiles,
+  // 136 = ceil(532 / 4) rounded to 8 rows each.
+  GemmProblem p = problem(532, 2048, 2048, "nt");
+  std::vector<GemmConfig> cs = enumerateConfigs(p, Target::SM90A);
+  auto swapped = std::find_if(cs.begin(), cs.end(), [](const GemmConfig &c) {
+    return c.swapAB && c.blockN == 64;
+  });
+  ASSERT_NE(swapped, cs.end());
+  EXPECT_EQ(swapped->blockM, 136);
+  EXPECT_FALSE(checkConfig(p, *swapped, Target::SM90A));
+  EXPECT_EQ(gemmTraits(p, *swapped, Target::SM90A).accumPerThread, 68);
+  // Not the heuristic's: the tuner measures it.
+  EXPECT_FALSE(defaultConfig(p, Target::SM90A).swapAB);
+  // B stored K x N cannot be wgmma's A operand (K-major only here).
+  auto e = checkConfig(problem(532, 2048, 2048, "nn"), *swapped, Target::SM90A);
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->find("swapAB needs B stored N x K"), std::string::npos) << *e;
+  GemmConfig pair = *swapped;
+  pair.cluster = 2;
+  EXPECT_TRUE(checkConfig(p, pair, Target::SM90A));
+  // JSON round trip; configs without it read the same.
+  EXPECT_EQ(toJson(*swapped)["swap_ab"], true);
+  EXPECT_EQ(gemmConfigFromJson(toJson(*swapped)), *swapped);
+  EXPECT_FALSE(toJson(GemmConfig{}).contains("swap_ab"));
+  EXPECT_NE(gemmKernelName(p, *swapped, Target::SM90A).find("_swap"),
+            std::string::npos);
+}

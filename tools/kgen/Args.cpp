@@ -53,6 +53,10 @@ const char *kConfigHelp =
                      wgmma loop: S units a tile on the persistent grid,
                      k-slices interleaved so the CTAs stay in lockstep;
                      "split_k" in --config
+  --swap-ab          wgmma loop, B stored N x K: C^T = B^T A^T, wgmma's m64
+                     slices along N (--block Mx64x64 a consumer) and its n
+                     along M, so M fits the problem's ("swap_ab": true in
+                     --config)
   --repack           tiled and wgmma loops: a copy kernel first pads A and/or
                      B rows that are not 16-byte aligned (K zero-padded to a
                      multiple of 8) into a runtime workspace, so the loop
@@ -80,7 +84,8 @@ Args::Args(int argc, char **argv, int first) {
           "force", "misses",
           // attention's feature flags
           "causal", "varlen", "alibi", "bias", "lse", "preload-v", "initial",
-          "final", "residual", "pack-gqa", "tf32", "persistent", "repack"};
+          "final", "residual", "pack-gqa", "tf32", "persistent", "repack",
+          "swap-ab"};
       bool isBare = false;
       for (const char *b : bare)
         isBare |= name == b;
@@ -189,7 +194,8 @@ std::string configText(const GemmConfig &c) {
          (c.smem == SmemLayout::Swizzled ? " swz" : "") +
          (c.cluster > 1 ? " c" + std::to_string(c.cluster) : "") +
          (c.splitK > 1 ? " sk" + std::to_string(c.splitK) : "") +
-         (c.streamK ? " streamk" : "") + (c.repack ? " repack" : "");
+         (c.streamK ? " streamk" : "") + (c.repack ? " repack" : "") +
+         (c.swapAB ? " swap" : "");
 }
 
 std::vector<ProblemSpec> problemsFromArgs(Args &args) {
@@ -368,6 +374,8 @@ std::optional<GemmConfig> configFromArgs(Args &args) {
     ensure().smemPad = int(toInt("pad", *v));
   if (args.flag("repack"))
     ensure().repack = true;
+  if (args.flag("swap-ab"))
+    ensure().swapAB = true;
   return c;
 }
 

@@ -57,7 +57,11 @@ def Kgen_GemmConfigAttr : AttrDef<Kgen_Dialect, "GemmConfig"> {
     `pad` do not apply. `repack = 1`
     (tiled and wgmma loops, bf16/f16; 0 when omitted) has the launch first
     copy A and/or B into padded rows with K zero-padded to a multiple of 8,
-    for rows that are not 16-byte aligned (127x4099x1023).
+    for rows that are not 16-byte aligned (127x4099x1023). `swap_ab = 1`
+    (wgmma loop, B stored N x K; 0 when omitted) computes C^T = B^T A^T:
+    wgmma's m64 slices run along N (`block = [M, 64 or 128 per consumer,
+    64]`) and its n along M, so `M` (a multiple of 8 up to 256) can be fitted
+    to the problem's M (532x2048x2048: `block = [136, 64, 64]`, 128 CTAs).
 
     Whether a configuration is valid depends on the problem and the target;
     `kgen.gemm` checks it with `kgen::checkConfig` once both are known.
@@ -70,6 +74,7 @@ def Kgen_GemmConfigAttr : AttrDef<Kgen_Dialect, "GemmConfig"> {
     #kgen.gemm_config<loop = wgmma, block = [128, 256, 64], warps = [2, 1], stages = 4, smem = swizzled>
     #kgen.gemm_config<loop = wgmma, stream_k = 1, block = [128, 128, 64], warps = [2, 1], stages = 4, smem = swizzled>
     #kgen.gemm_config<loop = wgmma, repack = 1, block = [128, 128, 64], warps = [2, 1], stages = 4, smem = swizzled>
+    #kgen.gemm_config<loop = wgmma, swap_ab = 1, block = [136, 64, 64], warps = [1, 1], stages = 8, smem = swizzled>
     ```
   }];
   let parameters = (ins
@@ -82,10 +87,11 @@ def Kgen_GemmConfigAttr : AttrDef<Kgen_Dialect, "GemmConfig"> {
     DefaultValuedParameter<"int", "1">:$cluster,
     DefaultValuedParameter<"int", "1">:$splitK,
     DefaultValuedParameter<"int", "0">:$streamK,
-    DefaultValuedParameter<"int", "0">:$repack
+    DefaultValuedParameter<"int", "0">:$repack,
+    DefaultValuedParameter<"int", "0">:$swapAB
   );
   let assemblyFormat = [{
-    `<` (`loop` `=` $loop^ `,` ` `)? (`cluster` `=` $cluster^ `,` ` `)? (`stream_k` `=` $streamK^ `,` ` `)? (`repack` `=` $repack^ `,` ` `)? `block` `=` `[` $blockM `,` $blockN `,` $blockK `]` `,`
+    `<` (`loop` `=` $loop^ `,` ` `)? (`cluster` `=` $cluster^ `,` ` `)? (`stream_k` `=` $streamK^ `,` ` `)? (`repack` `=` $repack^ `,` ` `)? (`swap_ab` `=` $swapAB^ `,` ` `)? `block` `=` `[` $blockM `,` $blockN `,` $blockK `]` `,`
     `warps` `=` `[` $warpsM `,` $warpsN `]` `,`
     `stages` `=` $stages `,`
     `smem` `=` $smem (`,` `pad` `=` $pad^)? (`,` `split_k` `=` $splitK^)? `>`
@@ -96,7 +102,7 @@ def Kgen_GemmConfigAttr : AttrDef<Kgen_Dialect, "GemmConfig"> {
                    config.warpsM, config.warpsN, config.stages, config.smem,
                    config.smemPad, config.loop, config.cluster,
                    config.splitK, config.streamK ? 1 : 0,
-                   config.repack ? 1 : 0);
+                   config.repack ? 1 : 0, config.swapAB ? 1 : 0);
     }]>
   ];
   let extraClassDeclaration = [{
