@@ -251,9 +251,10 @@ TEST(Candidates, EveryCandidateIsValidAndThereIsOne) {
           // 12 configs at most, up to 4 split-K, 4 stream-K, 4 lockstep
           // split-K (wgmma) and 4 pair (cluster = 2) ones on top, up to 6
           // of the gemv loop (first) for small M, up to 8 of fitted wgmma
-          // widths, and up to 7 repack ones (last) for misaligned rows.
+          // widths and 4 swapped ones (wgmma, nt), and up to 7 repack ones
+          // (last) for misaligned rows.
           size_t split = 0, streamK = 0, lockstep = 0, gemv = 0, repack = 0,
-                 pairs = 0, fitted = 0;
+                 pairs = 0, fitted = 0, swapped = 0;
           for (const GemmConfig &cfg : cs) {
             EXPECT_FALSE(checkConfig(p, cfg, t));
             if (cfg.repack)
@@ -267,12 +268,16 @@ TEST(Candidates, EveryCandidateIsValidAndThereIsOne) {
             streamK += cfg.streamK && !cfg.repack;
             const bool fit = cfg.loop == GemmLoop::Wgmma && cfg.blockN % 64;
             fitted += fit;
+            swapped += cfg.swapAB;
             pairs += cfg.cluster > 1 && !fit;
           }
           EXPECT_LE(cs.size() - split - streamK - lockstep - gemv - repack -
-                        pairs - fitted,
+                        pairs - fitted - swapped,
                     12u);
           EXPECT_LE(fitted, 8u);
+          EXPECT_LE(swapped, 4u);
+          EXPECT_TRUE(swapped == 0 ||
+                      (t == Target::SM90A && std::string(layout) == "nt"));
           EXPECT_LE(pairs, 4u);
           // Pairs are the wgmma loop's (sm_90a, A stored M x K), for more
           // than one 128-row tile.
