@@ -189,9 +189,10 @@ struct GemmConfig {
   /// the padded copies with 16-byte vectors (cp.async 16 B, TMA). C, the
   /// bias and the residual stay the caller's.
   bool repack = false;
-  /// Wgmma loop, B stored N x K: C^T = B^T A^T, wgmma's m64 slices along N
-  /// (blockN / warpsM = 64 or 128 a consumer) and its n along M (blockM, a
-  /// multiple of 8): M fitted by the n.
+  /// Wgmma loop: C^T = B^T A^T, wgmma's m64 slices along N (blockN /
+  /// warpsM = 64 or 128 a consumer; B's slices K-major when stored N x K,
+  /// M-major when K x N) and its n along M (blockM, a multiple of 8): M
+  /// fitted by the n.
   bool swapAB = false;
 
   bool operator==(const GemmConfig &) const = default;

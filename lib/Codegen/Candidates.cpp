@@ -40,7 +40,7 @@
 // data-parallel; 128x256 P = 3 at K = 16384 71.7 against 83.1, the model's
 // pick). Up to kMaxSplitCandidates.
 //
-// Swapped tiles (wgmma loop, B stored N x K, swapAB) join on sm_90a after
+// Swapped tiles (wgmma loop, swapAB) join on sm_90a after
 // the ranked list, like the fitted widths: 64 or 128 columns of N a tile,
 // and M cut into as many rows of tiles as the multiprocessors left over
 // allow, the height a wgmma n (a multiple of 8): 136 x 64 at 532 x 2048 (128
@@ -564,7 +564,7 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
   }
   // Swapped tiles (C^T = B^T A^T): 64 or 128 columns of N a tile, M cut
   // into as many tiles as the multiprocessors left allow, the n fitted.
-  if (t == Target::SM90A && p.transB && !p.transA && sizeOf(p.ab) == 2)
+  if (t == Target::SM90A && !p.transA && sizeOf(p.ab) == 2)
     for (int bn : {64, 128}) {
       const int64_t tilesN = (p.n + bn - 1) / bn;
       const int64_t tilesM =

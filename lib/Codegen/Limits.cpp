@@ -44,11 +44,12 @@ std::optional<std::string> checkWgmmaConfig(const GemmProblem &p,
   if (c.warpsN != 1)
     return "config: warpsN = " + str(c.warpsN) +
            " with loop = wgmma must be 1 (consumer warpgroups split M)";
-  if (c.swapAB && (!p.transB || c.cluster != 1 || c.streamK || c.splitK > 1 ||
+  if (c.swapAB && (c.cluster != 1 || c.streamK || c.splitK > 1 ||
                    c.blockM % 8 != 0 || c.blockM > 256 ||
                    (c.blockN / c.warpsM != 64 && c.blockN / c.warpsM != 128)))
-    return "config: swapAB needs B stored N x K, single CTAs on whole tiles, "
-           "blockM a multiple of 8 up to 256 and blockN / warpsM = 64 or 128";
+    return "config: swapAB needs single CTAs on whole tiles (no cluster, "
+           "split-K or stream-K), blockM a multiple of 8 up to 256 (wgmma n) "
+           "and blockN / warpsM = 64 or 128";
   int rows = c.swapAB ? 64 : c.blockM / c.warpsM;
   if (c.blockM % c.warpsM != 0 || (rows != 64 && rows != 128))
     return "config: blockM / warpsM = " + str(c.blockM) + "/" +

@@ -28,11 +28,14 @@
 // ncu, H200). It does not always pay: there the pairs of 128x80 ran 15.1 us
 // against 14.7 for single CTAs, so the tuner decides.
 //
-// With kSwapAB (B stored N x K), the roles swap: C^T = B^T A^T, wgmma's m64
-// slices run along N (rows of B) and its n along M (rows of A), so the tile
+// With kSwapAB, the roles swap: C^T = B^T A^T, wgmma's m64 slices run along
+// N (B's 64-column slices) and its n along M (rows of A), so the tile
 // height kBlockM is a wgmma n (any multiple of 8) and can be fitted to M:
 // 532 rows in 4 tiles of 136 with 64-column tiles fill 128 SMs, where
-// 128-row tiles fill 80 (H100: 11.1 against 13.6 us). storeTile transposes
+// 128-row tiles fill 80 (H100: 11.1 against 13.6 us). wgmma's B operand is
+// then A's K-major rows; its A operand is B's slice, K-major when B is
+// stored N x K and M-major (the transpose bit) when stored K x N, the same
+// 64-column boxes the unswapped loop reads N-major. storeTile transposes
 // through its slab.
 //
 // With kSplitK > 1 or kStreamK, the CTAs do not take whole tiles, so that a
@@ -85,16 +88,19 @@ template <class Config> struct Shape {
   static constexpr bool kFixup = kStreamK || kSplitK > 1;
   static constexpr int kConsumerThreads = 128 * kConsumers;
   static constexpr int kThreads = 128 * (kConsumers + 1);
-  /// Swapped (C^T = B^T A^T): wgmma's m64 slices run along N (rows of B),
-  /// its n along M (rows of A); both operands K-major.
+  /// Swapped (C^T = B^T A^T): wgmma's m64 slices run along N (slices of B),
+  /// its n along M (rows of A).
   static constexpr bool kSwapAB = Config::kSwapAB;
   static constexpr int kRowsP = kSwapAB ? kBlockN : kBlockM; ///< wgmma m
   static constexpr int kRowsQ = kSwapAB ? kBlockM : kBlockN; ///< wgmma n
   static constexpr int kRowsPerConsumer = kRowsP / kConsumers;
   static constexpr int kMmaM = kRowsPerConsumer / 64; ///< m64 slices
   static constexpr int kAccum = kRowsQ / 2; ///< fp32 per thread per slice
-  /// Operand B stored K x N (N contiguous): wgmma reads it N-major.
+  /// Operand B stored K x N (N contiguous): wgmma reads it N-major, as its
+  /// B operand, or swapped as its A operand (M-major).
   static constexpr bool kBNMajor = !Config::kTransB;
+  static constexpr bool kMmaAMNMajor = kSwapAB && kBNMajor;
+  static constexpr bool kMmaBMNMajor = !kSwapAB && kBNMajor;
   static constexpr int kRowBytes = 128; ///< one swizzled row: 64 elements
   static constexpr int kStageBytesA = kBlockM * kRowBytes;
   static constexpr int kStageBytesB = kBlockN * kRowBytes;
@@ -127,9 +133,8 @@ template <class Config> struct Shape {
                                             : kBlockN % 8 == 0),
                 "wgmma n <= 256; B stored K x N comes in 64-column boxes");
   static_assert(kBlockM <= 256, "a TMA box has at most 256 rows");
-  static_assert(!kSwapAB ||
-                    (!kBNMajor && kCluster == 1 && !kFixup && kBlockM % 8 == 0),
-                "swapped: B stored N x K, single CTAs, whole tiles");
+  static_assert(!kSwapAB || (kCluster == 1 && !kFixup && kBlockM % 8 == 0),
+                "swapped: single CTAs, whole tiles");
   static_assert(kCluster == 1 || kCluster == 2, "clusters of 1 or 2 CTAs");
   static_assert(!kFixup || kCluster == 1,
                 "split-K and stream-K run single CTAs (a pair shares its "
@@ -363,7 +368,7 @@ KGEN_DEVICE void consume(unsigned char *smem, uint64_t *full, uint64_t *empty,
   const int consumer = int(threadIdx.x / 128u) - 1;
   const bool warpLeader = threadIdx.x % 32u == 0;
   float *slab = staging + (int(threadIdx.x) / 32 - 4) * S::kSlabFloats;
-  using Mma = sm90::Wgmma<T, S::kRowsQ, S::kBNMajor>;
+  using Mma = sm90::Wgmma<T, S::kRowsQ, S::kMmaBMNMajor, S::kMmaAMNMajor>;
   float acc[S::kMmaM][S::kAccum];
   // With an fp32 C, each k-slice's wgmmas start from zero and their sum is
   // added here with round-to-nearest FADDs (see kPromote); otherwise unused.
@@ -396,16 +401,22 @@ KGEN_DEVICE void consume(unsigned char *smem, uint64_t *full, uint64_t *empty,
       sm90::wgmmaFence();
 #pragma unroll
       for (int kk = 0; kk < S::kBlockK / 16; ++kk) {
+        // A k16 step: 32 bytes into K-major rows, two 8-k groups (2048
+        // bytes) into N- or M-major boxes (64 columns, 64 * 128 bytes).
         const uint64_t descB =
-            S::kBNMajor
+            S::kMmaBMNMajor
                 ? sm90::matrixDescriptor(b + kk * 2048, 64 * S::kRowBytes, 1024)
                 : sm90::matrixDescriptor(b + kk * 32, 16, 1024);
         const int accumulate = S::kPromote ? kk > 0 : (kt > 0 || kk > 0);
 #pragma unroll
         for (int mi = 0; mi < S::kMmaM; ++mi)
           Mma::run(acc[mi],
-                   sm90::matrixDescriptor(a + mi * 64 * S::kRowBytes + kk * 32,
-                                          16, 1024),
+                   S::kMmaAMNMajor
+                       ? sm90::matrixDescriptor(a + mi * 64 * S::kRowBytes +
+                                                    kk * 2048,
+                                                64 * S::kRowBytes, 1024)
+                       : sm90::matrixDescriptor(
+                             a + mi * 64 * S::kRowBytes + kk * 32, 16, 1024),
                    descB, accumulate);
       }
       sm90::wgmmaCommit();

@@ -32,25 +32,26 @@ using namespace kgen;
 
 namespace {
 
-/// The sm_90a wgmma kernels: the GEMM candidates of three shapes (whole
-/// tiles, pairs, stream-K, lockstep split-K, fitted widths; bf16 and an f32
-/// C), the attention candidates of a causal GQA prefill, and the mLSTM
-/// fused kernel with its gate pre-pass.
+/// The sm_90a wgmma kernels: the GEMM candidates of four problems (whole
+/// tiles, pairs, stream-K, lockstep split-K, fitted widths, swapped tiles;
+/// B stored N x K and K x N; bf16 and an f32 C), the attention candidates of a
+/// causal GQA prefill, and the mLSTM fused kernel with its gate pre-pass.
 std::vector<KernelSource> wgmmaKernels() {
   const Target t = Target::SM90A;
   std::vector<KernelSource> out;
-  auto gemm = [](int64_t m, int64_t n, int64_t k, DType c) {
+  auto gemm = [](int64_t m, int64_t n, int64_t k, DType c, bool transB = true) {
     GemmProblem p;
     p.m = m;
     p.n = n;
     p.k = k;
-    p.transB = true;
+    p.transB = transB;
     p.c = c;
     return p;
   };
   for (const GemmProblem &p :
        {gemm(532, 2048, 2048, DType::BF16), gemm(64, 4096, 4096, DType::BF16),
-        gemm(1024, 1024, 1024, DType::F32)})
+        gemm(1024, 1024, 1024, DType::F32),
+        gemm(532, 2048, 2048, DType::BF16, false)})
     for (const GemmConfig &c : enumerateConfigs(p, t))
       if (c.loop == GemmLoop::Wgmma)
         out.push_back(emitGemm(p, c, t));

@@ -552,11 +552,12 @@ std::vector<Case> lockstepCases(Target t) {
   return out;
 }
 
-/// Swapped wgmma tiles (C^T = B^T A^T, n fitted along M): splitTileCases'
+/// Swapped wgmma tiles (C^T = B^T A^T, n fitted along M), with B stored
+/// N x K (K-major slices) and K x N (M-major slices): splitTileCases'
 /// swapped candidates (the mid shapes, a ragged 127x4099x1023 with K at run
 /// time, the fused epilogue, dynamic M from 1 to 3000), and those of 1024^3
 /// in f16, an f32 C (promoted sums), the epilogue with a bias along M, and
-/// small M.
+/// small M; the ragged shape and dynamic M again with B stored K x N.
 std::vector<Case> swapCases(Target t) {
   auto keep = [](const GemmConfig &cfg) { return cfg.swapAB; };
   std::vector<Case> out = splitTileCases(t, keep);
@@ -571,6 +572,17 @@ std::vector<Case> swapCases(Target t) {
   fusedM.beta = -1.0f;
   add(fusedM);
   add(make(64, 4096, 4096, "nt", DType::BF16, DType::BF16));
+  add(make(64, 4096, 4096, "nn", DType::BF16, DType::BF16));
+  Case raggedNN = make(127, 4099, 1023, "nn", DType::BF16, DType::BF16);
+  raggedNN.pad[0] = 1; // 1024: 16-byte rows (TMA's rule)
+  raggedNN.pad[1] = 5; // 4104
+  raggedNN.staticK = false;
+  add(raggedNN);
+  Case otherMNN = make(532, 2048, 2048, "nn", DType::BF16, DType::BF16);
+  for (int64_t m : {1, 77, 3000}) {
+    otherMNN.callM = m;
+    add(otherMNN);
+  }
   // Small enough for the sanitizers (KGEN_GPU_TEST_MAX_MNK=2^27): 200 rows
   // in 2 tiles of 104, and 130 rows in 2 of 72 (both ragged) with an f32 C
   // and a ring that wraps.
@@ -594,6 +606,18 @@ std::vector<Case> swapCases(Target t) {
   smallF32.config = swapped(72, 2);
   smallF32.beta = 0.5f;
   out.push_back(smallF32);
+  // The same with B stored K x N, and two consumers (128 columns a tile).
+  for (Case c : {small, smallF32}) {
+    c.layout = "nn";
+    out.push_back(c);
+  }
+  Case twoConsumers = make(200, 256, 1024, "nn", DType::BF16, DType::BF16);
+  twoConsumers.config = swapped(104, 4);
+  twoConsumers.config->blockN = 128;
+  twoConsumers.config->warpsM = 2;
+  twoConsumers.bias = BiasKind::AlongN;
+  twoConsumers.act = Activation::SiLU;
+  out.push_back(twoConsumers);
   return out;
 }
 

@@ -251,7 +251,7 @@ TEST(Candidates, EveryCandidateIsValidAndThereIsOne) {
           // 12 configs at most, up to 4 split-K, 4 stream-K, 4 lockstep
           // split-K (wgmma) and 4 pair (cluster = 2) ones on top, up to 6
           // of the gemv loop (first) for small M, up to 8 of fitted wgmma
-          // widths and 4 swapped ones (wgmma, nt), and up to 7 repack ones
+          // widths and 4 swapped ones (wgmma), and up to 7 repack ones
           // (last) for misaligned rows.
           size_t split = 0, streamK = 0, lockstep = 0, gemv = 0, repack = 0,
                  pairs = 0, fitted = 0, swapped = 0;
@@ -276,8 +276,7 @@ TEST(Candidates, EveryCandidateIsValidAndThereIsOne) {
                     12u);
           EXPECT_LE(fitted, 8u);
           EXPECT_LE(swapped, 4u);
-          EXPECT_TRUE(swapped == 0 ||
-                      (t == Target::SM90A && std::string(layout) == "nt"));
+          EXPECT_TRUE(swapped == 0 || (t == Target::SM90A && layout[0] == 'n'));
           EXPECT_LE(pairs, 4u);
           // Pairs are the wgmma loop's (sm_90a, A stored M x K), for more
           // than one 128-row tile.
@@ -1074,13 +1073,24 @@ TEST(SwapAB, FittedTilesLimitsAndJson) {
   EXPECT_EQ(gemmTraits(p, *swapped, Target::SM90A).accumPerThread, 68);
   // Not the heuristic's: the tuner measures it.
   EXPECT_FALSE(defaultConfig(p, Target::SM90A).swapAB);
-  // B stored K x N cannot be wgmma's A operand (K-major only here).
-  auto e = checkConfig(problem(532, 2048, 2048, "nn"), *swapped, Target::SM90A);
-  ASSERT_TRUE(e);
-  EXPECT_NE(e->find("swapAB needs B stored N x K"), std::string::npos) << *e;
+  // B stored K x N is wgmma's A operand M-major: the same fitted tiles.
+  const GemmProblem nn = problem(532, 2048, 2048, "nn");
+  std::vector<GemmConfig> nnCs = enumerateConfigs(nn, Target::SM90A);
+  EXPECT_NE(std::find(nnCs.begin(), nnCs.end(), *swapped), nnCs.end());
+  EXPECT_FALSE(checkConfig(nn, *swapped, Target::SM90A));
+  // A is K-major only; pairs and split tiles are refused with the reason.
+  EXPECT_TRUE(
+      checkConfig(problem(532, 2048, 2048, "tn"), *swapped, Target::SM90A));
   GemmConfig pair = *swapped;
   pair.cluster = 2;
-  EXPECT_TRUE(checkConfig(p, pair, Target::SM90A));
+  auto e = checkConfig(p, pair, Target::SM90A);
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->find("swapAB needs single CTAs on whole tiles"),
+            std::string::npos)
+      << *e;
+  GemmConfig wide = *swapped;
+  wide.blockN = 192;
+  EXPECT_TRUE(checkConfig(nn, wide, Target::SM90A));
   // JSON round trip; configs without it read the same.
   EXPECT_EQ(toJson(*swapped)["swap_ab"], true);
   EXPECT_EQ(gemmConfigFromJson(toJson(*swapped)), *swapped);

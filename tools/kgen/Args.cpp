@@ -53,7 +53,7 @@ const char *kConfigHelp =
                      wgmma loop: S units a tile on the persistent grid,
                      k-slices interleaved so the CTAs stay in lockstep;
                      "split_k" in --config
-  --swap-ab          wgmma loop, B stored N x K: C^T = B^T A^T, wgmma's m64
+  --swap-ab          wgmma loop: C^T = B^T A^T, wgmma's m64
                      slices along N (--block Mx64x64 a consumer) and its n
                      along M, so M fits the problem's ("swap_ab": true in
                      --config)

@@ -58,7 +58,7 @@ def Kgen_GemmConfigAttr : AttrDef<Kgen_Dialect, "GemmConfig"> {
     (tiled and wgmma loops, bf16/f16; 0 when omitted) has the launch first
     copy A and/or B into padded rows with K zero-padded to a multiple of 8,
     for rows that are not 16-byte aligned (127x4099x1023). `swap_ab = 1`
-    (wgmma loop, B stored N x K; 0 when omitted) computes C^T = B^T A^T:
+    (wgmma loop; 0 when omitted) computes C^T = B^T A^T:
     wgmma's m64 slices run along N (`block = [M, 64 or 128 per consumer,
     64]`) and its n along M, so `M` (a multiple of 8 up to 256) can be fitted
     to the problem's M (532x2048x2048: `block = [136, 64, 64]`, 128 CTAs).
