@@ -536,6 +536,9 @@ template <class Config> KGEN_DEVICE void run(const Params &p) {
                     Config::kSmemBytes,
                 "kSmemBytes disagrees with the template's smem layout");
 
+  // Launched overlapping the kernel before it (sm_90a): nothing is read or
+  // written before that one has completed (gemm_sm90.h says why).
+  waitForPreviousGrid();
   // Baked dimensions are constants; the others come from the arguments.
   const int size_m = Config::kM ? Config::kM : p.m;
   const int size_n = Config::kN ? Config::kN : p.n;

@@ -278,6 +278,9 @@ template <class Config> KGEN_DEVICE void runGemv(const Params &p) {
                     Config::kSmemBytes,
                 "kSmemBytes disagrees with the template's ring");
 
+  // Launched overlapping the kernel before it (sm_90a): nothing is read or
+  // written before that one has completed (gemm_sm90.h says why).
+  waitForPreviousGrid();
   const int size_m = Config::kM ? Config::kM : p.m;
   const int size_n = Config::kN ? Config::kN : p.n;
   const int size_k = Config::kK ? Config::kK : p.k;

@@ -71,9 +71,9 @@ KGEN_DEVICE uint32_t repackBlend(uint32_t mask, uint32_t a, uint32_t b) {
 /// Copies every operand of `p` (2-byte elements); kRepackThreads threads a
 /// block, the grid of repackGrid.
 KGEN_DEVICE void repackOperands(const RepackParams &p) {
-  // The wgmma main loop may launch at once (programmatic dependent launch):
+  // The main loop may launch at once (programmatic dependent launch):
   // it sets up its barriers while the copy runs, and waits for the copy's
-  // completion before anything else (gemm_sm90.h).
+  // completion before anything else (gemm_sm90.h, gemm.h).
   allowNextGrid();
   const bool isA = int(blockIdx.x) < p.op[0].blocks;
   const RepackOperand &o = p.op[isA ? 0 : 1];
