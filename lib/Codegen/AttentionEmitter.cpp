@@ -208,6 +208,9 @@ LaunchDims attentionLaunchDims(const AttentionProblem &p,
                                int computeUnits) {
   const AttentionTraits tr = attentionTraits(p, c, t);
   LaunchDims d{};
+  // The kernel waits for the one before it (waitForPreviousGrid) before it
+  // touches memory, so its blocks may start while that one finishes.
+  d.overlapsPrevious = t == Target::SM90A;
   if (c.persistent) {
     const int64_t units =
         computeUnits > 0 ? computeUnits : targetInfo(t).computeUnits;

@@ -203,13 +203,13 @@ LaunchDims mlstmLaunchDims(const MlstmProblem &p, const MlstmConfig &c,
   d.block[0] = unsigned(tr.threads);
   d.block[1] = d.block[2] = 1;
   d.smemBytes = unsigned(tr.smemBytes);
-  // The kernels that read what the previous one wrote (the states entering
-  // each chunk) wait for it in the template (waitForPreviousGrid), so they
-  // may launch while it finishes.
-  d.overlapsPrevious =
-      t == Target::SM90A &&
-      (k == MlstmKernel::Outputs || k == MlstmKernel::Combine ||
-       (k == MlstmKernel::Fused && c.wgmma));
+  // Every kernel waits for the one before it in the template
+  // (waitForPreviousGrid) before it reads what that one wrote, so each may
+  // launch while that one finishes: the first of a config's kernels waits
+  // at its start (the caller's kernels wrote q, k, v and the gates), and
+  // only then lets the next one launch (allowNextGrid), which may read the
+  // inputs before it waits for the states or gate records.
+  d.overlapsPrevious = t == Target::SM90A;
   return d;
 }
 

@@ -883,6 +883,7 @@ template <class Config> KGEN_DEVICE void run(const Params &p) {
   using S = Shape<Config>;
   using T = typename S::T;
   constexpr int kStages = Config::kStages;
+  waitForPreviousGrid(); // launched overlapping the kernel before it
   if constexpr (Config::kSplits > 1) // the combine kernel may launch
     allowNextGrid();
 

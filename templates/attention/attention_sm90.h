@@ -470,6 +470,7 @@ template <class Config>
 KGEN_DEVICE void run(const TensorMap &mapQ, const TensorMap &mapK,
                      const TensorMap &mapV, const Params &p) {
   static_assert(!Config::kPersistent, "the persistent grid's is runPersistent");
+  waitForPreviousGrid(); // launched overlapping the kernel before it
   if constexpr (Config::kSplits > 1) // the combine kernel may launch
     allowNextGrid();
   // Blocks start in the order of blockIdx.x; causal row blocks see more
@@ -533,6 +534,7 @@ KGEN_DEVICE void runPersistent(const TensorMap &mapQ, const TensorMap &mapK,
   static_assert(Config::kPersistent, "the one-block-per-tile grid's is run");
   unsigned char *smem;
   const Barriers<Config> bar(setUp<Config>(smem));
+  waitForPreviousGrid(); // launched overlapping the kernel before it
   const bool dynamic = p.tileCounter != nullptr;
   // One work tile: its row block, key tiles and barrier progress.
   auto step = [&](int t, Progress &at, auto &&work) {

@@ -1338,6 +1338,7 @@ KGEN_DEVICE void walkChunks(const Params &p, const Ch &ch,
 
 /// Walks every chunk of one head and slice; grid (DV / kBlockDV, B * NH).
 template <class Config> KGEN_DEVICE void fused(const Params &p) {
+  waitForPreviousGrid(); // launched overlapping the kernel before it
   using Ch = ChunkOf<Config>;
   extern __shared__ __attribute__((aligned(16))) unsigned char kgen_smem[];
   const Ch ch(kgen_smem);
@@ -1363,6 +1364,7 @@ template <class Config> KGEN_DEVICE void fused(const Params &p) {
 /// Two-phase, first kernel: the state recurrence alone, writing the state
 /// entering each chunk to the workspace; grid (DV / kBlockDV, B * NH).
 template <class Config> KGEN_DEVICE void states(const Params &p) {
+  waitForPreviousGrid(); // launched overlapping the kernel before it
   allowNextGrid(); // outputs may launch; it waits for the states
   using Ch = ChunkOf<Config>;
   extern __shared__ __attribute__((aligned(16))) unsigned char kgen_smem[];
@@ -1443,6 +1445,7 @@ template <int kL> struct GateRecord {
 /// of a warp's fp64 scan that the other warps wait for at every chunk.
 /// Grid (ceil(chunks / warps), B * NH).
 template <class Config> KGEN_DEVICE void gateScan(const Params &p) {
+  waitForPreviousGrid(); // launched overlapping the kernel before it
   allowNextGrid(); // the fused kernel may launch; it waits for the records
   constexpr int kL = Config::kChunk, kPer = kL / kWaveSize;
   static_assert(kL % kWaveSize == 0, "whole tokens per lane");
@@ -1480,6 +1483,7 @@ template <class Config> KGEN_DEVICE void gateScan(const Params &p) {
 /// (gates, update) from C = 0, n = 0 and m^{k-1} = -inf: then m^k = m_loc,
 /// the update's decay is exp(-inf) = 0 and its weights are exp(a - m_loc).
 template <class Config> KGEN_DEVICE void chunkStates(const Params &p) {
+  waitForPreviousGrid(); // launched overlapping the kernel before it
   allowNextGrid(); // combine may launch; it waits for the chunk states
   using Ch = ChunkOf<Config>;
   extern __shared__ __attribute__((aligned(16))) unsigned char kgen_smem[];
@@ -1595,6 +1599,7 @@ template <class Config> KGEN_DEVICE void combine(const Params &p) {
 /// C in every thread's registers cost a third of them, and so blocks per
 /// multiprocessor (the decoding step at B = 64 ran at 62% of HBM).
 template <class Config> KGEN_DEVICE void recurrent(const Params &p) {
+  waitForPreviousGrid(); // launched overlapping the kernel before it
   using T = typename Config::Type;
   constexpr int kDQK = Config::kDQK, kDV = Config::kDV, kVB = Config::kBlockDV,
                 kThreads = Config::kThreads;
