@@ -76,11 +76,13 @@ For each problem, every candidate config is compiled (in parallel on all
 cores, through the kernel cache), checked on random inputs against a plain
 reference (one that fails is reported and excluded) and timed on the GPU, one
 at a time: warm-up, inputs rotated past the L2, the median over >= 50 runs
-and >= 30 ms, graph replay for kernels under 20 us. Each problem's winner is
-written to the DB before the next starts: an interrupted run (Ctrl-C, a
-kill) loses at most the problem in progress, and the same command resumes,
-skipping problems with a record. The dispatcher (kgen::Runtime::gemm,
-::attention, ::mlstm) reads the DB at $KGEN_TUNING_DB or the default path.
+and >= 30 ms, kernels under 5 ms replayed as a graph of back-to-back launches
+(as a model runs them: each launch overlaps the one before it). Each
+problem's winner is written to the DB before the next starts: an interrupted
+run (Ctrl-C, a kill) loses at most the problem in progress, and the same
+command resumes, skipping problems with a record. The dispatcher
+(kgen::Runtime::gemm, ::attention, ::mlstm) reads the DB at $KGEN_TUNING_DB
+or the default path.
 Attention candidates are checked against a plain fp32 reference kernel with
 an explicit mask, mLSTM candidates on the host against the fp64 recurrent
 form (on a call of at most 2 heads and 300 tokens); an mLSTM time is the
