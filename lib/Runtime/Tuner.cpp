@@ -1484,7 +1484,7 @@ namespace {
 /// ragged), with the problem's head dims and state flags, so the kernels
 /// checked are exactly the ones timed (B, NH and S are run-time values).
 ///
-/// The reference is the tests' own (test/MlstmHostReference.h, which the
+/// The reference is the tests' own (MlstmHostReference.h, which the
 /// emulator and GPU tests hold every variant to): the recurrent form in
 /// fp64 on the host from the exact inputs, and as the naive implementation
 /// the same formulation as the candidate with h rounded to the dtype (the

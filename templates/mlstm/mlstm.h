@@ -647,7 +647,7 @@ template <class T, bool kTransA, bool kTransB> struct WarpMma {
 /// as a 16-bit tensor-core implementation does (the xLSTM project's Triton
 /// kernels too); the tests hold the results to 2x the error of a naive
 /// chunkwise implementation that rounds the same operands
-/// (test/MlstmHostReference.h), the same-dtype rule. The state
+/// (lib/Runtime/MlstmHostReference.h), the same-dtype rule. The state
 /// itself stays fp32 (C, the update's accumulators).
 /// Products (fp32 accumulators):
 ///   scores   S = Q K^T (tiles above the diagonal skipped), P = mask(scale S

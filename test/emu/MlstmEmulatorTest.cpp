@@ -6,8 +6,8 @@
 //
 // The rule and the two naive implementations (recurrent and chunkwise in
 // fp32; the kernel's own formulation sets the bound) are in
-// test/MlstmHostReference.h. It holds for h, and for the returned C, n and m
-// (fp32).
+// lib/Runtime/MlstmHostReference.h. It holds for h, and for the returned C,
+// n and m (fp32).
 //
 // Runs: S in {1, 7, 64, 100} (one short chunk, exact chunks, a ragged last
 // one), with and without initial states, final states returned (updated in
@@ -20,7 +20,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "../MlstmHostReference.h"
+#include "../../lib/Runtime/MlstmHostReference.h"
 #include "EmuRuntime.h"
 #include "kgen/Codegen/Reference.h"
 #include "kgen/Mlstm.h"

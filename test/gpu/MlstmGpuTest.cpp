@@ -13,14 +13,14 @@
 // of the kernel's own formulation (recurrent in fp32, or chunkwise with its
 // chunk: fp32 sums and states, product operands in the input dtype), h
 // rounded to the input dtype, never below half an ulp of the output dtype
-// (test/MlstmHostReference.h says why); for h and the returned C, n, m.
+// (lib/Runtime/MlstmHostReference.h says why); for h and the returned C, n, m.
 // Outputs and final states start as NaN. Without a GPU every test is
 // skipped. KGEN_MLSTM_GPU_MAX_S (e.g. 100) limits S for compute-sanitizer
 // runs.
 //
 //===----------------------------------------------------------------------===//
 
-#include "../MlstmHostReference.h"
+#include "../../lib/Runtime/MlstmHostReference.h"
 #include "kgen/kgen.h"
 
 #include <gtest/gtest.h>

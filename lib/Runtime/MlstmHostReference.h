@@ -1,6 +1,7 @@
-//===- MlstmHostReference.h - mLSTM on the host, for the tests --*- C++ -*-===//
+//===- MlstmHostReference.h - mLSTM on the host, and the rule -*- C++ -*-===//
 //
-// Shared by test/emu/MlstmEmulatorTest.cpp and test/gpu/MlstmGpuTest.cpp:
+// Shared by kgen tune's check of mLSTM candidates (Tuner.cpp),
+// test/emu/MlstmEmulatorTest.cpp and test/gpu/MlstmGpuTest.cpp:
 // input tensors with their exact values, the recurrent form (fp64: the
 // reference; fp32: the naive recurrent implementation), the chunkwise form
 // written plainly in fp32 (the naive chunkwise implementation), and the
