@@ -45,7 +45,12 @@
 // and M cut into as many rows of tiles as the multiprocessors left over
 // allow, the height a wgmma n (a multiple of 8): 136 x 64 at 532 x 2048 (128
 // CTAs). The model has no term for them; the tuner measures them (H100:
-// 532x2048x2048 11.06 us against 13.57 for the best other tile).
+// 532x2048x2048 11.06 us against 13.57 for the best other tile). One of
+// them is the default (first, after gemv) where M > 256, the best-ranked
+// config's whole tiles leave more than a third of the multiprocessors idle
+// and the 64-column swapped tile fills 90% of them: 532 x 2048 (80 tiles of
+// 128x128, or 40 of 128x256 split in 3, against 4 x 32 of 136x64), not 788
+// x 2048 (112 tiles) or 1024^3 (128 tiles of 64x128).
 //
 // The gemv loop (NVIDIA, M <= 64, A 'N') joins for small M, ranked by its
 // own model (gemvSeconds: bytes over bandwidth; see there) and placed first
@@ -643,15 +648,29 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
   std::stable_sort(ranked.begin(), ranked.end(), byCost);
   std::vector<GemmConfig> out = gemvConfigs(p, t);
   // At 16 < M <= 128 the 64-row fitted tile at its deepest ring goes first,
-  // before the ranked list: the default there (see the top).
-  auto smallMPick = fittedPicks.end();
+  // before the ranked list: the default there (see the top). So does the
+  // fitted swapped tile where M > 256 leaves few whole tiles (see the top).
+  auto firstPick = fittedPicks.end();
+  auto tilesOf = [&](int64_t bm, int64_t bn) {
+    return (p.m + bm - 1) / bm * ((p.n + bn - 1) / bn);
+  };
+  const int64_t units = targetInfo(t).computeUnits;
   if (p.m <= 128)
-    smallMPick = std::find_if(
+    firstPick = std::find_if(
         fittedPicks.begin(), fittedPicks.end(),
         [](const GemmConfig &c) { return c.blockM == 64 && c.cluster == 1; });
-  if (smallMPick != fittedPicks.end()) {
-    out.push_back(*smallMPick);
-    fittedPicks.erase(smallMPick);
+  else if (p.m > 256 && !ranked.empty() &&
+           3 * tilesOf(ranked.front().second.blockM,
+                       ranked.front().second.blockN) <
+               2 * units)
+    firstPick = std::find_if(fittedPicks.begin(), fittedPicks.end(),
+                             [&](const GemmConfig &c) {
+                               return c.swapAB && c.blockN == 64 &&
+                                      10 * tilesOf(c.blockM, 64) >= 9 * units;
+                             });
+  if (firstPick != fittedPicks.end()) {
+    out.push_back(*firstPick);
+    fittedPicks.erase(firstPick);
   }
   for (auto &[cost, c] : ranked)
     out.push_back(c);

@@ -331,9 +331,10 @@ TEST(Candidates, SmallMDefaultsToAFittedTileWithADeepRing) {
     EXPECT_EQ(c.blockM * c.blockN, 64 * 128) << q.m << "x" << q.n;
     EXPECT_EQ(c.stages, 8) << q.m << "x" << q.n;
   }
-  // Not for M <= 16 (gemv and 16-row tiles), M > 256, nor off sm_90a.
+  // Not for M <= 16 (gemv and 16-row tiles), M > 256 (a swapped tile there,
+  // see SwapAB), nor off sm_90a.
   EXPECT_LE(defaultConfig(problem(16, 4096, 4096), Target::SM90A).blockM, 16);
-  EXPECT_LE(defaultConfig(problem(532, 2048, 2048), Target::SM90A).stages, 6);
+  EXPECT_TRUE(defaultConfig(problem(532, 2048, 2048), Target::SM90A).swapAB);
   EXPECT_EQ(defaultConfig(problem(64, 4096, 4096), Target::SM80).loop,
             GemmLoop::Tiled);
 }
@@ -440,19 +441,28 @@ TEST(Emitter, LaunchDims) {
 
 TEST(Candidates, LockstepSplitKForLongKOnSm90a) {
   // 532x2048x16384: 40 tiles of 128x256 in 3 parts fill 120 of 132 SMs
-  // with 86 k-slices each instead of 256; the heuristic takes it (H100: 71.7
-  // against 83.1 us for the best whole tiles). At K = 2048 the fix-up costs
-  // more than the idle SMs (24.1 against 13.6 us): offered, not picked.
+  // with 86 k-slices each instead of 256; the model ranks it first (H100:
+  // 71.7 against 83.1 us for the best whole tiles). At K = 2048 the fix-up
+  // costs more than the idle SMs (24.1 against 13.6 us): offered, not
+  // ranked first. (The default is the swapped 136x64 tile, which goes before
+  // the ranked list: 59.4 / 68.4 us nn / nt against 70.1 / 68.7; SwapAB.)
+  auto firstRanked = [](const GemmProblem &p) {
+    for (const GemmConfig &c : enumerateConfigs(p, Target::SM90A))
+      if (!c.swapAB && c.loop != GemmLoop::Gemv && !c.streamK && !c.repack)
+        return c;
+    return GemmConfig{};
+  };
   for (const char *layout : {"nt", "nn"}) {
-    const GemmConfig c =
-        defaultConfig(problem(532, 2048, 16384, layout), Target::SM90A);
+    EXPECT_TRUE(
+        defaultConfig(problem(532, 2048, 16384, layout), Target::SM90A).swapAB);
+    const GemmConfig c = firstRanked(problem(532, 2048, 16384, layout));
     EXPECT_EQ(c.loop, GemmLoop::Wgmma);
     EXPECT_EQ(c.blockM * 1000 + c.blockN, 128256);
     EXPECT_EQ(c.splitK, 3);
     EXPECT_EQ(c.cluster, 1);
     EXPECT_FALSE(c.streamK);
     const GemmProblem shortK = problem(532, 2048, 2048, layout);
-    EXPECT_EQ(defaultConfig(shortK, Target::SM90A).splitK, 1);
+    EXPECT_EQ(firstRanked(shortK).splitK, 1);
     size_t lockstep = 0;
     for (const GemmConfig &cfg : enumerateConfigs(shortK, Target::SM90A))
       lockstep += cfg.loop == GemmLoop::Wgmma && cfg.splitK > 1;
@@ -532,8 +542,15 @@ TEST(Candidates, FittedWgmmaTilesAndPairsSharingA) {
     }
   }
   EXPECT_TRUE(fitted80 && fitted152 && pairA);
-  // Candidates for the tuner, not the default (see defaultConfig).
-  GemmConfig c = defaultConfig(nt, Target::SM90A);
+  // Candidates for the tuner, not the default (see defaultConfig; a
+  // swapped tile is the default here, see SwapAB). The model's best whole
+  // tile, the first unswapped wgmma config of the list:
+  EXPECT_TRUE(defaultConfig(nt, Target::SM90A).swapAB);
+  std::vector<GemmConfig> list = enumerateConfigs(nt, Target::SM90A);
+  GemmConfig c = *std::find_if(list.begin(), list.end(), [](auto &x) {
+    return x.loop == GemmLoop::Wgmma && !x.swapAB && !x.streamK &&
+           x.splitK == 1 && x.cluster == 1;
+  });
   EXPECT_EQ(c.blockN, 128);
   EXPECT_EQ(c.stages, 6) << "the deepest ring that fits";
   c.blockN = 80;
@@ -567,7 +584,7 @@ TEST(Candidates, FittedWgmmaTilesAndPairsSharingA) {
   EXPECT_FALSE(c.pairSharesA());
   why = checkConfig(nt, c, Target::SM90A);
   ASSERT_TRUE(why);
-  EXPECT_NE(why->find("must be a multiple of 16"), std::string::npos);
+  EXPECT_NE(why->find("must be a multiple of 16"), std::string::npos) << *why;
 }
 
 TEST(Limits, StreamKNeedsSingleWgmmaCtas) {
@@ -1071,8 +1088,19 @@ TEST(SwapAB, FittedTilesLimitsAndJson) {
   EXPECT_EQ(swapped->blockM, 136);
   EXPECT_FALSE(checkConfig(p, *swapped, Target::SM90A));
   EXPECT_EQ(gemmTraits(p, *swapped, Target::SM90A).accumPerThread, 68);
-  // Not the heuristic's: the tuner measures it.
-  EXPECT_FALSE(defaultConfig(p, Target::SM90A).swapAB);
+  // The default here: 128x128 tiles would take 80 of 132 SMs. Not where
+  // whole tiles fill the SMs (788 rows: 112 tiles; 1024^3: 128 of 64x128),
+  // nor at M <= 256 (the tuner measures it there).
+  EXPECT_EQ(defaultConfig(p, Target::SM90A), *swapped);
+  EXPECT_EQ(defaultConfig(problem(532, 2048, 2048, "nn"), Target::SM90A),
+            *swapped);
+  EXPECT_FALSE(
+      defaultConfig(problem(788, 2048, 2048, "nt"), Target::SM90A).swapAB);
+  EXPECT_FALSE(
+      defaultConfig(problem(1024, 1024, 1024, "nt"), Target::SM90A).swapAB);
+  EXPECT_FALSE(
+      defaultConfig(problem(256, 4096, 4096, "nt"), Target::SM90A).swapAB);
+  EXPECT_FALSE(defaultConfig(p, Target::SM80).swapAB);
   // B stored K x N is wgmma's A operand M-major: the same fitted tiles.
   const GemmProblem nn = problem(532, 2048, 2048, "nn");
   std::vector<GemmConfig> nnCs = enumerateConfigs(nn, Target::SM90A);
