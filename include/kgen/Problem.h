@@ -197,6 +197,11 @@ struct GemmConfig {
 
   bool operator==(const GemmConfig &) const = default;
 
+  /// The wgmma loop's instruction shape: m along the rows its consumers
+  /// split (M, or N when swapped), n the other way (N, or M when swapped).
+  int wgmmaM() const { return swapAB ? blockN : blockM; }
+  int wgmmaN() const { return swapAB ? blockM : blockN; }
+
   /// A pair of taller-than-wide tiles shares A (see cluster).
   bool pairSharesA() const { return cluster > 1 && blockM > blockN; }
 };

@@ -308,7 +308,7 @@ KernelSource emitGemm(const GemmProblem &problem, const GemmConfig &c, Target t,
      << "// config: " << configComment(c) << "\n"
      << "// instructions: "
      << (wgmma ? "TMA (cp.async.bulk.tensor), mbarrier, wgmma m64n" +
-                     std::to_string(c.swapAB ? c.blockM : c.blockN) +
+                     std::to_string(c.wgmmaN()) +
                      "k16, setmaxnreg (kgen/common/wgmma_sm90.h)"
          : gemv   ? "mma.sync m16n8k16 on C^T = B^T A^T, cp.async of "
                     "16 B into a per-lane shared-memory ring (.cg for B, .ca "
@@ -376,9 +376,8 @@ KernelSource emitGemm(const GemmProblem &problem, const GemmConfig &c, Target t,
     if (c.repack)
       os << "#include \"kgen/gemm/repack.h\"\n";
   }
-  const int wgmmaN = c.swapAB ? c.blockM : c.blockN;
-  if (wgmma && !headerHasWgmma(wgmmaN))
-    os << wgmmaAtom(p.ab, wgmmaN);
+  if (wgmma && !headerHasWgmma(c.wgmmaN()))
+    os << wgmmaAtom(p.ab, c.wgmmaN());
   // A repack config's copy kernel, after the main one.
   auto copyKernel = [&] {
     if (!c.repack)
@@ -602,6 +601,11 @@ LaunchDims gemmLaunchDims(const GemmProblem &p, const GemmConfig &c, Target t,
   d.block[0] = unsigned(tr.threads);
   d.block[1] = d.block[2] = 1;
   d.smemBytes = unsigned(tr.smemBytes);
+  // Programmatic dependent launch: every GEMM loop calls
+  // waitForPreviousGrid() before it touches memory, so its blocks may start,
+  // and set up, while the kernel before it on the stream finishes (H100,
+  // bench/gemm.py: 1024^3 7.6 -> 6.8 us, 532x2048x2048 11.7 -> 11.1).
+  d.overlapsPrevious = t == Target::SM90A;
   return d;
 }
 

@@ -50,7 +50,7 @@ std::optional<std::string> checkWgmmaConfig(const GemmProblem &p,
     return "config: swapAB needs single CTAs on whole tiles (no cluster, "
            "split-K or stream-K), blockM a multiple of 8 up to 256 (wgmma n) "
            "and blockN / warpsM = 64 or 128";
-  int rows = c.swapAB ? 64 : c.blockM / c.warpsM;
+  int rows = c.wgmmaM() / c.warpsM;
   if (c.blockM % c.warpsM != 0 || (rows != 64 && rows != 128))
     return "config: blockM / warpsM = " + str(c.blockM) + "/" +
            str(c.warpsM) +

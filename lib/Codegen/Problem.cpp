@@ -192,8 +192,7 @@ GemmTraits gemmTraits(const GemmProblem &p, const GemmConfig &c, Target t) {
         int64_t(c.warpsM) * 4 * 16 * 32 * 4;
     tr.smemBytes = int(std::min<int64_t>(smem, INT32_MAX));
     tr.accumPerThread =
-        c.swapAB ? c.blockN / std::max(c.warpsM, 1) / 64 * c.blockM / 2
-                 : c.blockM / std::max(c.warpsM, 1) / 64 * c.blockN / 2;
+        c.wgmmaM() / std::max(c.warpsM, 1) / 64 * c.wgmmaN() / 2;
     return tr;
   }
   if (c.loop == GemmLoop::Gemv) {

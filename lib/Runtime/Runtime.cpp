@@ -604,12 +604,6 @@ void Runtime::launch(const Kernel &k, const GemmArgs &args, void *stream) {
       }
     }
   }
-  // Programmatic dependent launch (sm_90a; LaunchDims::overlapsPrevious):
-  // every GEMM loop calls waitForPreviousGrid() before it touches memory,
-  // so its blocks may start, and set up, while the kernel before it on the
-  // stream finishes (H100, bench/gemm.py: 1024^3 7.6 -> 6.8 us, 532x2048x
-  // 2048 11.7 -> 11.1).
-  d.overlapsPrevious = true;
   if (k.config.loop == GemmLoop::Wgmma) {
     // TMA reads A and B through tensor maps of this call's pointers and
     // extents (rows past M, N or K read as zeros); boxes are one 128-byte

@@ -61,7 +61,8 @@ std::string inlineTemplateHeaders(const std::vector<std::string> &headers);
 /// `computeUnits` sizes persistent grids (GemmLoop::Wgmma: one block per
 /// multiprocessor); 0 means one block per tile. The tiled loop's grid is
 /// (ceil(N/blockN), ceil(m/blockM), batch); its one kernel argument is a
-/// kgen::gemm::Params (templates/gemm/params.h).
+/// kgen::gemm::Params (templates/gemm/params.h). On sm_90a the launch
+/// overlaps the kernel before it (overlapsPrevious: every loop waits for it).
 LaunchDims gemmLaunchDims(const GemmProblem &p, const GemmConfig &c, Target t,
                           int64_t m, int computeUnits = 0, int64_t batch = 1);
 
