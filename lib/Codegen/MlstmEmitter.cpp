@@ -166,13 +166,14 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
      << ")\n"
      << ks.name;
   if (c.wgmma && k == MlstmKernel::Fused)
-    // TMA: q, k and v's tensor maps (built by the runtime) come first.
+    // TMA: q, k, v and h's tensor maps (built by the runtime) come first.
     os << "(\n    const __grid_constant__ kgen::sm90::TensorMap mapQ,\n"
        << "    const __grid_constant__ kgen::sm90::TensorMap mapK,\n"
        << "    const __grid_constant__ kgen::sm90::TensorMap mapV,\n"
+       << "    const __grid_constant__ kgen::sm90::TensorMap mapH,\n"
        << "    kgen::mlstm::Params p) {\n"
        << "  kgen::mlstm::" << templateFunction(c, k)
-       << "<Config>(&mapQ, &mapK, &mapV, p);\n";
+       << "<Config>(&mapQ, &mapK, &mapV, &mapH, p);\n";
   else
     os << "(kgen::mlstm::Params p) {\n"
        << "  kgen::mlstm::" << templateFunction(c, k) << "<Config>(p);\n";

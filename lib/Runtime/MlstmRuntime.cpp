@@ -253,10 +253,11 @@ void Runtime::launchMlstm(const MlstmPlan &plan, const MlstmArgs &args,
   void *params[] = {&prm};
   // plan.kernels follow mlstmKernels(config), in launch order.
   const std::vector<MlstmKernel> kinds = mlstmKernels(plan.config);
-  // The wgmma fused kernel reads q, k and v by TMA as (dim, token, head),
-  // in boxes of 64 dims (one 128-byte swizzle row) by a chunk of tokens;
-  // rows past a head's sequence read as zeros.
-  Backend::TensorMap maps[3];
+  // The wgmma fused kernel reads q, k and v and writes h by TMA as (dim,
+  // token, head), in boxes of 64 dims (one 128-byte swizzle row) by a chunk
+  // of tokens; rows past a head's sequence read as zeros and are not
+  // written.
+  Backend::TensorMap maps[4];
   if (plan.config.wgmma) {
     auto encode = [&](Backend::TensorMap &m, const void *base, int dim) {
       const uint64_t dims[3] = {uint64_t(dim), uint64_t(r.s), uint64_t(bh)};
@@ -267,8 +268,9 @@ void Runtime::launchMlstm(const MlstmPlan &plan, const MlstmArgs &args,
     encode(maps[0], args.q, kp.dqk);
     encode(maps[1], args.k, kp.dqk);
     encode(maps[2], args.v, kp.dv);
+    encode(maps[3], args.h, kp.dv);
   }
-  void *wgmmaParams[] = {&maps[0], &maps[1], &maps[2], &prm};
+  void *wgmmaParams[] = {&maps[0], &maps[1], &maps[2], &maps[3], &prm};
   for (size_t n = 0; n < plan.kernels.size(); ++n) {
     const Kernel &k = *plan.kernels[n];
     LaunchDims d = mlstmLaunchDims(kp, plan.config, kinds[n], k.source.target,

@@ -4,7 +4,8 @@
 //
 //   TMA      cp.async.bulk.tensor.2d/3d/4d global -> shared, completing on an
 //            mbarrier with a byte count (the tensor map, built on the host
-//            with cuTensorMapEncodeTiled, is a __grid_constant__ parameter);
+//            with cuTensorMapEncodeTiled, is a __grid_constant__ parameter),
+//            and 3d shared -> global in bulk groups (the mLSTM kernel's h);
 //   mbarrier init / arrive / arrive.expect_tx / try_wait.parity;
 //   wgmma    mma_async m64nNk16, f32 accumulators in registers, A and B
 //            read from shared memory through 64-bit matrix descriptors
@@ -101,6 +102,30 @@ KGEN_DEVICE void tmaLoad3d(void *dst, const TensorMap *map, uint64_t *bar,
                    smemAddress(dst)),
                "l"(reinterpret_cast<uint64_t>(map)), "r"(smemAddress(bar)),
                "r"(c0), "r"(c1), "r"(c2)
+               : "memory");
+}
+
+/// The reverse of tmaLoad3d: the box at `src` (written in the map's swizzle)
+/// to global memory, in this thread's bulk group (bulkCommit). Elements
+/// outside the tensor are not written (the mLSTM kernel's rows past a
+/// head's sequence). The writers of `src` fence it for the async proxy
+/// (fence.proxy.async) before the barrier that precedes this call.
+KGEN_DEVICE void tmaStore3d(const TensorMap *map, const void *src, int c0,
+                            int c1, int c2) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group "
+      "[%0, {%2, %3, %4}], [%1];\n" ::"l"(reinterpret_cast<uint64_t>(map)),
+      "r"(smemAddress(src)), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+}
+/// Closes this thread's bulk group of TMA stores.
+KGEN_DEVICE void bulkCommit() {
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+/// Waits until at most kPending of this thread's bulk groups still read
+/// their shared memory (the source may then be rewritten).
+template <int kPending> KGEN_DEVICE void bulkWaitRead() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending)
                : "memory");
 }
 

@@ -25,29 +25,33 @@
 //               it, the tiles are rounded into Cp for the next chunk.
 //
 // The gate scan of every chunk comes from a pre-pass kernel (gateScan in
-// mlstm.h, to the workspace): warp 0 copies chunk k + 1's record while
-// chunk k runs and only finishes chunk k's with m^{k-1} (finishGates). The
-// other scalar work (q_t . n, the normalizer, n's update and diag(w) V)
-// comes after the scores' wgmmas are issued.
+// mlstm.h, to the workspace). What is left of it depends on the m entering
+// the chunk but not on C: warp 0 finishes chunk k + 1's per-token terms
+// (finishGates, double-buffered Terms) while chunk k's update runs on the
+// tensor cores, its record copied at chunk k's start. The other scalar work
+// (q_t . n, the normalizer, n's update and diag(w) V) comes after the
+// scores' wgmmas are issued.
 //
 // Tokens arrive by TMA (3-D maps: dims, tokens, heads; 64 x 64 boxes with
 // the 128-byte swizzle), completing on one mbarrier per chunk; each
 // warpgroup's leader loads the next chunk's parts as this chunk's readers
 // finish with them (step): Q after the barrier that follows both
 // warpgroups' Q C, V's block after the warpgroup's P V, K's blocks after
-// its update. Three barriers per chunk: one before the gates are finished
-// (the previous chunk is done with the per-token terms and Cp), one after
-// (the terms and Cp published), and one after both warpgroups' Q C, which
+// its update. h leaves the same way: each warpgroup rounds its 64 x 64
+// block into shared memory by stmatrix and its leader stores it by TMA.
+// Two barriers per chunk: one before it (the previous chunk's Cp, n and
+// this chunk's Terms published) and one after both warpgroups' Q C, which
 // orders Cp's rewrite, n's update and the next Q after their last readers;
-// two more where h goes out through shared memory (kStageH). Cp is written
-// by stmatrix (writeCp).
+// and a warpgroup's named barrier before its h store. Cp is written by
+// stmatrix (writeCp).
 //
 // Shared memory, from a 1024-byte boundary (the period of the 128-byte
 // swizzle): Q and K [DQK / 64][64 tokens][64 dims], V and Wp [2][64 tokens]
-// [64 columns], Cp [DQK / 64][2][64 rows][64 columns], each 64 x 64 block
-// 8 KiB of 128-byte rows whose 16-byte chunks are swizzled (chunk c of row
-// r at c ^ (r % 8)); then Chunk's fp32 front (n, the per-token vectors;
-// two GateRecords and the mbarrier in its P region).
+// [64 columns], Cp [DQK / 64][2][64 rows][64 columns], h's staging [2][64
+// tokens][64 columns], each 64 x 64 block 8 KiB of 128-byte rows whose
+// 16-byte chunks are swizzled (chunk c of row r at c ^ (r % 8)); then
+// Chunk's fp32 front (n; two GateRecords, the mbarrier and two Terms in its
+// P region).
 //
 //===----------------------------------------------------------------------===//
 
@@ -77,7 +81,9 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
   static constexpr int kBlock = 64 * 128;
   static constexpr int kQBytes = kL * kDQK * 2, kVBytes = kL * kVB * 2,
                        kCBytes = kDQK * kVB * 2;
-  static constexpr int kOperands = 2 * kQBytes + 2 * kVBytes + kCBytes;
+  /// h's staging: one 64 x 64 block a warpgroup (see step).
+  static constexpr int kOperands =
+      2 * kQBytes + 2 * kVBytes + kCBytes + 2 * kBlock;
   static constexpr int kFront = (4 * Base::kFloats + 15) / 16 * 16;
   /// The operands start at the first 1024-byte boundary: up to 1008 bytes
   /// of slack ahead of them.
@@ -90,23 +96,30 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
   static constexpr int kGroups = kThreads / kChunks8 >= 32   ? 32
                                  : kThreads / kChunks8 >= 16 ? 16
                                                              : 8;
+  /// A chunk's per-token terms (finishGates) in fp32, as step reads them.
+  struct Terms {
+    /// The decay exponent of score (t, s), log2 D_ts - log2 m^comb_t + log2
+    /// s, is row[t] + col[s] (see finishGates).
+    float row[kL], col[kL];
+    float qfac[kL];  ///< exp(b_t + m^{k-1} - m^comb_t)
+    float wa[kL];    ///< exp(a_t - m^k), the update's token weights
+    float floor[kL]; ///< exp(-m^comb_t), the denominator's floor
+    float decay;     ///< C^{k-1}'s, exp(g + m^{k-1} - m^k)
+    float pad[3];
+  };
   /// Chunk's P region (kL x kL floats; P itself stays in registers): q . n
-  /// at 0, n's partial sums at kL, two GateRecords at kGateAt (this chunk's
-  /// and the next one's, by chunk parity), the tokens' mbarrier at kFullAt,
-  /// the decay terms at the end (logTerms).
+  /// at 0, n's partial sums at kL, two GateRecords at kGateAt (chunk k's
+  /// copy at k % 2), the tokens' mbarrier at kFullAt, two Terms at
+  /// kTermsAt (chunk k's at k % 2: warp 0 finishes chunk k + 1's during
+  /// chunk k's update, see step).
   static constexpr int kGateAt = kL + kGroups * kDQK;
   static constexpr int kFullAt = kGateAt + 2 * gateRecordBytes(kL) / 4;
-  static_assert(kGateAt % 4 == 0 && kFullAt % 2 == 0 &&
-                    kFullAt + 2 <= kL * kL - 2 * kL,
-                "two GateRecords (16-byte aligned) and the mbarrier fit in P "
-                "before logTerms");
-  /// Whether h goes out through shared memory (step): each warpgroup then
-  /// needs a Cp block of its own, so at least two of C's 64-row tiles, and
-  /// the staging's registers, so one tile a warpgroup. H100, bf16 B4 NH16
-  /// S8192: 664 -> 590 us at DQK 128; at DQK 256 (two tiles, 128 registers
-  /// of C) ptxas spilled 228 bytes instead of 128 and the 7B heads went
-  /// from 2246 to 2352 us.
-  static constexpr bool kStageH = kTiles >= 2 && kOwn == 1;
+  static constexpr int kTermsAt = kFullAt + 4;
+  static_assert(kGateAt % 4 == 0 && kFullAt % 4 == 0 &&
+                    sizeof(Terms) % 16 == 0 &&
+                    kTermsAt + 2 * int(sizeof(Terms)) / 4 <= kL * kL,
+                "two GateRecords (16-byte aligned), the mbarrier and two "
+                "Terms fit in P");
   /// The bytes of a chunk's tokens that warpgroup w's leader loads
   /// (loadTokens): Q for warpgroup 0, V's block w and K's blocks w, w + 2.
   static constexpr int shareBytes(int w) {
@@ -123,16 +136,16 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
     T x[8];
   };
 
-  unsigned char *sQ, *sK, *sV, *sW, *sC;
-  /// logDecayTerms' 2 kL values, at the end of Chunk's P region (its
-  /// start holds q . n and n's partial sums, see step). fp32: the terms
-  /// are computed in fp64 and each rounded once; their sum's error (~2e-5
-  /// relative on a score's decay where the terms reach ~500) is far below
-  /// the 16-bit rounding of P and h.
-  float *logTerms;
+  unsigned char *sQ, *sK, *sV, *sW, *sC, *sH;
+  /// [2], in P (kTermsAt). fp32: finishGates computes the decay exponents
+  /// in fp64 and rounds each once; their sum's error (~2e-5 relative on a
+  /// score's decay where the terms reach ~500) is far below the 16-bit
+  /// rounding of P and h.
+  Terms *terms;
   GateRecord<kL> *records; // [2] in P, see kGateAt
   uint64_t *full;          // the chunk's tokens landed (TMA), see kFullAt
-  const sm90::TensorMap *mapQ, *mapK, *mapV; // (dim, token, head)
+  /// (dim, token, head): q, k, v read, h written.
+  const sm90::TensorMap *mapQ, *mapK, *mapV, *mapH;
   int wg, warp, lane; // warp within the warpgroup
   /// C's owned tiles: m64n128 accumulators (tile wg + 2 r).
   mutable float c[kOwn][64];
@@ -142,8 +155,9 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
   }
 
   KGEN_DEVICE ChunkWgmma(unsigned char *smem, const sm90::TensorMap *q,
-                         const sm90::TensorMap *k, const sm90::TensorMap *v)
-      : Base(operands(smem) + kOperands), mapQ(q), mapK(k), mapV(v),
+                         const sm90::TensorMap *k, const sm90::TensorMap *v,
+                         const sm90::TensorMap *h)
+      : Base(operands(smem) + kOperands), mapQ(q), mapK(k), mapV(v), mapH(h),
         wg(int(threadIdx.x) / 128), warp(int(threadIdx.x) / kWaveSize % 4),
         lane(int(threadIdx.x) % kWaveSize) {
     sQ = operands(smem);
@@ -151,7 +165,8 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
     sV = sK + kQBytes;
     sW = sV + kVBytes;
     sC = sW + kVBytes;
-    logTerms = this->P + kL * kL - 2 * kL;
+    sH = sC + kCBytes;
+    terms = reinterpret_cast<Terms *>(this->P + kTermsAt);
     records = reinterpret_cast<GateRecord<kL> *>(this->P + kGateAt);
     full = reinterpret_cast<uint64_t *>(this->P + kFullAt);
   }
@@ -178,29 +193,37 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
   /// Owned tile r's first row of C.
   KGEN_DEVICE int tileRow(int r) const { return 64 * (wg + 2 * r); }
 
-  /// Rounds the owned tiles into Cp ([DQK / 64][2][64][64] swizzled) by
-  /// stmatrix: a warp's 16 rows of 16 columns at a time, four 8x8
-  /// matrices (rows 0-7 and 8-15 of columns 16 q .. 16 q + 7, then of the
-  /// next 8 columns), lane l addressing row l % 8 (+ 8 for odd l / 8).
-  KGEN_DEVICE void writeCp() const {
+  /// Rounds this warp's rows of m64nN accumulators, those of its row h
+  /// times scale[h] (h = 0: row lane / 4, 1: 8 rows below), into a run of
+  /// 64 x 64 swizzled blocks by stmatrix: 16 rows of 16 columns at a time,
+  /// four 8x8 matrices (rows 0-7 and 8-15 of columns 16 q .. 16 q + 7,
+  /// then of the next 8 columns), lane l addressing row l % 8 (+ 8 for odd
+  /// l / 8).
+  template <int kN>
+  KGEN_DEVICE void storeRows(unsigned char *blocks, const float *acc,
+                             const float (&scale)[2]) const {
     const int m = lane / 8;
-    const int rowIn = 16 * warp + lane % 8 + 8 * (m % 2); // in the tile
+    const int row = 16 * warp + lane % 8 + 8 * (m % 2);
+    const uint32_t base = sm90::smemAddress(blocks);
 #pragma unroll
-    for (int r = 0; r < kOwn; ++r) {
-      if (!owns(r))
-        continue;
-      const int i = tileRow(r) + rowIn;
-      const uint32_t base = sm90::smemAddress(sC + (i >> 6) * 2 * kBlock);
-#pragma unroll
-      for (int q = 0; q < 8; ++q) {
-        const int x = 8 * q; // accumulators of columns 16 q .. 16 q + 15
-        sm90::stmatrixX4(base + swizzled(i & 63, 16 * q + 8 * (m / 2)),
-                         sm80::pack2<T>(c[r][x], c[r][x + 1]),
-                         sm80::pack2<T>(c[r][x + 2], c[r][x + 3]),
-                         sm80::pack2<T>(c[r][x + 4], c[r][x + 5]),
-                         sm80::pack2<T>(c[r][x + 6], c[r][x + 7]));
-      }
+    for (int q = 0; q < kN / 16; ++q) {
+      const int x = 8 * q; // accumulators of columns 16 q .. 16 q + 15
+      sm90::stmatrixX4(
+          base + swizzled(row, 16 * q + 8 * (m / 2)),
+          sm80::pack2<T>(acc[x] * scale[0], acc[x + 1] * scale[0]),
+          sm80::pack2<T>(acc[x + 2] * scale[1], acc[x + 3] * scale[1]),
+          sm80::pack2<T>(acc[x + 4] * scale[0], acc[x + 5] * scale[0]),
+          sm80::pack2<T>(acc[x + 6] * scale[1], acc[x + 7] * scale[1]));
     }
+  }
+
+  /// Rounds the owned tiles into Cp ([DQK / 64][2][64][64] swizzled).
+  KGEN_DEVICE void writeCp() const {
+    const float one[2] = {1.f, 1.f};
+#pragma unroll
+    for (int r = 0; r < kOwn; ++r)
+      if (owns(r))
+        storeRows<128>(sC + tileRow(r) / 64 * 2 * kBlock, c[r], one);
   }
 
   /// C (fp32, rows of cStride, the slice at column j0) into the owned
@@ -221,6 +244,7 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
       }
     }
     writeCp();
+    fenceForWgmma(); // Cp, for the first chunk's Q C
     for (int i = this->tid; i < kDQK; i += kThreads)
       this->n[i] = nn ? nn[i] : 0.f;
     if (this->tid == 0)
@@ -280,7 +304,7 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
 
   /// Copies chunk k's gate record (from the pre-pass, in the workspace) to
   /// records[k % 2] by cp.async, warp 0, one group per call (empty where
-  /// k is past the last chunk): finishGates waits for the older one.
+  /// k is past the last chunk): finishGates waits for it.
   KGEN_DEVICE void copyRecord(const Params &p, int bh, int k) const {
     if (this->tid >= kWaveSize)
       return;
@@ -295,22 +319,23 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
     sm80::cpAsyncCommit();
   }
 
-  /// Chunk::gates from chunk k's copied GateRecord, by warp 0 (the others
-  /// return at once), kL / 32 tokens a lane: each token's terms from
-  /// m^{k-1} (finishGate), *mState set to m^k and scal[0] to C^{k-1}'s
-  /// decay; and the decay exponent of score (t, s), log D_ts - m^comb_t =
-  /// (b_t - m^comb_t) + (i_s - b_s), as its two terms in fp64 (see Chunk)
-  /// and log2 units, so that each score costs one fp32 add and an exp2:
-  /// logTerms[t] the row's, logTerms[kL + s] the column's. The caller's
-  /// barrier publishes them.
-  KGEN_DEVICE void finishGates(int k, int len) const {
+  /// Chunk k's Terms (terms[k % 2]) from its copied GateRecord and
+  /// m^{k-1} (*mState, set to m^k), by warp 0 (the others return at once),
+  /// kL / 32 tokens a lane; kPending: copyRecord groups issued after chunk
+  /// k's. As Chunk::finishGate in fp64: best = max(m^{k-1}, own_t),
+  /// m^comb_t = b_t + best. The decay exponent of score (t, s),
+  /// log D_ts - m^comb_t = (b_t - m^comb_t) + (i_s - b_s), goes out as its
+  /// two terms in log2 units, so that each score costs one fp32 add and an
+  /// exp2. A barrier publishes them to the chunk's step.
+  template <int kPending> KGEN_DEVICE void finishGates(int k, int len) const {
     constexpr double kLog2e = 1.4426950408889634;
     static_assert(kL % kWaveSize == 0, "whole tokens a lane");
     if (this->tid >= kWaveSize)
       return;
-    sm80::cpAsyncWait<1>(); // this lane's copies of chunk k's record
-    syncWave();             // and every lane's
+    sm80::cpAsyncWait<kPending>(); // this lane's copies of chunk k's record
+    syncWave();                    // and every lane's
     const GateRecord<kL> &r = records[k % 2];
+    Terms &out = terms[k % 2];
     const double mPrev = *this->mState, g = r.g,
                  mNext = fmax(g + mPrev, r.aMax);
     // The row's term carries the scores' scale s too (log2 s).
@@ -319,14 +344,21 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
     for (int u = 0; u < kL / kWaveSize; ++u) {
       const int t = this->tid + u * kWaveSize;
       if (t < len) {
-        const double bt = r.b[t], own = r.own[t];
+        const double bt = r.b[t], best = fmax(mPrev, r.own[t]),
+                     comb = bt + best;
         const float it = r.it[t];
-        const double comb = this->finishGate(t, it, bt, own, g, mPrev, mNext);
-        logTerms[t] = float((bt - comb) * kLog2e + logScale);
-        logTerms[kL + t] = float((double(it) - bt) * kLog2e);
+        out.qfac[t] = expf(float(mPrev - best));
+        out.wa[t] = expf(float(it + (g - bt) - mNext));
+        out.floor[t] = expf(float(-comb));
+        out.row[t] = float((bt - comb) * kLog2e + logScale);
+        out.col[t] = float((double(it) - bt) * kLog2e);
       }
     }
-    this->leaveChunk(g, mPrev, mNext);
+    syncWave(); // every lane has read *mState
+    if (this->tid == 0) {
+      out.decay = expf(float(g + mPrev - mNext));
+      *this->mState = mNext;
+    }
   }
 
   /// Makes this thread's shared-memory writes (stores, landed cp.async)
@@ -336,13 +368,15 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
   }
 
-  /// One chunk, after the barrier that publishes its tokens and gates:
-  /// h's rows for this slice, then the state update. The leaders load the
-  /// next chunk's tokens (first token t1, none where negative) as their
-  /// readers here finish with each part (loadTokens).
-  KGEN_DEVICE void step(const Params &p, long long row0, int j0, int len,
-                        float eps, int bh, int t1) const {
+  /// Chunk k (tokens t0 .. t0 + len), after the barrier that publishes its
+  /// tokens and Terms: h's rows for this slice, then the state update. The
+  /// leaders load the next chunk's tokens (first token t1, none where
+  /// negative) as their readers here finish with each part (loadTokens),
+  /// and warp 0 finishes the next chunk's Terms while the update runs.
+  KGEN_DEVICE void step(const Params &p, int j0, int k, int t0, int len, int bh,
+                        int t1) const {
     const float scale = 1.f / sqrtf(float(kDQK));
+    const Terms &tm = terms[k % 2];
     // Each product takes its operands' start descriptors, made just before
     // it (held across the step they cost registers, which spill); a step
     // adds its byte offset / 16 to the address field (no carry: shared
@@ -364,7 +398,7 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
 
     // Meanwhile, the scalar work of the chunk on every thread:
     // Wp = diag(w) V, 16 bytes a step (the swizzle stays within a row);
-    const float *wa = this->wa;
+    const float *wa = tm.wa;
     for (int e = this->tid; e < kVBytes / 16; e += kThreads) {
       const int t = (e * 16 % kBlock) / 128;
       const float w = t < len ? wa[t] : 0.f;
@@ -420,16 +454,16 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
     // thread, each spread over the 4 lanes of a quad).
     sm90::wgmmaWait<0>();
     sm90::fenceAccumulators(s);
-    // log2 D_ts - log2 m^comb_t from logDecayTerms' row and column terms,
-    // each column's loaded once for the thread's two rows.
-    const float rowTerm[2] = {logTerms[accRow(0)], logTerms[accRow(2)]};
+    // log2 D_ts - log2 m^comb_t from the row and column terms, each
+    // column's loaded once for the thread's two rows.
+    const float rowTerm[2] = {tm.row[accRow(0)], tm.row[accRow(2)]};
     float rowSum[2] = {0.f, 0.f};
 #pragma unroll
     for (int x = 0; x < 32; x += 4)
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
         const int sc = accCol(x + u);
-        const float colTerm = logTerms[kL + sc];
+        const float colTerm = tm.col[sc];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           // A select, not a branch: ptxas serializes the wgmmas when their
@@ -474,7 +508,7 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
 #pragma unroll
     for (int x = 0; x < 32; ++x) {
       const int t = accRow(x);
-      o[x] *= this->qfac[t] * scale;
+      o[x] *= tm.qfac[t] * scale;
     }
     sm90::wgmmaFence();
 #pragma unroll
@@ -492,7 +526,7 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
     __syncthreads();
     if (t1 >= 0 && leader())
       loadTokens(kArrive, t1, bh, j0);
-    const float decay = this->scal[0];
+    const float decay = tm.decay;
     if (this->tid < kDQK) {
       float inc = 0.f;
 #pragma unroll
@@ -504,44 +538,24 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int t = accRow(2 * h);
-      zden[h] = 1.f / (fmaxf(fabsf(this->qfac[t] * scale * qn[t] + rowSum[h]),
-                             expf(float(-this->mcomb[t]))) +
-                       eps);
+      zden[h] = 1.f / (fmaxf(fabsf(tm.qfac[t] * scale * qn[t] + rowSum[h]),
+                             tm.floor[t]) +
+                       p.eps);
     }
     sm90::wgmmaWait<0>();
     sm90::fenceAccumulators(o);
     if (t1 >= 0 && leader())
       loadTokens(kV, t1, bh, j0); // this warpgroup's P V has read its block
-    T *hp = static_cast<T *>(p.h) + row0 * Config::kDV + j0 + 64 * wg;
-    if constexpr (kStageH) {
-      // Through Cp's block of this warpgroup's first tile (rewritten only
-      // by its writeCp below): the pairs to their swizzled rows, then
-      // 16-byte pieces, 8 lanes a row's 128 contiguous bytes of h.
-      unsigned char *stage = sC + 2 * wg * kBlock;
-#pragma unroll
-      for (int x = 0; x < 32; x += 2) {
-        const float r = zden[(x >> 1) & 1];
-        *reinterpret_cast<uint32_t *>(stage + swizzled(accRow(x), accCol(x))) =
-            sm80::pack2<T>(o[x] * r, o[x + 1] * r);
-      }
-      __syncthreads();
-#pragma unroll
-      for (int e = this->tid % 128; e < kBlock / 16; e += 128) {
-        const int t = e / 8, c = e % 8;
-        if (t < len)
-          *reinterpret_cast<T8 *>(hp + t * Config::kDV + 8 * c) =
-              *reinterpret_cast<const T8 *>(stage + t * 128 +
-                                            ((c ^ (t & 7)) << 4));
-      }
-    } else {
-#pragma unroll
-      for (int x = 0; x < 32; x += 2) {
-        const int t = accRow(x);
-        const float r = zden[(x >> 1) & 1];
-        const uint32_t v = sm80::pack2<T>(o[x] * r, o[x + 1] * r);
-        if (t < len)
-          *reinterpret_cast<uint32_t *>(hp + t * Config::kDV + accCol(x)) = v;
-      }
+    // h through this warpgroup's staging block (stmatrix) and a TMA store
+    // of its 64 columns; rows past the head's sequence are not written.
+    // The staging block's previous store has read it (end of step).
+    unsigned char *stage = sH + wg * kBlock;
+    storeRows<64>(stage, o, zden);
+    fenceForWgmma(); // the stores, for the TMA store (async proxy)
+    sm90::namedBarrierSync<128>(1 + wg);
+    if (leader()) {
+      sm90::tmaStore3d(mapH, stage, j0 + 64 * wg, t0, bh);
+      sm90::bulkCommit();
     }
 
     // C = decay C + K^T Wp on the owned tiles: A = K^T is K's block of
@@ -566,29 +580,35 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
                   at(sm90::matrixDescriptor(sW, kBlock, 1024), kc * 2048), 1);
     }
     sm90::wgmmaCommit();
+    // Meanwhile warp 0 finishes the next chunk's Terms: m^k is known, and
+    // their other half (terms[(k + 1) % 2]) was last read by chunk k - 1.
+    if (t1 >= 0)
+      finishGates<0>(k + 1, chunkLength<Config>(p, t1));
     sm90::wgmmaWait<0>();
 #pragma unroll
     for (int r = 0; r < kOwn; ++r)
       sm90::fenceAccumulators(c[r]);
     if (t1 >= 0 && leader())
       loadTokens(kK, t1, bh, j0); // this warpgroup's update has read them
-    if constexpr (kStageH) // every thread's reads of the staged h are done
-      __syncthreads();
     writeCp();
+    fenceForWgmma(); // Cp, for the next chunk's Q C after the barrier
+    if (leader())
+      sm90::bulkWaitRead<0>(); // h's staging, rewritten after the barrier
   }
 };
 
 /// Walks every chunk of one head and slice on wgmma, after the gate
 /// pre-pass (gateScan); grid (DV / 128, B * NH), 256 threads. q, k and v
-/// come through the tensor maps (dim, token, head), 64 x 64 boxes with
-/// the 128-byte swizzle.
+/// come and h goes through the tensor maps (dim, token, head), 64 x 64
+/// boxes with the 128-byte swizzle.
 template <class Config>
 KGEN_DEVICE void fusedWgmma(const sm90::TensorMap *mapQ,
                             const sm90::TensorMap *mapK,
-                            const sm90::TensorMap *mapV, const Params &p) {
+                            const sm90::TensorMap *mapV,
+                            const sm90::TensorMap *mapH, const Params &p) {
   using Ch = ChunkWgmma<Config>;
   extern __shared__ __align__(1024) unsigned char kgen_smem_wgmma[];
-  const Ch ch(kgen_smem_wgmma, mapQ, mapK, mapV);
+  const Ch ch(kgen_smem_wgmma, mapQ, mapK, mapV, mapH);
   const BlockIndex<Config> at;
   if (threadIdx.x == 0) {
     sm90::barrierInit(ch.full, 2); // the two leaders
@@ -596,21 +616,24 @@ KGEN_DEVICE void fusedWgmma(const sm90::TensorMap *mapQ,
   }
   walkChunks<Config>(p, ch, at, [&](int t0, long long row0, int len) {
     const int k = t0 / Config::kChunk;
+    // walkChunks' barrier before each chunk publishes the previous step's
+    // Cp, n and the Terms it finished for this chunk.
     if (k == 0) { // after walkChunks' barrier: `full` is initialized
       if (ch.leader())
         ch.loadTokens(Ch::kAll, 0, at.bh, at.j0);
       waitForPreviousGrid(); // the gate records
       ch.copyRecord(p, at.bh, 0);
+      ch.copyRecord(p, at.bh, 1);
+      ch.template finishGates<1>(0, len);
+      __syncthreads();
+    } else {
+      ch.copyRecord(p, at.bh, k + 1);
     }
-    ch.copyRecord(p, at.bh, k + 1);
     if (t0 + len < p.seq)
       ch.template prefetch<true>(p, row0 + len, at.j0,
                                  chunkLength<Config>(p, t0 + len));
-    ch.finishGates(k, len);
     ch.tokensLanded(k);
-    ch.fenceForWgmma(); // the previous chunk's Cp
-    __syncthreads();
-    ch.step(p, row0, at.j0, len, p.eps, at.bh,
+    ch.step(p, at.j0, k, t0, len, at.bh,
             k + 1 < p.chunks ? t0 + Config::kChunk : -1);
   });
 }
