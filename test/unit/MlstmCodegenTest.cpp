@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <set>
 
 using namespace kgen;
@@ -145,6 +146,31 @@ TEST(MlstmCandidates, BatchAwareDefault) {
             MlstmVariant::Fused);
   EXPECT_EQ(defaultConfig(problem(1, 8, 2048, 64, 64), Target::SM90A).variant,
             MlstmVariant::ChunkPar);
+}
+
+TEST(MlstmCandidates, WgmmaWhereFused) {
+  // sm_90a: where the fused form is wanted, the wgmma kernel (H100: 1.4-1.8x
+  // the mma.sync fused config the model ranked first at the 7B heads B = 1,
+  // 128/256 NH 16 B = 1 and 128/128 B = 4); chunk-parallel where the heads x
+  // slices are few (128/128 B = 1); never on sm_80 or for fp32 inputs.
+  for (const MlstmProblem &p :
+       {problem(1, 8, 8192, 256, 512), problem(8, 8, 8192, 256, 512),
+        problem(1, 16, 8192, 128, 256), problem(4, 8, 2048, 128, 128)}) {
+    const MlstmConfig c = defaultConfig(p, Target::SM90A);
+    EXPECT_TRUE(c.wgmma) << p.b << " " << p.dqk << "/" << p.dv;
+    EXPECT_EQ(c.variant, MlstmVariant::Fused);
+    // And the tuner times it.
+    const std::vector<MlstmConfig> cs = enumerateConfigs(p, Target::SM90A);
+    EXPECT_TRUE(std::any_of(cs.begin(), cs.end(),
+                            [](const MlstmConfig &x) { return x.wgmma; }));
+  }
+  EXPECT_EQ(defaultConfig(problem(1, 8, 2048, 128, 128), Target::SM90A).variant,
+            MlstmVariant::ChunkPar);
+  EXPECT_FALSE(
+      defaultConfig(problem(1, 8, 8192, 256, 512), Target::SM80).wgmma);
+  MlstmProblem f32 = problem(1, 8, 8192, 256, 512);
+  f32.dtype = DType::F32;
+  EXPECT_FALSE(defaultConfig(f32, Target::SM90A).wgmma);
 }
 
 TEST(MlstmCandidates, ChunkParallelSmallHeads) {

@@ -26,7 +26,8 @@ const char *kMlstmHelp = R"(kgen mlstm: the mLSTM (xLSTM) forward
 Usage: kgen mlstm emit|compile|candidates [options]
   emit        print the HIP source of each kernel of the variant
   compile     compile the kernels for every --target (through the cache)
-  candidates  every valid config, cheapest first by the cost model
+  candidates  every valid config, cheapest first by the cost model;
+              the heuristic's default marked (default)
 
 Problem (flags, or --problem FILE.json with an optional "config" object):
   --dqk N --dv N     head dims, 64..512, multiples of 16 (baked)
@@ -172,13 +173,18 @@ int cmdMlstm(Args &args) {
     throw Error(*e);
 
   if (sub == "candidates") {
-    for (Target t : ts)
-      for (const MlstmConfig &c : enumerateConfigs(p, t))
-        std::printf("%-7s %-9s chunk %3d blockDV %3d warps %2d%s  cost %.4g\n",
-                    std::string(toString(t)).c_str(),
-                    std::string(toString(c.variant)).c_str(), c.chunk,
-                    c.blockDV, c.warps, c.wgmma ? " wgmma" : "",
-                    mlstmModelCost(p, c, t));
+    for (Target t : ts) {
+      // The heuristic does not always take the model's first (defaultConfig).
+      const MlstmConfig d = defaultConfig(p, t);
+      for (const MlstmConfig &c : enumerateConfigs(p, t)) {
+        std::printf(
+            "%-7s %-9s chunk %3d blockDV %3d warps %2d%s  cost %.4g%s\n",
+            std::string(toString(t)).c_str(),
+            std::string(toString(c.variant)).c_str(), c.chunk, c.blockDV,
+            c.warps, c.wgmma ? " wgmma" : "", mlstmModelCost(p, c, t),
+            c == d ? "  (default)" : "");
+      }
+    }
     return 0;
   }
   if (sub == "emit") {
