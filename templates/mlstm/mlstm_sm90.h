@@ -99,8 +99,9 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
   /// A chunk's per-token terms (finishGates) in fp32, as step reads them.
   struct Terms {
     /// The decay exponent of score (t, s), log2 D_ts - log2 m^comb_t + log2
-    /// s, is row[t] + col[s] (see finishGates).
-    float row[kL], col[kL];
+    /// s, is row[t] + col[s], each term an fp32 pair hi + lo (see
+    /// finishGates).
+    float row[kL], col[kL], rowLo[kL], colLo[kL];
     float qfac[kL];  ///< exp(b_t + m^{k-1} - m^comb_t)
     float wa[kL];    ///< exp(a_t - m^k), the update's token weights
     float floor[kL]; ///< exp(-m^comb_t), the denominator's floor
@@ -137,10 +138,8 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
   };
 
   unsigned char *sQ, *sK, *sV, *sW, *sC, *sH;
-  /// [2], in P (kTermsAt). fp32: finishGates computes the decay exponents
-  /// in fp64 and rounds each once; their sum's error (~2e-5 relative on a
-  /// score's decay where the terms reach ~500) is far below the 16-bit
-  /// rounding of P and h.
+  /// [2], in P (kTermsAt). finishGates computes the terms in fp64; the
+  /// decay exponents' as fp32 pairs (see step), the rest rounded once.
   Terms *terms;
   GateRecord<kL> *records; // [2] in P, see kGateAt
   uint64_t *full;          // the chunk's tokens landed (TMA), see kFullAt
@@ -350,8 +349,12 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
         out.qfac[t] = expf(float(mPrev - best));
         out.wa[t] = expf(float(it + (g - bt) - mNext));
         out.floor[t] = expf(float(-comb));
-        out.row[t] = float((bt - comb) * kLog2e + logScale);
-        out.col[t] = float((double(it) - bt) * kLog2e);
+        const double row = (bt - comb) * kLog2e + logScale,
+                     col = (double(it) - bt) * kLog2e;
+        out.row[t] = float(row);
+        out.rowLo[t] = float(row - double(out.row[t]));
+        out.col[t] = float(col);
+        out.colLo[t] = float(col - double(out.col[t]));
       }
     }
     syncWave(); // every lane has read *mState
@@ -455,15 +458,22 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
     sm90::wgmmaWait<0>();
     sm90::fenceAccumulators(s);
     // log2 D_ts - log2 m^comb_t from the row and column terms, each
-    // column's loaded once for the thread's two rows.
-    const float rowTerm[2] = {tm.row[accRow(0)], tm.row[accRow(2)]};
+    // column's loaded once for the thread's two rows. The terms reach
+    // hundreds (b_s sums up to 64 log-gates) where their sum, the exponent
+    // that matters, is small: rounded to fp32 alone each would carry an
+    // error of ~3e-5 into every decay, which the normalizer's cancellation
+    // (z_t = q-bar . n + sum_s P_ts near 0, h_t large) amplified past the
+    // tests' bound. As pairs: hi + hi is exact where the sum is small
+    // (Sterbenz), lo + lo restores the rest.
+    const float rowTerm[2] = {tm.row[accRow(0)], tm.row[accRow(2)]},
+                rowLo[2] = {tm.rowLo[accRow(0)], tm.rowLo[accRow(2)]};
     float rowSum[2] = {0.f, 0.f};
 #pragma unroll
     for (int x = 0; x < 32; x += 4)
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
         const int sc = accCol(x + u);
-        const float colTerm = tm.col[sc];
+        const float colTerm = tm.col[sc], colLo = tm.colLo[sc];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           // A select, not a branch: ptxas serializes the wgmmas when their
@@ -472,7 +482,7 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
           float decay; // s exp(log D_ts - m^comb_t)
           asm("ex2.approx.ftz.f32 %0, %1;"
               : "=f"(decay)
-              : "f"(rowTerm[h] + colTerm));
+              : "f"((rowTerm[h] + colTerm) + (rowLo[h] + colLo)));
           const float y = t < len && sc <= t ? s[e] * decay : 0.f;
           s[e] = y;
           rowSum[h] += y;
