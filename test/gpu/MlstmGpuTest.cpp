@@ -396,6 +396,14 @@ TEST_F(MlstmGpu, WgmmaFused) {
       c.config = wgmma;
       runCase(c);
     }
+  // The sweep's case whose normalizer nearly cancels somewhere (h up to
+  // ~1.4e4): with the scores' decay exponents rounded to fp32 once per
+  // term, h's error was 139 against the bound's 107 (now ~51).
+  if (maxS() >= 1024) {
+    Case c{2, 4, 1024, 256, 512};
+    c.config = wgmma;
+    runCase(c);
+  }
 }
 
 TEST_F(MlstmGpu, ChunkParallelLongSequences) {
