@@ -30,8 +30,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef KGEN_TEST_MLSTMHOSTREFERENCE_H
-#define KGEN_TEST_MLSTMHOSTREFERENCE_H
+#ifndef KGEN_RUNTIME_MLSTMHOSTREFERENCE_H
+#define KGEN_RUNTIME_MLSTMHOSTREFERENCE_H
 
 #include "kgen/Codegen/Reference.h"
 #include "kgen/Problem.h"
@@ -43,7 +43,7 @@
 #include <string>
 #include <vector>
 
-namespace kgen::test {
+namespace kgen::mlstm_ref {
 
 /// The bits of fp32 `v` rounded to `t` (nearest, ties to even).
 inline uint32_t encode(DType t, float v) {
@@ -292,6 +292,6 @@ Check compare(DType t, size_t count, Ours ours, const std::vector<double> &ref,
   return c;
 }
 
-} // namespace kgen::test
+} // namespace kgen::mlstm_ref
 
 #endif

@@ -1562,7 +1562,7 @@ public:
     // The check call's inputs and the host references.
     call_ = mlstmCheckCall(p_);
     const size_t cbh = size_t(call_.b * call_.nh), cS = size_t(call_.s);
-    using test::HostTensor;
+    using mlstm_ref::HostTensor;
     std::mt19937 rng(unsigned(o_.seed));
     std::uniform_real_distribution<float> unit(-1.f, 1.f), fD(-5.f, 10.f),
         iD(-10.f, 15.f);
@@ -1584,26 +1584,26 @@ public:
     }
     hOut_ = cbh * cS * size_t(p_.dv);
     checkH_ = bufs_.alloc(hOut_ * es);
-    test::MlstmInputs in{
+    mlstm_ref::MlstmInputs in{
         int64_t(cbh), int64_t(cS), p_.dqk,  p_.dv,   q,      k, v,
         ig,           fg,          nullptr, nullptr, nullptr};
-    test::MlstmOutputs<double> ref;
+    mlstm_ref::MlstmOutputs<double> ref;
     ref.init(in);
-    test::MlstmOutputs<float> naive;
+    mlstm_ref::MlstmOutputs<float> naive;
     naive.init(in);
     for (int64_t x = 0; x < int64_t(cbh); ++x) {
-      test::recurrentHead<double>(in, x, double(p_.eps), ref);
-      test::recurrentHead<float>(in, x, p_.eps, naive);
+      mlstm_ref::recurrentHead<double>(in, x, double(p_.eps), ref);
+      mlstm_ref::recurrentHead<float>(in, x, p_.eps, naive);
     }
     refH_ = ref.h;
     naiveRecurrent_ = rounded(naive.h);
     for (const MlstmConfig &c : configs_)
       if (c.variant != MlstmVariant::Recurrent &&
           !naiveChunkwise_.count(c.chunk)) {
-        test::MlstmOutputs<float> cw;
+        mlstm_ref::MlstmOutputs<float> cw;
         cw.init(in);
         for (int64_t x = 0; x < int64_t(cbh); ++x)
-          test::chunkwiseHead(in, x, c.chunk, p_.eps, cw);
+          mlstm_ref::chunkwiseHead(in, x, c.chunk, p_.eps, cw);
         naiveChunkwise_[c.chunk] = rounded(cw.h);
       }
     return sets_;
@@ -1719,7 +1719,7 @@ private:
   std::vector<unsigned char> rounded(const std::vector<float> &h) const {
     std::vector<unsigned char> out(h.size() * size_t(sizeOf(p_.dtype)));
     for (size_t e = 0; e < h.size(); ++e) {
-      uint32_t bits = test::encode(p_.dtype, h[e]);
+      uint32_t bits = mlstm_ref::encode(p_.dtype, h[e]);
       std::memcpy(&out[e * size_t(sizeOf(p_.dtype))], &bits,
                   size_t(sizeOf(p_.dtype)));
     }

@@ -51,7 +51,7 @@ struct MlstmEmuPlan {
 
 #include "mlstm_registry.inc"
 
-using namespace kgen::test;
+using namespace kgen::mlstm_ref;
 
 class MlstmEmulator : public ::testing::TestWithParam<int> {};
 

@@ -39,7 +39,7 @@ using namespace kgen;
 
 namespace {
 
-using namespace kgen::test;
+using namespace kgen::mlstm_ref;
 
 struct DeviceBuffer {
   Backend *be;
