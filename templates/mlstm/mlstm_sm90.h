@@ -324,8 +324,9 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
   /// k's. As Chunk::finishGate in fp64: best = max(m^{k-1}, own_t),
   /// m^comb_t = b_t + best. The decay exponent of score (t, s),
   /// log D_ts - m^comb_t = (b_t - m^comb_t) + (i_s - b_s), goes out as its
-  /// two terms in log2 units, so that each score costs one fp32 add and an
-  /// exp2. A barrier publishes them to the chunk's step.
+  /// two terms in log2 units, each an fp32 pair, so that each score costs
+  /// three fp32 adds and an exp2 (see step). A barrier publishes them to
+  /// the chunk's step.
   template <int kPending> KGEN_DEVICE void finishGates(int k, int len) const {
     constexpr double kLog2e = 1.4426950408889634;
     static_assert(kL % kWaveSize == 0, "whole tokens a lane");
