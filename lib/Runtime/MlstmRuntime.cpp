@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <utility>
 
 namespace kgen {
 
@@ -172,6 +173,17 @@ void Runtime::launchMlstm(const MlstmPlan &plan, const MlstmArgs &args,
   MlstmProblem r = resolveMlstm(kp, args);
   if (r.dqk != kp.dqk || r.dv != kp.dv || r.dtype != kp.dtype)
     throw Error("mlstm: the call's problem differs from the plan's");
+  if (plan.config.wgmma)
+    for (const auto &[name, ptr] :
+         {std::pair<const char *, const void *>{"q", args.q},
+          {"k", args.k},
+          {"v", args.v},
+          {"h", args.h}})
+      if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0)
+        throw Error(std::string("mlstm: ") + name +
+                    " is not 16-byte aligned, which the wgmma fused "
+                    "kernel's TMA loads and stores need; pass aligned "
+                    "tensors or force a config without wgmma");
   const int64_t bh = r.b * r.nh;
   const size_t need = mlstmWorkspace(plan, args);
 

@@ -406,6 +406,38 @@ TEST_F(MlstmGpu, WgmmaFused) {
   }
 }
 
+TEST_F(MlstmGpu, WgmmaNeedsAlignedTensors) {
+  // The wgmma kernel reads q, k, v and writes h by TMA: a tensor 2 bytes
+  // off a 16-byte boundary is refused before any launch, by name.
+  Runtime &rt = runtime();
+  MlstmProblem p;
+  p.dqk = 64;
+  p.dv = 128;
+  p.b = 1;
+  p.nh = 1;
+  p.s = 64;
+  const MlstmConfig wgmma{MlstmVariant::Fused, 64, 128, 8, true};
+  if (auto e = checkConfig(p, wgmma, rt.target()))
+    GTEST_SKIP() << *e;
+  const std::shared_ptr<const MlstmPlan> plan = rt.compileMlstm(p, wgmma);
+  DeviceBuffer buf(rt.backend(), 1 << 20);
+  unsigned char *base = static_cast<unsigned char *>(buf.p);
+  MlstmArgs a;
+  a.q = base;
+  a.k = base + (64 << 10);
+  a.v = base + (128 << 10);
+  a.i = a.f = base + (256 << 10);
+  a.h = base + (512 << 10) + 2;
+  try {
+    rt.launchMlstm(*plan, a);
+    ADD_FAILURE() << "a misaligned h was launched";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("h is not 16-byte aligned"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_F(MlstmGpu, ChunkParallelLongSequences) {
   // The chunk-parallel states over many chunks (S = 4096 is 32 to 64 of
   // them, the bench's lengths), B = 1, 2, with and without initial states,
