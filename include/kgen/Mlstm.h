@@ -73,12 +73,24 @@ enum class MlstmKernel {
   ChunkStates, ///< chunk-parallel phase A: each chunk's own contribution
   Combine,     ///< chunk-parallel phase B: the recurrence over the chunks
   Gates,       ///< the wgmma fused kernel's pre-pass: every chunk's gate scan
+  /// The wgmma fused kernel's sequence split, first phase: every segment's
+  /// own state in parallel (then Combine over the segments, then Fused on
+  /// each segment; mlstmSegments).
+  SegmentStates,
 };
 /// The kernels of config c, in launch order (a wgmma fused config's gate
-/// pre-pass first).
+/// pre-pass first; its SegmentStates and Combine run only where
+/// mlstmSegments splits the sequence).
 std::vector<MlstmKernel> mlstmKernels(const MlstmConfig &c);
+/// How many segments a wgmma fused call splits the sequence into (1 for
+/// every other config): while the heads x slices fill at most half of the
+/// SMs and every segment keeps at least 4 chunks, twice as many. Each
+/// segment's state comes from SegmentStates and Combine; then the fused
+/// kernel walks the segments in parallel.
+int mlstmSegments(const MlstmProblem &p, const MlstmConfig &c, int64_t b,
+                  int64_t nh, int64_t s);
 /// The kernel whose name stands for config c in the tuner's lists and the
-/// reports: the first after the gate pre-pass.
+/// reports: the fused one of a wgmma config, else the first.
 MlstmKernel mlstmLeadKernel(const MlstmConfig &c);
 std::string_view toString(MlstmKernel k);
 

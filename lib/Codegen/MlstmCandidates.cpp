@@ -171,6 +171,8 @@ double kernelCycles(const MlstmProblem &p, const MlstmConfig &c, MlstmKernel k,
     steps = 3;
     bytes = bh * S * (dqk + dv) * sizeOf(p.dtype) + wsBytes;
     break;
+  case MlstmKernel::SegmentStates: // costed through Fused (mlstmModelCost)
+    return 0;
   case MlstmKernel::Gates:
     // One warp per chunk: the gates in, the records out, a short chain.
     blocks = bh * std::ceil(chunks / double(tr.threads / 32));
@@ -243,9 +245,24 @@ MlstmConfig wgmmaFused(MlstmVariant v = MlstmVariant::Fused) {
 } // namespace
 
 double mlstmModelCost(const MlstmProblem &p, const MlstmConfig &c, Target t) {
+  const int segments = mlstmSegments(p, c, p.b, p.nh, p.s);
+  if (segments > 1) {
+    // The split wgmma call: the fused walk over segments x heads of
+    // S / segments tokens, the segment states as ~0.6 of that (no scores,
+    // no Q C, no h), and combine over `segments` units.
+    MlstmProblem part = p, units = p;
+    part.b = p.b * segments;
+    part.s = (p.s + segments - 1) / segments;
+    units.s = int64_t(segments) * c.chunk;
+    return kernelCycles(p, c, MlstmKernel::Gates, t) +
+           1.6 * kernelCycles(part, c, MlstmKernel::Fused, t) +
+           kernelCycles(units, c, MlstmKernel::Combine, t);
+  }
   double cycles = 0;
   for (MlstmKernel k : mlstmKernels(c))
-    cycles += kernelCycles(p, c, k, t);
+    if (!c.wgmma ||
+        (k != MlstmKernel::SegmentStates && k != MlstmKernel::Combine))
+      cycles += kernelCycles(p, c, k, t);
   return cycles;
 }
 

@@ -34,10 +34,15 @@ const char *what(MlstmKernel k) {
            "contribution from a zero state, in parallel, to the workspace";
   case MlstmKernel::Combine:
     return "the chunk-parallel form, phase B: the elementwise recurrence over "
-           "the chunks, the state entering every chunk in the workspace";
+           "the chunks (or the wgmma fused kernel's segments), the state "
+           "entering every one in the workspace";
   case MlstmKernel::Gates:
     return "the fused kernel's pre-pass: every chunk's gate scan, one warp a "
            "chunk, in parallel, to the workspace";
+  case MlstmKernel::SegmentStates:
+    return "the fused kernel's sequence split, phase A: every segment's own "
+           "state contribution from a zero state, in parallel, to the "
+           "workspace";
   }
   return "?";
 }
@@ -46,7 +51,9 @@ const char *what(MlstmKernel k) {
 std::string_view templateFunction(const MlstmConfig &c, MlstmKernel k) {
   if (k == MlstmKernel::Gates)
     return "gateScan";
-  if (c.wgmma)
+  if (k == MlstmKernel::SegmentStates)
+    return "segmentStatesWgmma";
+  if (c.wgmma && k == MlstmKernel::Fused)
     return "fusedWgmma";
   return k == MlstmKernel::ChunkStates ? "chunkStates" : toString(k);
 }
@@ -77,9 +84,10 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
   const bool nvidia = targetInfo(t).vendor == Vendor::NVIDIA;
   if (nvidia)
     ks.headers.push_back(std::string(kHipRuntimeNvidia));
-  const char *header = c.wgmma && k != MlstmKernel::Gates
-                           ? "kgen/mlstm/mlstm_sm90.h"
-                           : "kgen/mlstm/mlstm.h";
+  const bool wgmmaWalk =
+      c.wgmma && (k == MlstmKernel::Fused || k == MlstmKernel::SegmentStates);
+  const char *header =
+      wgmmaWalk ? "kgen/mlstm/mlstm_sm90.h" : "kgen/mlstm/mlstm.h";
   for (std::string &h : templateIncludes(header))
     ks.headers.push_back(std::move(h));
 
@@ -105,7 +113,7 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
   if (k != MlstmKernel::Recurrent && k != MlstmKernel::Combine &&
       k != MlstmKernel::Gates) {
     os << "// matrix work: ";
-    if (c.wgmma)
+    if (wgmmaWalk)
       os << "wgmma m64nNk16 (two warpgroups), fp32 accumulators; C, P and "
          << "diag(w) V rounded to " << toString(p.dtype)
          << " as operands; the fp32 state C in registers\n";
@@ -132,8 +140,8 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
        << (k == MlstmKernel::Outputs || k == MlstmKernel::ChunkStates
                ? " * chunks"
                : "");
-  os << ", B * NH), " << tr.threads << " threads, " << tr.smemBytes
-     << " B dynamic shared memory\n";
+  os << ", B * NH" << (wgmmaWalk ? ", segments" : "") << "), " << tr.threads
+     << " threads, " << tr.smemBytes << " B dynamic shared memory\n";
   if (inlineTemplates) {
     if (!nvidia)
       os << "#include <hip/hip_runtime.h>\n";
@@ -165,7 +173,7 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
                                       : "")
      << ")\n"
      << ks.name;
-  if (c.wgmma && k == MlstmKernel::Fused)
+  if (wgmmaWalk)
     // TMA: q, k, v and h's tensor maps (built by the runtime) come first.
     os << "(\n    const __grid_constant__ kgen::sm90::TensorMap mapQ,\n"
        << "    const __grid_constant__ kgen::sm90::TensorMap mapK,\n"
@@ -200,7 +208,9 @@ LaunchDims mlstmLaunchDims(const MlstmProblem &p, const MlstmConfig &c,
   }
   d.grid[0] = unsigned(x);
   d.grid[1] = unsigned(b * nh);
-  d.grid[2] = 1;
+  d.grid[2] = k == MlstmKernel::Fused || k == MlstmKernel::SegmentStates
+                  ? unsigned(mlstmSegments(p, c, b, nh, s))
+                  : 1;
   d.block[0] = unsigned(tr.threads);
   d.block[1] = d.block[2] = 1;
   d.smemBytes = unsigned(tr.smemBytes);

@@ -58,6 +58,8 @@ std::string_view toString(MlstmKernel k) {
     return "combine";
   case MlstmKernel::Gates:
     return "gates";
+  case MlstmKernel::SegmentStates:
+    return "segstates";
   }
   return "?";
 }
@@ -68,7 +70,8 @@ std::vector<MlstmKernel> mlstmKernels(const MlstmConfig &c) {
     return {MlstmKernel::Recurrent};
   case MlstmVariant::Fused:
     if (c.wgmma)
-      return {MlstmKernel::Gates, MlstmKernel::Fused};
+      return {MlstmKernel::Gates, MlstmKernel::SegmentStates,
+              MlstmKernel::Combine, MlstmKernel::Fused};
     return {MlstmKernel::Fused};
   case MlstmVariant::TwoPhase:
     return {MlstmKernel::States, MlstmKernel::Outputs};
@@ -80,8 +83,23 @@ std::vector<MlstmKernel> mlstmKernels(const MlstmConfig &c) {
 }
 
 MlstmKernel mlstmLeadKernel(const MlstmConfig &c) {
-  const std::vector<MlstmKernel> ks = mlstmKernels(c);
-  return ks.front() == MlstmKernel::Gates ? ks[1] : ks.front();
+  return c.wgmma ? MlstmKernel::Fused : mlstmKernels(c).front();
+}
+
+int mlstmSegments(const MlstmProblem &p, const MlstmConfig &c, int64_t b,
+                  int64_t nh, int64_t s) {
+  if (c.variant != MlstmVariant::Fused || !c.wgmma || c.chunk <= 0 ||
+      c.blockDV <= 0)
+    return 1;
+  // H100, the 7B heads at B = 1 (32 blocks): one walk of 128 chunks against
+  // four of 32 (bench/results). wgmma configs run on sm_90a only.
+  const int64_t units = targetInfo(Target::SM90A).computeUnits;
+  const int64_t blocks = b * nh * (p.dv / c.blockDV);
+  const int64_t chunks = (s + c.chunk - 1) / c.chunk;
+  int segments = 1;
+  while (2 * blocks * segments <= units && chunks >= 8 * int64_t(segments))
+    segments *= 2;
+  return segments;
 }
 
 namespace {
@@ -195,8 +213,8 @@ MlstmSplitK mlstmSplitK(const MlstmProblem &p, const MlstmConfig &c,
 
 bool mlstmStateInRegisters(const MlstmProblem &p, const MlstmConfig &c,
                            MlstmKernel k, Target t) {
-  if (c.wgmma) // its kernels: the gate pre-pass, then the fused one
-    return k == MlstmKernel::Fused;
+  if (c.wgmma) // its walks keep C in the update's accumulators
+    return k == MlstmKernel::Fused || k == MlstmKernel::SegmentStates;
   int64_t split[3];
   return mmaShapes(p, c, k) && fitSplits(p, c, k, t, split) &&
          stateInRegisters(p, c, k, split[2]);
@@ -204,8 +222,8 @@ bool mlstmStateInRegisters(const MlstmProblem &p, const MlstmConfig &c,
 
 bool mlstmUsesMma(const MlstmProblem &p, const MlstmConfig &c, MlstmKernel k,
                   Target t) {
-  if (c.wgmma) // its kernels: the gate pre-pass, then the fused one
-    return k == MlstmKernel::Fused;
+  if (c.wgmma) // its walks on wgmma; the pre-pass and combine on fp32
+    return k == MlstmKernel::Fused || k == MlstmKernel::SegmentStates;
   int64_t split[3];
   return mmaShapes(p, c, k) && fitSplits(p, c, k, t, split);
 }
@@ -358,15 +376,24 @@ MlstmWorkspaceLayout mlstmWorkspaceLayout(const MlstmProblem &p,
   if (!wgmmaFused && c.variant != MlstmVariant::TwoPhase &&
       c.variant != MlstmVariant::ChunkPar)
     return l;
-  const size_t per = size_t(b * nh * ((s + c.chunk - 1) / c.chunk));
+  size_t per = size_t(b * nh * ((s + c.chunk - 1) / c.chunk));
+  size_t at = 0; // where the states start
   if (wgmmaFused) {
+    // The gate records, then, where the sequence is split, the states of
+    // the segments as the chunk-parallel variant's of the chunks.
     l.gates = 0;
     l.bytes = per * size_t(mlstm::gateRecordBytes(c.chunk));
-    return l;
+    const int segments = mlstmSegments(p, c, b, nh, s);
+    if (segments == 1)
+      return l;
+    at = l.bytes; // a multiple of 16 (gateRecordBytes)
+    per = size_t(b * nh * segments);
   }
   // The fp64 pairs first: the fp32 arrays after them stay 16-byte aligned.
-  l.gm = 0;
-  l.c = c.variant == MlstmVariant::ChunkPar ? per * 2 * sizeof(double) : 0;
+  l.gm = at;
+  l.c = at + (c.variant == MlstmVariant::ChunkPar || wgmmaFused
+                  ? per * 2 * sizeof(double)
+                  : 0);
   l.n = l.c + per * size_t(p.dqk) * p.dv * sizeof(float);
   l.m = l.n + per * size_t(p.dqk) * sizeof(float);
   l.bytes = l.m + per * sizeof(float);

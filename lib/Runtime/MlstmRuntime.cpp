@@ -249,12 +249,15 @@ void Runtime::launchMlstm(const MlstmPlan &plan, const MlstmArgs &args,
   const int chunk = plan.config.chunk > 0 ? plan.config.chunk : 1;
   prm.chunks = int((r.s + chunk - 1) / chunk);
   prm.eps = kp.eps;
+  const int segments = mlstmSegments(r, plan.config, r.b, r.nh, r.s);
+  prm.segments = segments;
+  prm.segmentChunks = (prm.chunks + segments - 1) / segments;
   prm.counters = reinterpret_cast<unsigned *>(ws);
   const MlstmWorkspaceLayout wl =
       mlstmWorkspaceLayout(r, plan.config, r.b, r.nh, r.s);
   if (wl.bytes > 0) {
     unsigned char *states = ws + counterBytes(bh);
-    if (plan.config.variant == MlstmVariant::ChunkPar)
+    if (plan.config.variant == MlstmVariant::ChunkPar || segments > 1)
       prm.wsGM = reinterpret_cast<double *>(states + wl.gm);
     if (plan.config.wgmma)
       prm.wsGates = reinterpret_cast<double *>(states + wl.gates);
@@ -282,13 +285,32 @@ void Runtime::launchMlstm(const MlstmPlan &plan, const MlstmArgs &args,
     encode(maps[2], args.v, kp.dv);
     encode(maps[3], args.h, kp.dv);
   }
-  void *wgmmaParams[] = {&maps[0], &maps[1], &maps[2], &maps[3], &prm};
+  // A wgmma call with its sequence split (mlstmSegments): combine runs over
+  // the segments and returns the final states; the fused kernel then
+  // writes h only. Unsplit, neither segment kernel runs.
+  mlstm::Params overSegments = prm, hOnly = prm;
+  overSegments.chunks = segments;
+  if (segments > 1)
+    hOnly.cT = hOnly.nT = hOnly.mT = nullptr;
+  void *combineParams[] = {&overSegments};
+  void *segmentParams[] = {&maps[0], &maps[1], &maps[2], &maps[3], &prm};
+  void *fusedParams[] = {&maps[0], &maps[1], &maps[2], &maps[3], &hOnly};
   for (size_t n = 0; n < plan.kernels.size(); ++n) {
     const Kernel &k = *plan.kernels[n];
-    LaunchDims d = mlstmLaunchDims(kp, plan.config, kinds[n], k.source.target,
-                                   r.b, r.nh, r.s);
-    const bool tma = plan.config.wgmma && kinds[n] == MlstmKernel::Fused;
-    backend_->launch(k.function, d, tma ? wgmmaParams : params, stream);
+    const MlstmKernel kind = kinds[n];
+    void **use = params;
+    if (plan.config.wgmma) {
+      if (segments == 1 &&
+          (kind == MlstmKernel::SegmentStates || kind == MlstmKernel::Combine))
+        continue;
+      use = kind == MlstmKernel::SegmentStates ? segmentParams
+            : kind == MlstmKernel::Combine     ? combineParams
+            : kind == MlstmKernel::Fused       ? fusedParams
+                                               : params;
+    }
+    LaunchDims d =
+        mlstmLaunchDims(kp, plan.config, kind, k.source.target, r.b, r.nh, r.s);
+    backend_->launch(k.function, d, use, stream);
   }
 }
 

@@ -67,7 +67,10 @@ struct alignas(8) F2 {
   float x, y;
 };
 
-template <class Config> struct ChunkWgmma : Chunk<Config> {
+/// kOutputs: false for a segment's states alone (segmentStatesWgmma): no
+/// Q, no scores, no h; the update and n's increment only.
+template <class Config, bool kOutputs = true>
+struct ChunkWgmma : Chunk<Config> {
   using Base = Chunk<Config>;
   using T = typename Config::Type;
   static constexpr int kL = Config::kChunk, kDQK = Config::kDQK,
@@ -116,15 +119,17 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
   static constexpr int kGateAt = kL + kGroups * kDQK;
   static constexpr int kFullAt = kGateAt + 2 * gateRecordBytes(kL) / 4;
   static constexpr int kTermsAt = kFullAt + 4;
+  /// The sum of the walked chunks' g (fp64; segmentStatesWgmma's).
+  static constexpr int kSumAt = kTermsAt + 2 * int(sizeof(Terms)) / 4;
   static_assert(kGateAt % 4 == 0 && kFullAt % 4 == 0 &&
-                    sizeof(Terms) % 16 == 0 &&
-                    kTermsAt + 2 * int(sizeof(Terms)) / 4 <= kL * kL,
-                "two GateRecords (16-byte aligned), the mbarrier and two "
-                "Terms fit in P");
+                    sizeof(Terms) % 16 == 0 && kSumAt + 2 <= kL * kL,
+                "two GateRecords (16-byte aligned), the mbarrier, two Terms "
+                "and the g sum fit in P");
   /// The bytes of a chunk's tokens that warpgroup w's leader loads
   /// (loadTokens): Q for warpgroup 0, V's block w and K's blocks w, w + 2.
   static constexpr int shareBytes(int w) {
-    return (w == 0 ? kQBytes : 0) + kBlock + (kTiles - w + 1) / 2 * kBlock;
+    return (w == 0 && kOutputs ? kQBytes : 0) + kBlock +
+           (kTiles - w + 1) / 2 * kBlock;
   }
 
   using MmaS = sm90::Wgmma<T, 64, false>;       // Q K^T
@@ -142,6 +147,7 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
   /// decay exponents' as fp32 pairs (see step), the rest rounded once.
   Terms *terms;
   GateRecord<kL> *records; // [2] in P, see kGateAt
+  double *gTotal;          // in P, see kSumAt
   uint64_t *full;          // the chunk's tokens landed (TMA), see kFullAt
   /// (dim, token, head): q, k, v read, h written.
   const sm90::TensorMap *mapQ, *mapK, *mapV, *mapH;
@@ -168,6 +174,7 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
     terms = reinterpret_cast<Terms *>(this->P + kTermsAt);
     records = reinterpret_cast<GateRecord<kL> *>(this->P + kGateAt);
     full = reinterpret_cast<uint64_t *>(this->P + kFullAt);
+    gTotal = reinterpret_cast<double *>(this->P + kSumAt);
   }
 
   /// Byte offset of element (row, col) in a run of 64 x 64 swizzled
@@ -282,7 +289,7 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
   KGEN_DEVICE void loadTokens(int parts, int t0, int bh, int j0) const {
     if (parts & kArrive) {
       sm90::barrierArriveExpectTx(full, shareBytes(wg));
-      if (wg == 0)
+      if (wg == 0 && kOutputs)
 #pragma unroll
         for (int b = 0; b < kTiles; ++b)
           sm90::tmaLoad3d(sQ + b * kBlock, mapQ, full, 64 * b, t0, bh);
@@ -362,6 +369,8 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
     if (this->tid == 0) {
       out.decay = expf(float(g + mPrev - mNext));
       *this->mState = mNext;
+      if constexpr (!kOutputs)
+        *gTotal += g;
     }
   }
 
@@ -387,9 +396,10 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
     // addresses are < 256 KiB).
     auto at = [](uint64_t d, int bytes) { return d + uint64_t(bytes >> 4); };
     // S = Q K^T over DQK: 4 k16 steps per 64-dim block, 32 bytes apart.
-    float s[32];
+    float s[32], o[32], rowSum[2] = {0.f, 0.f};
+    uint32_t a[4][4];
     const uint64_t dQ = sm90::matrixDescriptor(sQ, 16, 1024);
-    {
+    if constexpr (kOutputs) {
       const uint64_t dK = sm90::matrixDescriptor(sK, 16, 1024);
       sm90::wgmmaFence();
 #pragma unroll
@@ -436,13 +446,14 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
     }
     // q_t . n, four threads a row, into qn (Chunk's P region).
     float *qn = this->P;
-    {
-      const int t = this->tid / 4, g = this->tid % 4;
-      float d = 0.f;
-      for (int ch = g; ch < kDQK / 8; ch += 4) {
-        const T8 q8 = *reinterpret_cast<const T8 *>(sQ + swizzled(t, 8 * ch));
-        const F4 na = *reinterpret_cast<const F4 *>(this->n + 8 * ch),
-                 nb = *reinterpret_cast<const F4 *>(this->n + 8 * ch + 4);
+    if constexpr (kOutputs) {
+      {
+        const int t = this->tid / 4, g = this->tid % 4;
+        float d = 0.f;
+        for (int ch = g; ch < kDQK / 8; ch += 4) {
+          const T8 q8 = *reinterpret_cast<const T8 *>(sQ + swizzled(t, 8 * ch));
+          const F4 na = *reinterpret_cast<const F4 *>(this->n + 8 * ch),
+                   nb = *reinterpret_cast<const F4 *>(this->n + 8 * ch + 4);
 #pragma unroll
         for (int u = 0; u < 4; ++u)
           d += Convert<T>::toFloat(q8.x[u]) * na.x[u] +
@@ -468,7 +479,6 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
     // (Sterbenz), lo + lo restores the rest.
     const float rowTerm[2] = {tm.row[accRow(0)], tm.row[accRow(2)]},
                 rowLo[2] = {tm.rowLo[accRow(0)], tm.rowLo[accRow(2)]};
-    float rowSum[2] = {0.f, 0.f};
 #pragma unroll
     for (int x = 0; x < 32; x += 4)
 #pragma unroll
@@ -494,7 +504,6 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
       rowSum[h] += shuffleXor(rowSum[h], 1);
       rowSum[h] += shuffleXor(rowSum[h], 2);
     }
-    uint32_t a[4][4];
 #pragma unroll
     for (int kc = 0; kc < 4; ++kc)
 #pragma unroll
@@ -503,7 +512,6 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
 
     // num = Q Cp on this warpgroup's 64 columns: Cp's k16 steps are 16
     // rows (2048 bytes) apart, its 64-row blocks 2 blocks apart.
-    float o[32];
     {
       const uint64_t dC = sm90::matrixDescriptor(sC, kBlock, 1024);
       sm90::wgmmaFence();
@@ -529,6 +537,7 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
           at(sm90::matrixDescriptor(sV, kBlock, 1024), wg * kBlock + kc * 2048),
           1);
     sm90::wgmmaCommit();
+    } // kOutputs
 
     // Both warpgroups' Q Cp have completed (Cp may be rewritten), qn and
     // Wp are complete, and q . n has read the old n. Q and V are read only
@@ -545,7 +554,11 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
         inc += nPart[g * kDQK + this->tid];
       this->n[this->tid] = decay * this->n[this->tid] + inc;
     }
-    float zden[2];
+    if constexpr (!kOutputs) {
+      if (t1 >= 0 && leader())
+        loadTokens(kV, t1, bh, j0); // Wp, V's only reader, is complete
+    } else {
+      float zden[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int t = accRow(2 * h);
@@ -568,15 +581,20 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
       sm90::tmaStore3d(mapH, stage, j0 + 64 * wg, t0, bh);
       sm90::bulkCommit();
     }
+    } // kOutputs
 
     // C = decay C + K^T Wp on the owned tiles: A = K^T is K's block of
     // the tile's 64 dims read M-major, k16 steps 16 tokens (2048 bytes)
     // apart; Wp's two 64-column blocks one block apart.
 #pragma unroll
-    for (int r = 0; r < kOwn; ++r)
+    for (int r = 0; r < kOwn; ++r) {
 #pragma unroll
       for (int x = 0; x < 64; ++x)
         c[r][x] *= decay;
+      // Here, not sunk between the tiles' wgmmas (ptxas would then wait for
+      // the first tile's before the second's).
+      sm90::fenceAccumulators(c[r]);
+    }
     sm90::wgmmaFence();
 #pragma unroll
     for (int r = 0; r < kOwn; ++r) {
@@ -601,52 +619,136 @@ template <class Config> struct ChunkWgmma : Chunk<Config> {
       sm90::fenceAccumulators(c[r]);
     if (t1 >= 0 && leader())
       loadTokens(kK, t1, bh, j0); // this warpgroup's update has read them
-    writeCp();
-    fenceForWgmma(); // Cp, for the next chunk's Q C after the barrier
-    if (leader())
-      sm90::bulkWaitRead<0>(); // h's staging, rewritten after the barrier
+    if constexpr (kOutputs) {
+      writeCp();
+      fenceForWgmma(); // Cp, for the next chunk's Q C after the barrier
+      if (leader())
+        sm90::bulkWaitRead<0>(); // h's staging, rewritten after the barrier
+    }
   }
 };
 
-/// Walks every chunk of one head and slice on wgmma, after the gate
-/// pre-pass (gateScan); grid (DV / 128, B * NH), 256 threads. q, k and v
-/// come and h goes through the tensor maps (dim, token, head), 64 x 64
-/// boxes with the 128-byte swizzle.
+/// The chunks a block of the wgmma kernels walks: all of its head's, or,
+/// with the sequence split in p.segments parts, segment blockIdx.z's
+/// (p.segmentChunks each; the last may be shorter or empty). From the
+/// parameters alone, so that ptxas can rematerialize them instead of
+/// holding them through the walk (two held registers spilled 76 bytes
+/// more at DQK 256).
+struct ChunkRange {
+  int k0, k1;
+};
+KGEN_DEVICE ChunkRange segmentChunks(const Params &p) {
+  const int k0 = min(p.chunks, int(blockIdx.z) * p.segmentChunks);
+  return {k0, min(p.chunks, k0 + p.segmentChunks)};
+}
+
+/// Walks the chunks of one head and slice (and segment) on wgmma, after
+/// the gate pre-pass (gateScan); grid (DV / 128, B * NH, segments), 256
+/// threads. q, k and v come and h goes through the tensor maps (dim,
+/// token, head), 64 x 64 boxes with the 128-byte swizzle.
+///   kOutputs, one segment: the whole walk from the initial state, h and
+///     the final states (walkChunks' order).
+///   kOutputs, segments: from the state entering the segment, which
+///     combine left in the workspace; h only (combine wrote the final
+///     states).
+///   !kOutputs (segmentStatesWgmma): the segment's own contribution from a
+///     zero state with its own stabilizer, as chunkStates does for one
+///     chunk: C_loc, n_loc to the workspace in the place of the state
+///     entering the segment, (sum of g, m_loc) to wsGM; combine turns them
+///     into the states entering the segments.
+template <class Config, bool kOutputs>
+KGEN_DEVICE void walkWgmma(const sm90::TensorMap *mapQ,
+                           const sm90::TensorMap *mapK,
+                           const sm90::TensorMap *mapV,
+                           const sm90::TensorMap *mapH, const Params &p) {
+  using Ch = ChunkWgmma<Config, kOutputs>;
+  extern __shared__ __align__(1024) unsigned char kgen_smem_wgmma[];
+  const Ch ch(kgen_smem_wgmma, mapQ, mapK, mapV, mapH);
+  const BlockIndex<Config> at;
+  constexpr int dqk = Config::kDQK, dv = Config::kDV, kL = Config::kChunk;
+  const long long bh = at.bh;
+  const bool segmented = p.segments > 1;
+  const ChunkRange range = segmentChunks(p);
+  const long long ws = bh * p.segments + blockIdx.z; // (head, segment)
+  if (threadIdx.x == 0) {
+    sm90::barrierInit(ch.full, 2); // the two leaders
+    sm90::fenceBarrierInit();
+    *ch.gTotal = 0.0;
+  }
+  if (!kOutputs) {
+    ch.loadState(nullptr, dv, at.j0, nullptr, nullptr);
+    if (threadIdx.x == 0) // after loadState's store of m = 0
+      *ch.mState = kNoState;
+  } else if (segmented) {
+    waitForPreviousGrid(); // combine's states
+    ch.loadState(p.wsC + ws * dqk * dv, dv, at.j0, p.wsN + ws * dqk,
+                 p.wsM + ws);
+  } else {
+    ch.loadState(p.c0 ? p.c0 + bh * dqk * dv : nullptr, dv, at.j0,
+                 p.n0 ? p.n0 + bh * dqk : nullptr, p.m0 ? p.m0 + bh : nullptr);
+  }
+  const bool writesFinal = kOutputs && !segmented && (p.nT || p.mT);
+  const HeadCounter counted =
+      writesFinal ? syncCountHead(p, bh, BlockIndex<Config>::kSlices)
+                  : HeadCounter{};
+  for (int k = range.k0; k < range.k1; ++k) {
+    const int t0 = k * kL, len = chunkLength<Config>(p, t0);
+    // This barrier publishes the previous step's Cp, n and the Terms it
+    // finished for this chunk.
+    __syncthreads();
+    if (k == range.k0) { // `full` is initialized
+      if (ch.leader())
+        ch.loadTokens(Ch::kAll, t0, int(bh), at.j0);
+      waitForPreviousGrid(); // the gate records
+      ch.copyRecord(p, int(bh), k);
+      ch.copyRecord(p, int(bh), k + 1);
+      ch.template finishGates<1>(k, len);
+      __syncthreads();
+    } else {
+      ch.copyRecord(p, int(bh), k + 1);
+    }
+    if (t0 + len < p.seq)
+      ch.template prefetch<kOutputs>(p, bh * p.seq + t0 + len, at.j0,
+                                     chunkLength<Config>(p, t0 + len));
+    ch.tokensLanded(k - range.k0);
+    ch.step(p, at.j0, k, t0, len, int(bh), k + 1 < range.k1 ? t0 + kL : -1);
+  }
+  // The updates write C in their tiles' layout, not storeState's.
+  __syncthreads();
+  if (!kOutputs) {
+    const bool first = at.slice == 0;
+    ch.storeState(p.wsC + ws * dqk * dv, dv, at.j0,
+                  first ? p.wsN + ws * dqk : nullptr, nullptr);
+    if (first && threadIdx.x == 0) {
+      p.wsGM[2 * ws] = *ch.gTotal;
+      p.wsGM[2 * ws + 1] = *ch.mState;
+    }
+  } else if (!segmented) {
+    const bool last = writesFinal && counted.last(p, ch.scal + 1);
+    ch.storeState(p.cT ? p.cT + bh * dqk * dv : nullptr, dv, at.j0,
+                  p.nT && last ? p.nT + bh * dqk : nullptr,
+                  p.mT && last ? p.mT + bh : nullptr);
+  }
+}
+
+/// The fused kernel on wgmma: h (and the final states), per head, slice
+/// and segment (walkWgmma).
 template <class Config>
 KGEN_DEVICE void fusedWgmma(const sm90::TensorMap *mapQ,
                             const sm90::TensorMap *mapK,
                             const sm90::TensorMap *mapV,
                             const sm90::TensorMap *mapH, const Params &p) {
-  using Ch = ChunkWgmma<Config>;
-  extern __shared__ __align__(1024) unsigned char kgen_smem_wgmma[];
-  const Ch ch(kgen_smem_wgmma, mapQ, mapK, mapV, mapH);
-  const BlockIndex<Config> at;
-  if (threadIdx.x == 0) {
-    sm90::barrierInit(ch.full, 2); // the two leaders
-    sm90::fenceBarrierInit();
-  }
-  walkChunks<Config>(p, ch, at, [&](int t0, long long row0, int len) {
-    const int k = t0 / Config::kChunk;
-    // walkChunks' barrier before each chunk publishes the previous step's
-    // Cp, n and the Terms it finished for this chunk.
-    if (k == 0) { // after walkChunks' barrier: `full` is initialized
-      if (ch.leader())
-        ch.loadTokens(Ch::kAll, 0, at.bh, at.j0);
-      waitForPreviousGrid(); // the gate records
-      ch.copyRecord(p, at.bh, 0);
-      ch.copyRecord(p, at.bh, 1);
-      ch.template finishGates<1>(0, len);
-      __syncthreads();
-    } else {
-      ch.copyRecord(p, at.bh, k + 1);
-    }
-    if (t0 + len < p.seq)
-      ch.template prefetch<true>(p, row0 + len, at.j0,
-                                 chunkLength<Config>(p, t0 + len));
-    ch.tokensLanded(k);
-    ch.step(p, at.j0, k, t0, len, at.bh,
-            k + 1 < p.chunks ? t0 + Config::kChunk : -1);
-  });
+  walkWgmma<Config, true>(mapQ, mapK, mapV, mapH, p);
+}
+
+/// The split sequence's first phase: every segment's own state (walkWgmma),
+/// all segments in parallel; then combine, then fusedWgmma per segment.
+template <class Config>
+KGEN_DEVICE void
+segmentStatesWgmma(const sm90::TensorMap *mapQ, const sm90::TensorMap *mapK,
+                   const sm90::TensorMap *mapV, const sm90::TensorMap *mapH,
+                   const Params &p) {
+  walkWgmma<Config, false>(mapQ, mapK, mapV, mapH, p);
 }
 
 } // namespace kgen::mlstm

@@ -16,6 +16,8 @@
 // entering the chunks (see chunkStates and combine in mlstm.h). The sm_90a
 // fused kernel's pre-pass writes every chunk's gate scan to wsGates
 // (B*NH, chunks) records of gateRecordBytes(chunk) (GateRecord, mlstm.h).
+// With its sequence split (segments > 1), wsC, wsN, wsM and wsGM hold one
+// state per segment instead of per chunk, as the chunk-parallel variant's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,6 +39,11 @@ struct Params {
   unsigned *counters;
   int batch, heads, seq; ///< run-time extents
   int chunks;            ///< ceil(seq / chunk)
+  /// The sm_90a wgmma kernels' sequence split (segmentChunks,
+  /// mlstm_sm90.h): 1, or the parts whose states segmentStatesWgmma and
+  /// combine compute before fusedWgmma walks each part in parallel.
+  int segments;
+  int segmentChunks;     ///< ceil(chunks / segments)
   float eps;             ///< added to the normalizer
 };
 

@@ -311,9 +311,11 @@ TEST(MlstmEmitter, WgmmaFusedRunsTheGatePrePassFirst) {
   c.wgmma = true;
   ASSERT_FALSE(checkConfig(p, c, Target::SM90A));
   const std::vector<MlstmKernel> ks = mlstmKernels(c);
-  ASSERT_EQ(ks.size(), 2u);
+  ASSERT_EQ(ks.size(), 4u);
   EXPECT_EQ(ks[0], MlstmKernel::Gates);
-  EXPECT_EQ(ks[1], MlstmKernel::Fused);
+  EXPECT_EQ(ks[1], MlstmKernel::SegmentStates);
+  EXPECT_EQ(ks[2], MlstmKernel::Combine);
+  EXPECT_EQ(ks[3], MlstmKernel::Fused);
   EXPECT_EQ(mlstmLeadKernel(c), MlstmKernel::Fused);
   c.wgmma = false; // the mma.sync fused kernel scans its gates itself
   EXPECT_EQ(mlstmKernels(c).size(), 1u);
@@ -345,4 +347,52 @@ TEST(MlstmEmitter, WgmmaFusedRunsTheGatePrePassFirst) {
   const MlstmWorkspaceLayout l = mlstmWorkspaceLayout(p, c, 8, 8, 8187);
   EXPECT_EQ(l.gates, 0u);
   EXPECT_EQ(l.bytes, size_t(64 * 128) * (64 * 20 + 16));
+  // 256 blocks fill the 132 SMs: one walk a head and slice.
+  EXPECT_EQ(mlstmSegments(p, c, 8, 8, 8187), 1);
+  EXPECT_EQ(d.grid[2], 1u);
+}
+
+TEST(MlstmEmitter, WgmmaFusedSplitsTheSequenceOfFewHeads) {
+  // The 7B heads at B = 1: 32 blocks, so four segments of 32 chunks: the
+  // segments' own states (all 128 blocks at once), combine over the four,
+  // then the fused walk of each segment from the state entering it.
+  MlstmProblem p = problem(1, 8, 8192, 256, 512);
+  const MlstmConfig c{MlstmVariant::Fused, 64, 128, 8, true};
+  ASSERT_FALSE(checkConfig(p, c, Target::SM90A));
+  EXPECT_EQ(mlstmSegments(p, c, 1, 8, 8192), 4);
+  // At least 4 chunks a segment; never for other configs.
+  EXPECT_EQ(mlstmSegments(p, c, 1, 8, 1024), 4);
+  EXPECT_EQ(mlstmSegments(p, c, 1, 8, 512), 2);
+  EXPECT_EQ(mlstmSegments(p, c, 1, 8, 448), 1);
+  EXPECT_EQ(mlstmSegments(p, c, 2, 8, 8192), 2);
+  EXPECT_EQ(
+      mlstmSegments(p, MlstmConfig{MlstmVariant::Fused, 64, 32, 8}, 1, 8, 8192),
+      1);
+  for (MlstmKernel k : {MlstmKernel::SegmentStates, MlstmKernel::Fused}) {
+    const LaunchDims d = mlstmLaunchDims(p, c, k, Target::SM90A, 1, 8, 8192);
+    EXPECT_EQ(d.grid[0], 4u);
+    EXPECT_EQ(d.grid[1], 8u);
+    EXPECT_EQ(d.grid[2], 4u);
+    EXPECT_TRUE(d.overlapsPrevious);
+  }
+  const KernelSource s =
+      emitMlstm(p, c, MlstmKernel::SegmentStates, Target::SM90A);
+  EXPECT_EQ(s.name, "kgen_mlstm_bf16_qk256_v512_segstates_c64_d128_w8_wgmma");
+  EXPECT_NE(s.source.find("kgen::mlstm::segmentStatesWgmma<Config>(&mapQ, "
+                          "&mapK, &mapV, &mapH, p);"),
+            std::string::npos);
+  EXPECT_TRUE(mlstmUsesMma(p, c, MlstmKernel::SegmentStates, Target::SM90A));
+  const KernelSource cb = emitMlstm(p, c, MlstmKernel::Combine, Target::SM90A);
+  EXPECT_NE(cb.source.find("kgen::mlstm::combine<Config>(p);"),
+            std::string::npos);
+  // The gate records, then the four segments' states of the 8 heads as the
+  // chunk-parallel variant lays out its chunks' (fp64 g and m first).
+  const MlstmWorkspaceLayout l = mlstmWorkspaceLayout(p, c, 1, 8, 8192);
+  const size_t records = size_t(8 * 128) * (64 * 20 + 16), units = 8 * 4;
+  EXPECT_EQ(l.gates, 0u);
+  EXPECT_EQ(l.gm, records);
+  EXPECT_EQ(l.c, records + units * 16);
+  EXPECT_EQ(l.n, l.c + units * 256 * 512 * 4);
+  EXPECT_EQ(l.m, l.n + units * 256 * 4);
+  EXPECT_EQ(l.bytes, l.m + units * 4);
 }
