@@ -324,16 +324,20 @@ MlstmConfig defaultConfig(const MlstmProblem &p, Target t) {
     want = MlstmVariant::Fused;
   else
     want = MlstmVariant::TwoPhase;
-  // Where the fused form is wanted, the wgmma kernel where valid. H100,
-  // KGEN_TUNE=off against it forced, same process (bench/results): it won
-  // every such bench shape, 1.4-1.8x where the model ranked an mma.sync
-  // fused config first (7B heads B = 1 S = 8192: 864 against 1555 us;
-  // 128/256 NH 16 B = 1 and 2; 128/128 B = 4), and it is the default at the
-  // 7B heads B = 8. The model's per-chunk terms undercount both kernels'
-  // latency (2-3x), and differently, so it is not the judge here; with
-  // fewer heads x slices the chunk-parallel forms win (128/128 at B = 1
-  // and 2: 57 and 110 us against 147 on wgmma).
-  if (want == MlstmVariant::Fused && !checkConfig(p, wgmmaFused(), t))
+  // The wgmma kernel where valid, and where the fused form is wanted or DQK
+  // is at least 128. H100, KGEN_TUNE=off against it forced, same process
+  // (bench/results): unsplit it won every shape where the fused form is
+  // wanted, 1.4-1.8x where the model ranked an mma.sync fused config first
+  // (7B heads B = 1 S = 8192: 864 against 1555 us; 128/256 NH 16 B = 1 and
+  // 2; 128/128 B = 4), and it is the default at the 7B heads B = 8. With
+  // the sequence of few heads split (mlstmSegments) it also beats the
+  // chunk-parallel form at 128/128 B = 1 and 2 (40 and 47 us against 55
+  // and 109), not at 64/128 B = 1 (36 against 34). The model's per-chunk
+  // terms undercount both fused kernels' latency (2-3x), and differently,
+  // so it is not the judge here.
+  if ((want == MlstmVariant::Fused ||
+       (want == MlstmVariant::TwoPhase && p.dqk >= 128)) &&
+      !checkConfig(p, wgmmaFused(), t))
     return wgmmaFused();
   std::vector<MlstmConfig> cs = enumerateConfigs(p, t);
   for (const MlstmConfig &c : cs)

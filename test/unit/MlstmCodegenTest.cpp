@@ -149,13 +149,16 @@ TEST(MlstmCandidates, BatchAwareDefault) {
 }
 
 TEST(MlstmCandidates, WgmmaWhereFused) {
-  // sm_90a: where the fused form is wanted, the wgmma kernel (H100: 1.4-1.8x
+  // sm_90a: the wgmma kernel where the fused form is wanted (H100: 1.4-1.8x
   // the mma.sync fused config the model ranked first at the 7B heads B = 1,
-  // 128/256 NH 16 B = 1 and 128/128 B = 4); chunk-parallel where the heads x
-  // slices are few (128/128 B = 1); never on sm_80 or for fp32 inputs.
+  // 128/256 NH 16 B = 1 and 128/128 B = 4) and, its sequence split, where
+  // the heads x slices are few and DQK >= 128 (128/128 B = 1: 40 against
+  // 55 us chunk-parallel); chunk-parallel at DQK 64 (64/128 B = 1); never on
+  // sm_80 or for fp32 inputs.
   for (const MlstmProblem &p :
        {problem(1, 8, 8192, 256, 512), problem(8, 8, 8192, 256, 512),
-        problem(1, 16, 8192, 128, 256), problem(4, 8, 2048, 128, 128)}) {
+        problem(1, 16, 8192, 128, 256), problem(4, 8, 2048, 128, 128),
+        problem(1, 8, 2048, 128, 128)}) {
     const MlstmConfig c = defaultConfig(p, Target::SM90A);
     EXPECT_TRUE(c.wgmma) << p.b << " " << p.dqk << "/" << p.dv;
     EXPECT_EQ(c.variant, MlstmVariant::Fused);
@@ -164,7 +167,7 @@ TEST(MlstmCandidates, WgmmaWhereFused) {
     EXPECT_TRUE(std::any_of(cs.begin(), cs.end(),
                             [](const MlstmConfig &x) { return x.wgmma; }));
   }
-  EXPECT_EQ(defaultConfig(problem(1, 8, 2048, 128, 128), Target::SM90A).variant,
+  EXPECT_EQ(defaultConfig(problem(1, 8, 2048, 64, 128), Target::SM90A).variant,
             MlstmVariant::ChunkPar);
   EXPECT_FALSE(
       defaultConfig(problem(1, 8, 8192, 256, 512), Target::SM80).wgmma);
