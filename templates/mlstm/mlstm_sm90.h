@@ -24,6 +24,10 @@
 //               (wgmma's transposed A), B = diag(w) V (Wp, N-major). After
 //               it, the tiles are rounded into Cp for the next chunk.
 //
+// Few heads split their sequence (Params::segments, walkWgmma): the same
+// walk without its outputs gives every segment's own state, combine (mlstm.h)
+// the state entering each, and the walks of all segments then run at once.
+//
 // The gate scan of every chunk comes from a pre-pass kernel (gateScan in
 // mlstm.h, to the workspace). What is left of it depends on the m entering
 // the chunk but not on C: warp 0 finishes chunk k + 1's per-token terms
