@@ -237,32 +237,33 @@ bool chunkParallelPays(const MlstmProblem &p, const MlstmConfig &c, Target t) {
          p.b * p.nh * (p.dv / c.blockDV) < targetInfo(t).computeUnits;
 }
 
-/// The fused chunkwise kernel on wgmma, as variant v (valid as Fused only).
-MlstmConfig wgmmaFused(MlstmVariant v = MlstmVariant::Fused) {
-  return MlstmConfig{v, 64, 128, 8, true};
+/// The fused chunkwise kernel on wgmma (its one shape, MlstmConfig::wgmma).
+MlstmConfig wgmmaFused() {
+  return MlstmConfig{MlstmVariant::Fused, 64, 128, 8, true};
 }
 
 } // namespace
 
 double mlstmModelCost(const MlstmProblem &p, const MlstmConfig &c, Target t) {
-  const int segments = mlstmSegments(p, c, p.b, p.nh, p.s);
-  if (segments > 1) {
-    // The split wgmma call: the fused walk over segments x heads of
-    // S / segments tokens, the segment states as ~0.6 of that (no scores,
-    // no Q C, no h), and combine over `segments` units.
+  if (c.wgmma) {
+    // The pre-pass, then the fused walk; split (mlstmSegments), the walk
+    // over segments x heads of S / segments tokens, the segment states as
+    // ~0.6 of that (no scores, no Q C, no h), and combine over the
+    // segments.
+    const int segments = mlstmSegments(p, c, p.b, p.nh, p.s);
+    const double gates = kernelCycles(p, c, MlstmKernel::Gates, t);
+    if (segments == 1)
+      return gates + kernelCycles(p, c, MlstmKernel::Fused, t);
     MlstmProblem part = p, units = p;
     part.b = p.b * segments;
     part.s = (p.s + segments - 1) / segments;
     units.s = int64_t(segments) * c.chunk;
-    return kernelCycles(p, c, MlstmKernel::Gates, t) +
-           1.6 * kernelCycles(part, c, MlstmKernel::Fused, t) +
+    return gates + 1.6 * kernelCycles(part, c, MlstmKernel::Fused, t) +
            kernelCycles(units, c, MlstmKernel::Combine, t);
   }
   double cycles = 0;
   for (MlstmKernel k : mlstmKernels(c))
-    if (!c.wgmma ||
-        (k != MlstmKernel::SegmentStates && k != MlstmKernel::Combine))
-      cycles += kernelCycles(p, c, k, t);
+    cycles += kernelCycles(p, c, k, t);
   return cycles;
 }
 
@@ -296,10 +297,10 @@ std::vector<MlstmConfig> enumerateConfigs(const MlstmProblem &p, Target t) {
         v == MlstmVariant::ChunkPar ? kPerChunkPar : kPerVariant;
     for (size_t i = 0; i < ranked.size() && i < keep; ++i)
       out.push_back(ranked[i].second);
-    // The fused kernel on wgmma (one shape, MlstmConfig::wgmma) is always
-    // offered where valid: the model ranks it too low (see defaultConfig).
-    if (const MlstmConfig c = wgmmaFused(v); !checkConfig(p, c, t))
-      out.push_back(c);
+    // The fused kernel on wgmma is always offered where valid: the model
+    // ranks it too low (see defaultConfig).
+    if (v == MlstmVariant::Fused && !checkConfig(p, wgmmaFused(), t))
+      out.push_back(wgmmaFused());
   }
   std::stable_sort(out.begin(), out.end(),
                    [&](const MlstmConfig &a, const MlstmConfig &b) {

@@ -286,15 +286,13 @@ void Runtime::launchMlstm(const MlstmPlan &plan, const MlstmArgs &args,
     encode(maps[3], args.h, kp.dv);
   }
   // A wgmma call with its sequence split (mlstmSegments): combine runs over
-  // the segments and returns the final states; the fused kernel then
-  // writes h only. Unsplit, neither segment kernel runs.
-  mlstm::Params overSegments = prm, hOnly = prm;
+  // the segments (its units) and returns the final states; the split
+  // fused walk writes h only (walkWgmma). Unsplit, neither segment kernel
+  // runs.
+  mlstm::Params overSegments = prm;
   overSegments.chunks = segments;
-  if (segments > 1)
-    hOnly.cT = hOnly.nT = hOnly.mT = nullptr;
   void *combineParams[] = {&overSegments};
-  void *segmentParams[] = {&maps[0], &maps[1], &maps[2], &maps[3], &prm};
-  void *fusedParams[] = {&maps[0], &maps[1], &maps[2], &maps[3], &hOnly};
+  void *wgmmaParams[] = {&maps[0], &maps[1], &maps[2], &maps[3], &prm};
   for (size_t n = 0; n < plan.kernels.size(); ++n) {
     const Kernel &k = *plan.kernels[n];
     const MlstmKernel kind = kinds[n];
@@ -303,10 +301,9 @@ void Runtime::launchMlstm(const MlstmPlan &plan, const MlstmArgs &args,
       if (segments == 1 &&
           (kind == MlstmKernel::SegmentStates || kind == MlstmKernel::Combine))
         continue;
-      use = kind == MlstmKernel::SegmentStates ? segmentParams
-            : kind == MlstmKernel::Combine     ? combineParams
-            : kind == MlstmKernel::Fused       ? fusedParams
-                                               : params;
+      use = kind == MlstmKernel::Combine ? combineParams
+            : kind == MlstmKernel::Gates ? params
+                                         : wgmmaParams;
     }
     LaunchDims d =
         mlstmLaunchDims(kp, plan.config, kind, k.source.target, r.b, r.nh, r.s);
