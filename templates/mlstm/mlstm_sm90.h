@@ -86,13 +86,13 @@ struct ChunkWgmma : Chunk<Config> {
   static_assert(!IsSame<T, float>::value, "wgmma takes 16-bit inputs");
   /// One 64 x 64 block of 16-bit elements: 64 rows of 128 bytes.
   static constexpr int kBlock = 64 * 128;
-  /// K's 64-dim blocks carry 8 rows more (n's three 16-bit parts, then
-  /// zeros): the scores' product gives q . n in its columns 64 .. 66.
+  /// K's 64-dim blocks carry 8 rows more (n's hi and lo parts, then
+  /// zeros): the scores' product gives q . n in its columns 64 and 65.
   static constexpr int kKRows = kL + 8, kKBlock = kKRows * 128;
   static constexpr int kQBytes = kL * kDQK * 2, kKBytes = kDQK / 64 * kKBlock,
                        kVBytes = kL * kVB * 2, kCBytes = kDQK * kVB * 2;
-  /// Wp has one block more: w's three 16-bit parts in its columns 128 ..
-  /// 130 (the update's product gives n in them, see step).
+  /// Wp has one block more: w's hi and lo parts in its columns 128 and 129
+  /// (the update's product gives n in them, see step).
   static constexpr int kWBytes = kVBytes + kBlock;
   /// h's staging: one 64 x 64 block a warpgroup (see step).
   static constexpr int kOperands =
@@ -104,8 +104,8 @@ struct ChunkWgmma : Chunk<Config> {
   static_assert(kBytes == Config::kSmemBytes,
                 "kSmemBytes disagrees with ChunkWgmma's smem layout");
   static constexpr int kTiles = kDQK / 64, kOwn = (kTiles + 1) / 2;
-  /// An owned tile's accumulators: C's 128 columns, then n (as three
-  /// parts) and five zeros (the update's m64n136, see step).
+  /// An owned tile's accumulators: C's 128 columns, then n (hi + lo) and
+  /// six zeros (the update's m64n136, see step).
   static constexpr int kAcc = (kVB + 8) / 2;
   /// A chunk's per-token terms (finishGates) in fp32, as step reads them.
   struct Terms {
@@ -232,23 +232,10 @@ struct ChunkWgmma : Chunk<Config> {
   }
 
   /// n's entry of this thread's row h (0: row lane / 4, 1: 8 rows below)
-  /// of owned tile r: the sum of the update's columns 128 .. 130 (w's
-  /// three 16-bit parts), held by the quad's first two lanes. Call on
-  /// every lane.
+  /// of owned tile r: the update's columns 128 and 129 (w's hi and lo
+  /// parts), in lanes 4q; zero in the others.
   KGEN_DEVICE float nAt(int r, int h) const {
-    float v = c[r][kVB / 2 + 2 * h] + c[r][kVB / 2 + 2 * h + 1];
-    v += shuffleXor(v, 1);
-    return v + shuffleXor(v, 2);
-  }
-
-  /// v as three 16-bit parts, hi first, whose sum is v to fp32's
-  /// precision (each part rounds what the ones before it left).
-  static KGEN_DEVICE void split3(float v, T (&part)[3]) {
-#pragma unroll
-    for (int u = 0; u < 3; ++u) {
-      part[u] = Convert<T>::fromFloat(v);
-      v -= Convert<T>::toFloat(part[u]);
-    }
+    return c[r][kVB / 2 + 2 * h] + c[r][kVB / 2 + 2 * h + 1];
   }
 
   /// Rounds the owned tiles into Cp ([DQK / 64][2][64][64] swizzled), and
@@ -267,14 +254,14 @@ struct ChunkWgmma : Chunk<Config> {
         for (int h = 0; h < 2; ++h) {
           // Read on every path (see step).
           const float v = nAt(r, h);
-          T part[3];
-          split3(v, part);
+          const T hi = Convert<T>::fromFloat(v),
+                  lo = Convert<T>::fromFloat(v - Convert<T>::toFloat(hi));
           const int i = tileRow(r) + accRow(2 * h);
           unsigned char *b = sK + i / 64 * kKBlock;
-          if ((lane & 3) == 0 && owns(r))
-#pragma unroll
-            for (int u = 0; u < 3; ++u)
-              *reinterpret_cast<T *>(b + swizzled(kL + u, i % 64)) = part[u];
+          if ((lane & 3) == 0 && owns(r)) {
+            *reinterpret_cast<T *>(b + swizzled(kL, i % 64)) = hi;
+            *reinterpret_cast<T *>(b + swizzled(kL + 1, i % 64)) = lo;
+          }
         }
     }
   }
@@ -301,10 +288,10 @@ struct ChunkWgmma : Chunk<Config> {
         c[r][x + 1] = v.y;
       }
     }
-    // K's rows 67 .. 71 stay zero (the scores' columns 67 .. 71).
-    for (int e = this->tid; e < kTiles * 5 * 8; e += kThreads)
-      *reinterpret_cast<F4 *>(sK + e / 40 * kKBlock + (kL + 3) * 128 +
-                              e % 40 * 16) = F4{{0.f, 0.f, 0.f, 0.f}};
+    // K's rows 66 .. 71 stay zero (the scores' columns 66 .. 71).
+    for (int e = this->tid; e < kTiles * 6 * 8; e += kThreads)
+      *reinterpret_cast<F4 *>(sK + e / 48 * kKBlock + (kL + 2) * 128 +
+                              e % 48 * 16) = F4{{0.f, 0.f, 0.f, 0.f}};
     writeCp();
     fenceForWgmma(); // Cp and n's rows, for the first chunk's wgmmas
     if (this->tid == 0)
@@ -456,7 +443,7 @@ struct ChunkWgmma : Chunk<Config> {
     // addresses are < 256 KiB).
     auto at = [](uint64_t d, int bytes) { return d + uint64_t(bytes >> 4); };
     // S = Q [K; n]^T over DQK: 4 k16 steps per 64-dim block, 32 bytes
-    // apart; its columns 64 .. 66 sum to q . n.
+    // apart; its columns 64 and 65 are q . n's hi and lo parts.
     float s[(kL + 8) / 2], o[32], rowSum[2] = {0.f, 0.f}, qn[2] = {0.f, 0.f};
     uint32_t a[4][4];
     const uint64_t dQ = sm90::matrixDescriptor(sQ, 16, 1024);
@@ -483,19 +470,17 @@ struct ChunkWgmma : Chunk<Config> {
         o.x[u] = Convert<T>::fromFloat(w * Convert<T>::toFloat(vv.x[u]));
       *reinterpret_cast<T8 *>(sW + 16 * e) = o;
     }
-    // w's three 16-bit parts in Wp's extra block (columns 128 .. 130, the
-    // rest of the 16-byte chunk zero): the update's columns 128 .. 130 then
-    // accumulate n = decay n + K^T w in fp32 as C's, to fp32's precision.
+    // w's hi and lo parts in Wp's extra block (columns 128 and 129; the
+    // rest of the 16-byte chunk zero): the update's columns 128 and 129
+    // then accumulate n = decay n + K^T w in fp32, as C's.
     if (this->tid < kL) {
       const int t = this->tid;
+      const float w = t < len ? wa[t] : 0.f;
       T8 o;
-      T part[3];
-      split3(t < len ? wa[t] : 0.f, part);
+      o.x[0] = Convert<T>::fromFloat(w);
+      o.x[1] = Convert<T>::fromFloat(w - Convert<T>::toFloat(o.x[0]));
 #pragma unroll
-      for (int u = 0; u < 3; ++u)
-        o.x[u] = part[u];
-#pragma unroll
-      for (int u = 3; u < 8; ++u)
+      for (int u = 2; u < 8; ++u)
         o.x[u] = Convert<T>::fromFloat(0.f);
       *reinterpret_cast<T8 *>(sW + kVBytes + swizzled(t, 0)) = o;
     }
@@ -505,8 +490,8 @@ struct ChunkWgmma : Chunk<Config> {
       // thread, each spread over the 4 lanes of a quad).
       sm90::wgmmaWait<0>();
       sm90::fenceAccumulators(s);
-      // q_t . n^{k-1}: the sum of the columns 64 .. 66 (n's three parts),
-      // in the quad's first two lanes; 67 .. 71 are zeros.
+      // q_t . n^{k-1}: lane 4q holds it in columns 64 and 65 (hi, lo), the
+      // other lanes of the quad zeros in 66 .. 71.
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         qn[h] = s[kL / 2 + 2 * h] + s[kL / 2 + 2 * h + 1];
