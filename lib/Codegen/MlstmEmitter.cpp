@@ -150,11 +150,6 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
     os << "#include <hip/hip_runtime.h>\n"
        << "#include \"" << header << "\"\n";
   }
-  if (wgmmaWalk)
-    // mlstm_sm90.h's products that carry n along (ChunkWgmma): the scores
-    // with n's two rows after K's (m64n72), the update with w's two columns
-    // after diag(w) V's (m64n136).
-    os << wgmmaAtom(p.dtype, c.chunk + 8) << wgmmaAtom(p.dtype, c.blockDV + 8);
   os << "\nnamespace {\n"
      << "struct Config {\n"
      << "  using Type = " << deviceTypeName(p.dtype) << ";\n"

@@ -86,17 +86,11 @@ struct ChunkWgmma : Chunk<Config> {
   static_assert(!IsSame<T, float>::value, "wgmma takes 16-bit inputs");
   /// One 64 x 64 block of 16-bit elements: 64 rows of 128 bytes.
   static constexpr int kBlock = 64 * 128;
-  /// K's 64-dim blocks carry 8 rows more (n's hi and lo parts, then
-  /// zeros): the scores' product gives q . n in its columns 64 and 65.
-  static constexpr int kKRows = kL + 8, kKBlock = kKRows * 128;
-  static constexpr int kQBytes = kL * kDQK * 2, kKBytes = kDQK / 64 * kKBlock,
-                       kVBytes = kL * kVB * 2, kCBytes = kDQK * kVB * 2;
-  /// Wp has one block more: w's hi and lo parts in its columns 128 and 129
-  /// (the update's product gives n in them, see step).
-  static constexpr int kWBytes = kVBytes + kBlock;
+  static constexpr int kQBytes = kL * kDQK * 2, kVBytes = kL * kVB * 2,
+                       kCBytes = kDQK * kVB * 2;
   /// h's staging: one 64 x 64 block a warpgroup (see step).
   static constexpr int kOperands =
-      kQBytes + kKBytes + kVBytes + kWBytes + kCBytes + 2 * kBlock;
+      2 * kQBytes + 2 * kVBytes + kCBytes + 2 * kBlock;
   static constexpr int kFront = (4 * Base::kFloats + 15) / 16 * 16;
   /// The operands start at the first 1024-byte boundary: up to 1008 bytes
   /// of slack ahead of them.
@@ -104,9 +98,11 @@ struct ChunkWgmma : Chunk<Config> {
   static_assert(kBytes == Config::kSmemBytes,
                 "kSmemBytes disagrees with ChunkWgmma's smem layout");
   static constexpr int kTiles = kDQK / 64, kOwn = (kTiles + 1) / 2;
-  /// An owned tile's accumulators: C's 128 columns, then n (hi + lo) and
-  /// six zeros (the update's m64n136, see step).
-  static constexpr int kAcc = (kVB + 8) / 2;
+  /// n's increment: kGroups threads per 8 consecutive entries (see step).
+  static constexpr int kChunks8 = kDQK / 8;
+  static constexpr int kGroups = kThreads / kChunks8 >= 32   ? 32
+                                 : kThreads / kChunks8 >= 16 ? 16
+                                                             : 8;
   /// A chunk's per-token terms (finishGates) in fp32, as step reads them.
   struct Terms {
     /// The decay exponent of score (t, s), log2 D_ts - log2 m^comb_t + log2
@@ -119,11 +115,12 @@ struct ChunkWgmma : Chunk<Config> {
     float decay;     ///< C^{k-1}'s, exp(g + m^{k-1} - m^k)
     float pad[3];
   };
-  /// Chunk's P region (kL x kL floats; P itself stays in registers): two
-  /// GateRecords at kGateAt (chunk k's copy at k % 2), the tokens'
-  /// mbarrier at kFullAt, two Terms at kTermsAt (chunk k's at k % 2: warp
-  /// 0 finishes chunk k + 1's during chunk k's update, see step).
-  static constexpr int kGateAt = 0;
+  /// Chunk's P region (kL x kL floats; P itself stays in registers): q . n
+  /// at 0, n's partial sums at kL, two GateRecords at kGateAt (chunk k's
+  /// copy at k % 2), the tokens' mbarrier at kFullAt, two Terms at
+  /// kTermsAt (chunk k's at k % 2: warp 0 finishes chunk k + 1's during
+  /// chunk k's update, see step).
+  static constexpr int kGateAt = kL + kGroups * kDQK;
   static constexpr int kFullAt = kGateAt + 2 * gateRecordBytes(kL) / 4;
   static constexpr int kTermsAt = kFullAt + 4;
   /// The sum of the walked chunks' g (fp64; segmentStatesWgmma's).
@@ -139,11 +136,10 @@ struct ChunkWgmma : Chunk<Config> {
            (kTiles - w + 1) / 2 * kBlock;
   }
 
-  // The m64n72 and m64n136 atoms come with the kernel's file (MlstmEmitter).
-  using MmaS = sm90::Wgmma<T, kL + 8, false>;       // Q [K; n]^T
-  using MmaQC = sm90::Wgmma<T, 64, true>;           // Q Cp
-  using MmaPV = sm90::WgmmaRs<T, 64, true>;         // P V, P from registers
-  using MmaU = sm90::Wgmma<T, kVB + 8, true, true>; // K^T [Wp w]
+  using MmaS = sm90::Wgmma<T, 64, false>;       // Q K^T
+  using MmaQC = sm90::Wgmma<T, 64, true>;       // Q Cp
+  using MmaPV = sm90::WgmmaRs<T, 64, true>;     // P V, P from registers
+  using MmaU = sm90::Wgmma<T, 128, true, true>; // K^T Wp
 
   /// Eight 16-bit elements, one 16-byte shared-memory access.
   struct alignas(16) T8 {
@@ -160,8 +156,8 @@ struct ChunkWgmma : Chunk<Config> {
   /// (dim, token, head): q, k, v read, h written.
   const sm90::TensorMap *mapQ, *mapK, *mapV, *mapH;
   int wg, warp, lane; // warp within the warpgroup
-  /// C's owned tiles and n: m64n136 accumulators (tile wg + 2 r).
-  mutable float c[kOwn][kAcc];
+  /// C's owned tiles: m64n128 accumulators (tile wg + 2 r).
+  mutable float c[kOwn][64];
 
   static KGEN_DEVICE unsigned char *operands(unsigned char *smem) {
     return smem + ((1024 - (sm90::smemAddress(smem) & 1023)) & 1023);
@@ -175,9 +171,9 @@ struct ChunkWgmma : Chunk<Config> {
         lane(int(threadIdx.x) % kWaveSize) {
     sQ = operands(smem);
     sK = sQ + kQBytes;
-    sV = sK + kKBytes;
+    sV = sK + kQBytes;
     sW = sV + kVBytes;
-    sC = sW + kWBytes;
+    sC = sW + kVBytes;
     sH = sC + kCBytes;
     terms = reinterpret_cast<Terms *>(this->P + kTermsAt);
     records = reinterpret_cast<GateRecord<kL> *>(this->P + kGateAt);
@@ -231,95 +227,56 @@ struct ChunkWgmma : Chunk<Config> {
     }
   }
 
-  /// n's entry of this thread's row h (0: row lane / 4, 1: 8 rows below)
-  /// of owned tile r: the update's columns 128 and 129 (w's hi and lo
-  /// parts), in lanes 4q; zero in the others.
-  KGEN_DEVICE float nAt(int r, int h) const {
-    return c[r][kVB / 2 + 2 * h] + c[r][kVB / 2 + 2 * h + 1];
-  }
-
-  /// Rounds the owned tiles into Cp ([DQK / 64][2][64][64] swizzled), and
-  /// n into K's rows 64 (its 16-bit rounding) and 65 (the rest, rounded)
-  /// for the next chunk's q . n.
+  /// Rounds the owned tiles into Cp ([DQK / 64][2][64][64] swizzled).
   KGEN_DEVICE void writeCp() const {
     const float one[2] = {1.f, 1.f};
 #pragma unroll
     for (int r = 0; r < kOwn; ++r)
       if (owns(r))
         storeRows<128>(sC + tileRow(r) / 64 * 2 * kBlock, c[r], one);
-    if constexpr (kOutputs) {
-#pragma unroll
-      for (int r = 0; r < kOwn; ++r)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          // Read on every path (see step).
-          const float v = nAt(r, h);
-          const T hi = Convert<T>::fromFloat(v),
-                  lo = Convert<T>::fromFloat(v - Convert<T>::toFloat(hi));
-          const int i = tileRow(r) + accRow(2 * h);
-          unsigned char *b = sK + i / 64 * kKBlock;
-          if ((lane & 3) == 0 && owns(r)) {
-            *reinterpret_cast<T *>(b + swizzled(kL, i % 64)) = hi;
-            *reinterpret_cast<T *>(b + swizzled(kL + 1, i % 64)) = lo;
-          }
-        }
-    }
   }
 
-  /// C (fp32, rows of cStride, the slice at column j0) and n into the
-  /// owned tiles' accumulators, then Cp and K's rows of n; m into shared
-  /// memory; zeros where null.
+  /// C (fp32, rows of cStride, the slice at column j0) into the owned
+  /// tiles and Cp, n and m into shared memory; zeros where null.
   KGEN_DEVICE void loadState(const float *cs, long long cStride, int j0,
                              const float *nn, const float *m) const {
 #pragma unroll
     for (int r = 0; r < kOwn; ++r) {
       const int i0 = tileRow(r);
 #pragma unroll
-      for (int x = 0; x < kAcc; x += 2) {
+      for (int x = 0; x < 64; x += 2) {
         F2 v{0.f, 0.f};
-        if (x < kVB / 2) {
-          if (cs && owns(r))
-            v = *reinterpret_cast<const F2 *>(cs + (i0 + accRow(x)) * cStride +
-                                              j0 + accCol(x));
-        } else if (x - kVB / 2 < 4 && nn && owns(r) && (lane & 3) == 0) {
-          v.x = nn[i0 + accRow(x)]; // n's column 128; 129 starts at zero
-        }
+        if (cs && owns(r))
+          v = *reinterpret_cast<const F2 *>(cs + (i0 + accRow(x)) * cStride +
+                                            j0 + accCol(x));
         c[r][x] = v.x;
         c[r][x + 1] = v.y;
       }
     }
-    // K's rows 66 .. 71 stay zero (the scores' columns 66 .. 71).
-    for (int e = this->tid; e < kTiles * 6 * 8; e += kThreads)
-      *reinterpret_cast<F4 *>(sK + e / 48 * kKBlock + (kL + 2) * 128 +
-                              e % 48 * 16) = F4{{0.f, 0.f, 0.f, 0.f}};
     writeCp();
-    fenceForWgmma(); // Cp and n's rows, for the first chunk's wgmmas
+    fenceForWgmma(); // Cp, for the first chunk's Q C
+    for (int i = this->tid; i < kDQK; i += kThreads)
+      this->n[i] = nn ? nn[i] : 0.f;
     if (this->tid == 0)
       *this->mState = m ? *m : 0.f;
   }
 
-  /// The owned tiles to C and n (as loadState reads them), m from shared
-  /// memory, where not null.
+  /// The owned tiles to C (as loadState reads it), n and m (where not
+  /// null) from shared memory.
   KGEN_DEVICE void storeState(float *cs, long long cStride, int j0, float *nn,
                               float *m) const {
 #pragma unroll
     for (int r = 0; r < kOwn; ++r) {
       const int i0 = tileRow(r);
 #pragma unroll
-      for (int x = 0; x < kVB / 2; x += 2) {
+      for (int x = 0; x < 64; x += 2) {
         const F2 v{c[r][x], c[r][x + 1]}; // read on every path (see step)
         if (cs && owns(r))
           *reinterpret_cast<F2 *>(cs + (i0 + accRow(x)) * cStride + j0 +
                                   accCol(x)) = v;
       }
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float v = nAt(r, h);
-        if (nn && owns(r) && (lane & 3) == 0)
-          nn[i0 + accRow(2 * h)] = v;
-      }
     }
-    Base::storeState(nullptr, cStride, j0, nullptr, m);
+    Base::storeState(nullptr, cStride, j0, nn, m);
   }
 
   /// Whether this thread is its warpgroup's leader, which issues the TMA
@@ -346,7 +303,7 @@ struct ChunkWgmma : Chunk<Config> {
     if (parts & kK)
 #pragma unroll
       for (int b = wg; b < kTiles; b += 2)
-        sm90::tmaLoad3d(sK + b * kKBlock, mapK, full, 64 * b, t0, bh);
+        sm90::tmaLoad3d(sK + b * kBlock, mapK, full, 64 * b, t0, bh);
   }
 
   /// Waits for chunk k's tokens (phase k of `full`: two arrivals, the
@@ -442,18 +399,18 @@ struct ChunkWgmma : Chunk<Config> {
     // adds its byte offset / 16 to the address field (no carry: shared
     // addresses are < 256 KiB).
     auto at = [](uint64_t d, int bytes) { return d + uint64_t(bytes >> 4); };
-    // S = Q [K; n]^T over DQK: 4 k16 steps per 64-dim block, 32 bytes
-    // apart; its columns 64 and 65 are q . n's hi and lo parts.
-    float s[(kL + 8) / 2], o[32], rowSum[2] = {0.f, 0.f}, qn[2] = {0.f, 0.f};
+    // S = Q K^T over DQK: 4 k16 steps per 64-dim block, 32 bytes apart.
+    float s[32], o[32], rowSum[2] = {0.f, 0.f};
     uint32_t a[4][4];
     const uint64_t dQ = sm90::matrixDescriptor(sQ, 16, 1024);
     if constexpr (kOutputs) {
       const uint64_t dK = sm90::matrixDescriptor(sK, 16, 1024);
       sm90::wgmmaFence();
 #pragma unroll
-      for (int kk = 0; kk < kDQK / 16; ++kk)
-        MmaS::run(s, at(dQ, (kk / 4) * kBlock + (kk % 4) * 32),
-                  at(dK, (kk / 4) * kKBlock + (kk % 4) * 32), kk > 0);
+      for (int kk = 0; kk < kDQK / 16; ++kk) {
+        const int off = (kk / 4) * kBlock + (kk % 4) * 32;
+        MmaS::run(s, at(dQ, off), at(dK, off), kk > 0);
+      }
       sm90::wgmmaCommit();
     }
 
@@ -470,44 +427,62 @@ struct ChunkWgmma : Chunk<Config> {
         o.x[u] = Convert<T>::fromFloat(w * Convert<T>::toFloat(vv.x[u]));
       *reinterpret_cast<T8 *>(sW + 16 * e) = o;
     }
-    // w's hi and lo parts in Wp's extra block (columns 128 and 129; the
-    // rest of the 16-byte chunk zero): the update's columns 128 and 129
-    // then accumulate n = decay n + K^T w in fp32, as C's.
-    if (this->tid < kL) {
-      const int t = this->tid;
-      const float w = t < len ? wa[t] : 0.f;
-      T8 o;
-      o.x[0] = Convert<T>::fromFloat(w);
-      o.x[1] = Convert<T>::fromFloat(w - Convert<T>::toFloat(o.x[0]));
-#pragma unroll
-      for (int u = 2; u < 8; ++u)
-        o.x[u] = Convert<T>::fromFloat(0.f);
-      *reinterpret_cast<T8 *>(sW + kVBytes + swizzled(t, 0)) = o;
-    }
     fenceForWgmma(); // Wp, read by the update after the barrier below
-    if constexpr (kOutputs) {
-      // P: the decayed, masked scores, and their row sums (two rows a
-      // thread, each spread over the 4 lanes of a quad).
-      sm90::wgmmaWait<0>();
-      sm90::fenceAccumulators(s);
-      // q_t . n^{k-1}: lane 4q holds it in columns 64 and 65 (hi, lo), the
-      // other lanes of the quad zeros in 66 .. 71.
+    // n's increment K^T w: kGroups threads per 8 consecutive entries, each
+    // over every kGroups-th token, 16-byte rows; the partial sums go to
+    // Chunk's P region (after qn's 64) and are added after the barrier
+    // below, once q . n has read the old n.
+    float *nPart = this->P + kL;
+    if (this->tid < kGroups * kChunks8) {
+      const int c8 = this->tid / kGroups, g = this->tid % kGroups;
+      float acc[8] = {};
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        qn[h] = s[kL / 2 + 2 * h] + s[kL / 2 + 2 * h + 1];
-        qn[h] += shuffleXor(qn[h], 1);
-        qn[h] += shuffleXor(qn[h], 2);
+      for (int t = g; t < kL; t += kGroups) {
+        const float w = t < len ? wa[t] : 0.f;
+        const T8 k8 = *reinterpret_cast<const T8 *>(sK + swizzled(t, 8 * c8));
+#pragma unroll
+        for (int u = 0; u < 8; ++u)
+          acc[u] += Convert<T>::toFloat(k8.x[u]) * w;
       }
-      // log2 D_ts - log2 m^comb_t from the row and column terms, each
-      // column's loaded once for the thread's two rows. The terms reach
-      // hundreds (b_s sums up to 64 log-gates) where their sum, the exponent
-      // that matters, is small: rounded to fp32 alone each would carry an
-      // error of ~3e-5 into every decay, which the normalizer's cancellation
-      // (z_t = q-bar . n + sum_s P_ts near 0, h_t large) amplified past the
-      // tests' bound. As pairs: hi + hi is exact where the sum is small
-      // (Sterbenz), lo + lo restores the rest.
-      const float rowTerm[2] = {tm.row[accRow(0)], tm.row[accRow(2)]},
-                  rowLo[2] = {tm.rowLo[accRow(0)], tm.rowLo[accRow(2)]};
+      F4 *dst = reinterpret_cast<F4 *>(nPart + g * kDQK + 8 * c8);
+      dst[0] = F4{{acc[0], acc[1], acc[2], acc[3]}};
+      dst[1] = F4{{acc[4], acc[5], acc[6], acc[7]}};
+    }
+    // q_t . n, four threads a row, into qn (Chunk's P region).
+    float *qn = this->P;
+    if constexpr (kOutputs) {
+      {
+        const int t = this->tid / 4, g = this->tid % 4;
+        float d = 0.f;
+        for (int ch = g; ch < kDQK / 8; ch += 4) {
+          const T8 q8 = *reinterpret_cast<const T8 *>(sQ + swizzled(t, 8 * ch));
+          const F4 na = *reinterpret_cast<const F4 *>(this->n + 8 * ch),
+                   nb = *reinterpret_cast<const F4 *>(this->n + 8 * ch + 4);
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+          d += Convert<T>::toFloat(q8.x[u]) * na.x[u] +
+               Convert<T>::toFloat(q8.x[4 + u]) * nb.x[u];
+      }
+      d += shuffleXor(d, 1);
+      d += shuffleXor(d, 2);
+      if (g == 0)
+        qn[t] = d;
+    }
+
+    // P: the decayed, masked scores, and their row sums (two rows a
+    // thread, each spread over the 4 lanes of a quad).
+    sm90::wgmmaWait<0>();
+    sm90::fenceAccumulators(s);
+    // log2 D_ts - log2 m^comb_t from the row and column terms, each
+    // column's loaded once for the thread's two rows. The terms reach
+    // hundreds (b_s sums up to 64 log-gates) where their sum, the exponent
+    // that matters, is small: rounded to fp32 alone each would carry an
+    // error of ~3e-5 into every decay, which the normalizer's cancellation
+    // (z_t = q-bar . n + sum_s P_ts near 0, h_t large) amplified past the
+    // tests' bound. As pairs: hi + hi is exact where the sum is small
+    // (Sterbenz), lo + lo restores the rest.
+    const float rowTerm[2] = {tm.row[accRow(0)], tm.row[accRow(2)]},
+                rowLo[2] = {tm.rowLo[accRow(0)], tm.rowLo[accRow(2)]};
 #pragma unroll
     for (int x = 0; x < 32; x += 4)
 #pragma unroll
@@ -568,13 +543,21 @@ struct ChunkWgmma : Chunk<Config> {
     sm90::wgmmaCommit();
     } // kOutputs
 
-    // Both warpgroups' Q Cp have completed (Cp may be rewritten) and Wp is
-    // complete. Q and V are read only by wgmmas from here on, K only by
-    // the update: the next chunk's Q may come.
+    // Both warpgroups' Q Cp have completed (Cp may be rewritten), qn and
+    // Wp are complete, and q . n has read the old n. Q and V are read only
+    // by wgmmas from here on, K only by the update: the next chunk's Q may
+    // come.
     __syncthreads();
     if (t1 >= 0 && leader())
       loadTokens(kArrive, t1, bh, j0);
     const float decay = tm.decay;
+    if (this->tid < kDQK) {
+      float inc = 0.f;
+#pragma unroll
+      for (int g = 0; g < kGroups; ++g)
+        inc += nPart[g * kDQK + this->tid];
+      this->n[this->tid] = decay * this->n[this->tid] + inc;
+    }
     if constexpr (!kOutputs) {
       if (t1 >= 0 && leader())
         loadTokens(kV, t1, bh, j0); // Wp, V's only reader, is complete
@@ -583,7 +566,7 @@ struct ChunkWgmma : Chunk<Config> {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int t = accRow(2 * h);
-      zden[h] = 1.f / (fmaxf(fabsf(tm.qfac[t] * scale * qn[h] + rowSum[h]),
+      zden[h] = 1.f / (fmaxf(fabsf(tm.qfac[t] * scale * qn[t] + rowSum[h]),
                              tm.floor[t]) +
                        p.eps);
     }
@@ -604,13 +587,13 @@ struct ChunkWgmma : Chunk<Config> {
     }
     } // kOutputs
 
-    // [C n] = decay [C n] + K^T [Wp w] on the owned tiles: A = K^T is K's
-    // block of the tile's 64 dims read M-major, k16 steps 16 tokens (2048
-    // bytes) apart; Wp's three 64-column blocks one block apart.
+    // C = decay C + K^T Wp on the owned tiles: A = K^T is K's block of
+    // the tile's 64 dims read M-major, k16 steps 16 tokens (2048 bytes)
+    // apart; Wp's two 64-column blocks one block apart.
 #pragma unroll
     for (int r = 0; r < kOwn; ++r) {
 #pragma unroll
-      for (int x = 0; x < kAcc; ++x)
+      for (int x = 0; x < 64; ++x)
         c[r][x] *= decay;
       // Here, not sunk between the tiles' wgmmas (ptxas would then wait for
       // the first tile's before the second's).
@@ -626,7 +609,7 @@ struct ChunkWgmma : Chunk<Config> {
       for (int kc = 0; kc < kL / 16; ++kc)
         MmaU::run(c[r],
                   at(sm90::matrixDescriptor(sK, kBlock, 1024),
-                     (i0 / 64) * kKBlock + kc * 2048),
+                     (i0 / 64) * kBlock + kc * 2048),
                   at(sm90::matrixDescriptor(sW, kBlock, 1024), kc * 2048), 1);
     }
     sm90::wgmmaCommit();
