@@ -198,7 +198,10 @@ bool fitSplits(const MlstmProblem &p, const MlstmConfig &c, MlstmKernel k,
 /// fp32 front without C.
 int64_t wgmmaSmemBytes(const MlstmProblem &p, const MlstmConfig &c) {
   const int64_t L = c.chunk;
-  const int64_t floats = p.dqk + L * L + 8 * L + 8;
+  // Chunk's fp32 front, its P region holding ChunkWgmma's scratch.
+  const int64_t floats =
+      p.dqk + mlstm::wgmmaScratchFloats(int(L), int(p.dqk), c.warps * 32) +
+      8 * L + 8;
   return 1024 + 2 * (2 * L * p.dqk + 3 * L * c.blockDV + p.dqk * c.blockDV) +
          (4 * floats + 15) / 16 * 16;
 }

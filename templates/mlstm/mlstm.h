@@ -176,7 +176,9 @@ scanGates(const Params &p, long long row0, int len, int lane) {
 /// log-gates near -30 carries an absolute error of ~2e-6, which every decay
 /// factor would inherit as a relative error, several times the error of
 /// the recurrent form in fp32. One warp computes them (gates()).
-template <class Config> struct Chunk {
+/// kScratch: the fp32 words of the P region, where the kernel keeps other
+/// data than the scores there (0: the kL x kL scores in Acc).
+template <class Config, int kScratch = 0> struct Chunk {
   using T = typename Config::Type;
   /// The scores and the output sums. With fp32 inputs they are fp64: where
   /// the normalizer z nearly cancels (h = num / z ill-conditioned), the
@@ -190,8 +192,9 @@ template <class Config> struct Chunk {
                        kThreads = Config::kThreads;
   /// C's fp32 slice, unless ChunkMma keeps it in registers.
   static constexpr int kCFloats = Config::kStateInRegisters ? 0 : kDQK * kVB;
-  static constexpr int kFloats =
-      kCFloats + kDQK + kL * kL * int(sizeof(Acc) / 4) + 8 * kL + 8;
+  static constexpr int kPFloats = kScratch > 0 ? kScratch
+                                               : kL *kL *int(sizeof(Acc) / 4);
+  static constexpr int kFloats = kCFloats + kDQK + kPFloats + 8 * kL + 8;
   /// Q and K rows are padded by one 32-bit word: the scores read K rows
   /// (and the normalizer Q rows) across a warp, which would otherwise all
   /// fall into one shared-memory bank.
@@ -202,7 +205,7 @@ template <class Config> struct Chunk {
   static_assert(Config::kMma || kBytes == Config::kSmemBytes,
                 "kSmemBytes disagrees with the template's smem layout");
   static_assert(kDV % kVB == 0, "kBlockDV divides DV");
-  static_assert((kCFloats + kDQK) % 2 == 0 && kL % 2 == 0,
+  static_assert((kCFloats + kDQK) % 2 == 0 && kPFloats % 2 == 0 && kL % 2 == 0,
                 "the fp64 vectors stay 8-byte aligned");
 
   float *C, *n;
@@ -221,7 +224,7 @@ template <class Config> struct Chunk {
     C = f;
     n = C + kCFloats;
     P = reinterpret_cast<Acc *>(n + kDQK);
-    bcum = reinterpret_cast<double *>(P + kL * kL);
+    bcum = reinterpret_cast<double *>(reinterpret_cast<float *>(P) + kPFloats);
     mcomb = bcum + kL;
     mState = mcomb + kL;
     ig = reinterpret_cast<float *>(mState + 1);

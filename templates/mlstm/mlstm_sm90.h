@@ -55,7 +55,9 @@
 // tokens][64 columns], each 64 x 64 block 8 KiB of 128-byte rows whose
 // 16-byte chunks are swizzled (chunk c of row r at c ^ (r % 8)); then
 // Chunk's fp32 front (n; two GateRecords, the mbarrier and two Terms in its
-// P region).
+// P region, sized to them: wgmmaScratchFloats). 199040 bytes at DQK 256,
+// under the 196 KiB carve-out: the L1 left beside it (60 KiB, not 28)
+// keeps the walk's register spills on chip.
 //
 //===----------------------------------------------------------------------===//
 
@@ -74,8 +76,11 @@ struct alignas(8) F2 {
 /// kOutputs: false for a segment's states alone (segmentStatesWgmma): no
 /// Q, no scores, no h; the update and n's increment only.
 template <class Config, bool kOutputs = true>
-struct ChunkWgmma : Chunk<Config> {
-  using Base = Chunk<Config>;
+struct ChunkWgmma
+    : Chunk<Config, wgmmaScratchFloats(Config::kChunk, Config::kDQK,
+                                       Config::kThreads)> {
+  using Base = Chunk<Config, wgmmaScratchFloats(Config::kChunk, Config::kDQK,
+                                                Config::kThreads)>;
   using T = typename Config::Type;
   static constexpr int kL = Config::kChunk, kDQK = Config::kDQK,
                        kVB = Config::kBlockDV, kThreads = Config::kThreads;
@@ -100,9 +105,7 @@ struct ChunkWgmma : Chunk<Config> {
   static constexpr int kTiles = kDQK / 64, kOwn = (kTiles + 1) / 2;
   /// n's increment: kGroups threads per 8 consecutive entries (see step).
   static constexpr int kChunks8 = kDQK / 8;
-  static constexpr int kGroups = kThreads / kChunks8 >= 32   ? 32
-                                 : kThreads / kChunks8 >= 16 ? 16
-                                                             : 8;
+  static constexpr int kGroups = wgmmaGroups(kDQK, kThreads);
   /// A chunk's per-token terms (finishGates) in fp32, as step reads them.
   struct Terms {
     /// The decay exponent of score (t, s), log2 D_ts - log2 m^comb_t + log2
@@ -115,7 +118,7 @@ struct ChunkWgmma : Chunk<Config> {
     float decay;     ///< C^{k-1}'s, exp(g + m^{k-1} - m^k)
     float pad[3];
   };
-  /// Chunk's P region (kL x kL floats; P itself stays in registers): q . n
+  /// Chunk's P region (wgmmaScratchFloats; P itself stays in registers): q . n
   /// at 0, n's partial sums at kL, two GateRecords at kGateAt (chunk k's
   /// copy at k % 2), the tokens' mbarrier at kFullAt, two Terms at
   /// kTermsAt (chunk k's at k % 2: warp 0 finishes chunk k + 1's during
@@ -126,9 +129,11 @@ struct ChunkWgmma : Chunk<Config> {
   /// The sum of the walked chunks' g (fp64; segmentStatesWgmma's).
   static constexpr int kSumAt = kTermsAt + 2 * int(sizeof(Terms)) / 4;
   static_assert(kGateAt % 4 == 0 && kFullAt % 4 == 0 &&
-                    sizeof(Terms) % 16 == 0 && kSumAt + 2 <= kL * kL,
+                    sizeof(Terms) % 16 == 0 && kSumAt % 2 == 0 &&
+                    kSumAt + 2 == Base::kPFloats,
                 "two GateRecords (16-byte aligned), the mbarrier, two Terms "
-                "and the g sum fit in P");
+                "and the g sum (8-byte aligned) fill P, as "
+                "wgmmaScratchFloats (params.h) counts them");
   /// The bytes of a chunk's tokens that warpgroup w's leader loads
   /// (loadTokens): Q for warpgroup 0, V's block w and K's blocks w, w + 2.
   static constexpr int shareBytes(int w) {
