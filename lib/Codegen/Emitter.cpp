@@ -51,44 +51,6 @@ const char *activationEnum(Activation a) {
   return "?";
 }
 
-/// wgmma_sm90.h spells out the m64nNk16 atoms of n = 64, 128, 192 and 256
-/// (the ones attention and mLSTM use too); a GEMM tile of another width (a
-/// multiple of 8, chosen so the tiles fill the multiprocessors) gets its
-/// atom written into the kernel's own file, in the same form: N / 2 fp32
-/// accumulators a thread, A and B through shared-memory descriptors.
-bool headerHasWgmma(int n) { return n == 64 || n == 128 || n == 192 || n == 256; }
-
-std::string wgmmaAtom(DType ab, int n) {
-  const int acc = n / 2;
-  const char *type = ab == DType::BF16 ? "bf16" : "f16";
-  std::ostringstream os;
-  os << "\n// wgmma m64n" << n << "k16 (kgen/common/wgmma_sm90.h has n = 64, "
-     << "128, 192, 256): " << acc << " fp32 accumulators a thread.\n"
-     << "namespace kgen::sm90 {\n"
-     << "template <bool kTransB, bool kTransA> struct Wgmma<" << type << ", "
-     << n << ", kTransB, kTransA> {\n"
-     << "  static KGEN_DEVICE void run(float (&d)[" << acc
-     << "], uint64_t descA, uint64_t descB,\n"
-     << "                              int scaleD) {\n"
-     << "    asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" << acc + 2
-     << ", 0;\\n\"\n"
-     << "                 \"wgmma.mma_async.sync.aligned.m64n" << n
-     << "k16.f32." << type << "." << type << " {";
-  for (int i = 0; i < acc; ++i)
-    os << (i ? "," : "") << "%" << i;
-  os << "}, %" << acc << ", %" << acc + 1 << ", p, 1, 1, %" << acc + 4 << ", %"
-     << acc + 3 << ";\\n}\\n\"\n                 :";
-  for (int i = 0; i < acc; ++i)
-    os << (i == 0 ? " " : i % 8 == 0 ? ",\n                   " : ", ")
-       << "\"+f\"(d[" << i << "])";
-  os << "\n                 : \"l\"(descA), \"l\"(descB), \"r\"(scaleD), "
-        "\"n\"(int(kTransB)), \"n\"(int(kTransA)));\n"
-     << "  }\n"
-     << "};\n"
-     << "} // namespace kgen::sm90\n";
-  return os.str();
-}
-
 /// "relu(alpha * acc + beta * C + bias[n]) + R", for the file's comment.
 std::string epilogueFormula(const GemmProblem &p) {
   std::string v = "alpha * acc + beta * C";
@@ -176,6 +138,48 @@ std::string configComment(const GemmConfig &c) {
 }
 
 } // namespace
+
+/// wgmma_sm90.h spells out the m64nNk16 atoms of n = 64, 128, 192 and 256
+/// (the ones attention and mLSTM use too); a GEMM tile of another width (a
+/// multiple of 8, chosen so the tiles fill the multiprocessors) gets its
+/// atom written into the kernel's own file, in the same form: N / 2 fp32
+/// accumulators a thread, A and B through shared-memory descriptors.
+bool headerHasWgmma(int n) {
+  return n == 64 || n == 128 || n == 192 || n == 256;
+}
+
+std::string wgmmaAtom(DType ab, int n) {
+  const int acc = n / 2;
+  const char *type = ab == DType::BF16 ? "bf16" : "f16";
+  std::ostringstream os;
+  os << "\n// wgmma m64n" << n << "k16 (kgen/common/wgmma_sm90.h has n = 64, "
+     << "128, 192, 256): " << acc << " fp32 accumulators a thread.\n"
+     << "namespace kgen::sm90 {\n"
+     << "template <bool kTransB, bool kTransA> struct Wgmma<" << type << ", "
+     << n << ", kTransB, kTransA> {\n"
+     << "  static KGEN_DEVICE void run(float (&d)[" << acc
+     << "], uint64_t descA, uint64_t descB,\n"
+     << "                              int scaleD) {\n"
+     << "    asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" << acc + 2
+     << ", 0;\\n\"\n"
+     << "                 \"wgmma.mma_async.sync.aligned.m64n" << n
+     << "k16.f32." << type << "." << type << " {";
+  for (int i = 0; i < acc; ++i)
+    os << (i ? "," : "") << "%" << i;
+  os << "}, %" << acc << ", %" << acc + 1 << ", p, 1, 1, %" << acc + 4 << ", %"
+     << acc + 3 << ";\\n}\\n\"\n                 :";
+  for (int i = 0; i < acc; ++i)
+    os << (i == 0       ? " "
+           : i % 8 == 0 ? ",\n                   "
+                        : ", ")
+       << "\"+f\"(d[" << i << "])";
+  os << "\n                 : \"l\"(descA), \"l\"(descB), \"r\"(scaleD), "
+        "\"n\"(int(kTransB)), \"n\"(int(kTransA)));\n"
+     << "  }\n"
+     << "};\n"
+     << "} // namespace kgen::sm90\n";
+  return os.str();
+}
 
 std::string deviceTypeName(DType t) {
   switch (t) {

@@ -150,6 +150,9 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
     os << "#include <hip/hip_runtime.h>\n"
        << "#include \"" << header << "\"\n";
   }
+  if (wgmmaWalk)
+    // mlstm_sm90.h's scores carry n's two rows after K's (ChunkWgmma).
+    os << wgmmaAtom(p.dtype, c.chunk + 8);
   os << "\nnamespace {\n"
      << "struct Config {\n"
      << "  using Type = " << deviceTypeName(p.dtype) << ";\n"

@@ -77,10 +77,8 @@ struct alignas(8) F2 {
 /// Q, no scores, no h; the update and n's increment only.
 template <class Config, bool kOutputs = true>
 struct ChunkWgmma
-    : Chunk<Config, wgmmaScratchFloats(Config::kChunk, Config::kDQK,
-                                       Config::kThreads)> {
-  using Base = Chunk<Config, wgmmaScratchFloats(Config::kChunk, Config::kDQK,
-                                                Config::kThreads)>;
+    : Chunk<Config, wgmmaScratchFloats(Config::kChunk, Config::kDQK)> {
+  using Base = Chunk<Config, wgmmaScratchFloats(Config::kChunk, Config::kDQK)>;
   using T = typename Config::Type;
   static constexpr int kL = Config::kChunk, kDQK = Config::kDQK,
                        kVB = Config::kBlockDV, kThreads = Config::kThreads;
@@ -91,11 +89,15 @@ struct ChunkWgmma
   static_assert(!IsSame<T, float>::value, "wgmma takes 16-bit inputs");
   /// One 64 x 64 block of 16-bit elements: 64 rows of 128 bytes.
   static constexpr int kBlock = 64 * 128;
-  static constexpr int kQBytes = kL * kDQK * 2, kVBytes = kL * kVB * 2,
-                       kCBytes = kDQK * kVB * 2;
+  /// K's 64-dim blocks carry 8 rows more: n's 16-bit rounding and the
+  /// rest of it, rounded (writeN), then zeros. The scores' product then
+  /// gives q . n in its columns 64 and 65.
+  static constexpr int kKRows = kL + 8, kKBlock = kKRows * 128;
+  static constexpr int kQBytes = kL * kDQK * 2, kKBytes = kDQK / 64 * kKBlock,
+                       kVBytes = kL * kVB * 2, kCBytes = kDQK * kVB * 2;
   /// h's staging: one 64 x 64 block a warpgroup (see step).
   static constexpr int kOperands =
-      2 * kQBytes + 2 * kVBytes + kCBytes + 2 * kBlock;
+      kQBytes + kKBytes + 2 * kVBytes + kCBytes + 2 * kBlock;
   static constexpr int kFront = (4 * Base::kFloats + 15) / 16 * 16;
   /// The operands start at the first 1024-byte boundary: up to 1008 bytes
   /// of slack ahead of them.
@@ -105,7 +107,9 @@ struct ChunkWgmma
   static constexpr int kTiles = kDQK / 64, kOwn = (kTiles + 1) / 2;
   /// n's increment: kGroups threads per 8 consecutive entries (see step).
   static constexpr int kChunks8 = kDQK / 8;
-  static constexpr int kGroups = wgmmaGroups(kDQK, kThreads);
+  static constexpr int kGroups = kThreads / kChunks8 >= 32   ? 32
+                                 : kThreads / kChunks8 >= 16 ? 16
+                                                             : 8;
   /// A chunk's per-token terms (finishGates) in fp32, as step reads them.
   struct Terms {
     /// The decay exponent of score (t, s), log2 D_ts - log2 m^comb_t + log2
@@ -118,12 +122,12 @@ struct ChunkWgmma
     float decay;     ///< C^{k-1}'s, exp(g + m^{k-1} - m^k)
     float pad[3];
   };
-  /// Chunk's P region (wgmmaScratchFloats; P itself stays in registers): q . n
-  /// at 0, n's partial sums at kL, two GateRecords at kGateAt (chunk k's
+  /// Chunk's P region (wgmmaScratchFloats; P itself stays in registers):
+  /// n's increment at 0, two GateRecords at kGateAt (chunk k's
   /// copy at k % 2), the tokens' mbarrier at kFullAt, two Terms at
   /// kTermsAt (chunk k's at k % 2: warp 0 finishes chunk k + 1's during
   /// chunk k's update, see step).
-  static constexpr int kGateAt = kL + kGroups * kDQK;
+  static constexpr int kGateAt = kDQK;
   static constexpr int kFullAt = kGateAt + 2 * gateRecordBytes(kL) / 4;
   static constexpr int kTermsAt = kFullAt + 4;
   /// The sum of the walked chunks' g (fp64; segmentStatesWgmma's).
@@ -141,7 +145,8 @@ struct ChunkWgmma
            (kTiles - w + 1) / 2 * kBlock;
   }
 
-  using MmaS = sm90::Wgmma<T, 64, false>;       // Q K^T
+  // The m64n72 atom comes with the kernel's file (MlstmEmitter).
+  using MmaS = sm90::Wgmma<T, kKRows, false>;   // Q [K; n]^T
   using MmaQC = sm90::Wgmma<T, 64, true>;       // Q Cp
   using MmaPV = sm90::WgmmaRs<T, 64, true>;     // P V, P from registers
   using MmaU = sm90::Wgmma<T, 128, true, true>; // K^T Wp
@@ -176,7 +181,7 @@ struct ChunkWgmma
         lane(int(threadIdx.x) % kWaveSize) {
     sQ = operands(smem);
     sK = sQ + kQBytes;
-    sV = sK + kQBytes;
+    sV = sK + kKBytes;
     sW = sV + kVBytes;
     sC = sW + kVBytes;
     sH = sC + kCBytes;
@@ -187,9 +192,10 @@ struct ChunkWgmma
   }
 
   /// Byte offset of element (row, col) in a run of 64 x 64 swizzled
-  /// blocks, block col / 64 of them after the first.
-  static KGEN_DEVICE int swizzled(int row, int col) {
-    return (col >> 6) * kBlock + row * 128 +
+  /// blocks, block col / 64 of them after the first, `stride` bytes apart
+  /// (K's: kKBlock).
+  static KGEN_DEVICE int swizzled(int row, int col, int stride = kBlock) {
+    return (col >> 6) * stride + row * 128 +
            ((((col & 63) >> 3) ^ (row & 7)) << 4) + (col & 7) * 2;
   }
   /// The row and column of accumulator x of an m64nN wgmma in this thread.
@@ -259,11 +265,27 @@ struct ChunkWgmma
       }
     }
     writeCp();
-    fenceForWgmma(); // Cp, for the first chunk's Q C
-    for (int i = this->tid; i < kDQK; i += kThreads)
+    for (int i = this->tid; i < kDQK; i += kThreads) {
       this->n[i] = nn ? nn[i] : 0.f;
+      writeN(i, this->n[i]);
+    }
+    // K's rows 66 .. 71 stay zero (the scores' columns 66 .. 71).
+    for (int e = this->tid; e < kTiles * 6 * 8; e += kThreads)
+      *reinterpret_cast<F4 *>(sK + e / 48 * kKBlock + (kL + 2) * 128 +
+                              e % 48 * 16) = F4{{0.f, 0.f, 0.f, 0.f}};
+    fenceForWgmma(); // Cp and n's rows, for the first chunk's wgmmas
     if (this->tid == 0)
       *this->mState = m ? *m : 0.f;
+  }
+
+  /// n's entry i into K's rows 64 (its 16-bit rounding) and 65 (the rest,
+  /// rounded) for the next scores' q . n: 16 bits and 8 more of n's 24.
+  KGEN_DEVICE void writeN(int i, float v) const {
+    const T hi = Convert<T>::fromFloat(v),
+            lo = Convert<T>::fromFloat(v - Convert<T>::toFloat(hi));
+    unsigned char *b = sK + i / 64 * kKBlock;
+    *reinterpret_cast<T *>(b + swizzled(kL, i % 64)) = hi;
+    *reinterpret_cast<T *>(b + swizzled(kL + 1, i % 64)) = lo;
   }
 
   /// The owned tiles to C (as loadState reads it), n and m (where not
@@ -308,7 +330,7 @@ struct ChunkWgmma
     if (parts & kK)
 #pragma unroll
       for (int b = wg; b < kTiles; b += 2)
-        sm90::tmaLoad3d(sK + b * kBlock, mapK, full, 64 * b, t0, bh);
+        sm90::tmaLoad3d(sK + b * kKBlock, mapK, full, 64 * b, t0, bh);
   }
 
   /// Waits for chunk k's tokens (phase k of `full`: two arrivals, the
@@ -404,18 +426,18 @@ struct ChunkWgmma
     // adds its byte offset / 16 to the address field (no carry: shared
     // addresses are < 256 KiB).
     auto at = [](uint64_t d, int bytes) { return d + uint64_t(bytes >> 4); };
-    // S = Q K^T over DQK: 4 k16 steps per 64-dim block, 32 bytes apart.
-    float s[32], o[32], rowSum[2] = {0.f, 0.f};
+    // S = Q [K; n]^T over DQK: 4 k16 steps per 64-dim block, 32 bytes
+    // apart; its columns 64 and 65 are q . n's two parts.
+    float s[kKRows / 2], o[32], rowSum[2] = {0.f, 0.f}, qn[2];
     uint32_t a[4][4];
     const uint64_t dQ = sm90::matrixDescriptor(sQ, 16, 1024);
     if constexpr (kOutputs) {
       const uint64_t dK = sm90::matrixDescriptor(sK, 16, 1024);
       sm90::wgmmaFence();
 #pragma unroll
-      for (int kk = 0; kk < kDQK / 16; ++kk) {
-        const int off = (kk / 4) * kBlock + (kk % 4) * 32;
-        MmaS::run(s, at(dQ, off), at(dK, off), kk > 0);
-      }
+      for (int kk = 0; kk < kDQK / 16; ++kk)
+        MmaS::run(s, at(dQ, (kk / 4) * kBlock + (kk % 4) * 32),
+                  at(dK, (kk / 4) * kKBlock + (kk % 4) * 32), kk > 0);
       sm90::wgmmaCommit();
     }
 
@@ -433,61 +455,58 @@ struct ChunkWgmma
       *reinterpret_cast<T8 *>(sW + 16 * e) = o;
     }
     fenceForWgmma(); // Wp, read by the update after the barrier below
-    // n's increment K^T w: kGroups threads per 8 consecutive entries, each
-    // over every kGroups-th token, 16-byte rows; the partial sums go to
-    // Chunk's P region (after qn's 64) and are added after the barrier
-    // below, once q . n has read the old n.
-    float *nPart = this->P + kL;
+    // n's increment K^T w: kGroups threads (consecutive lanes) per 8
+    // consecutive entries, each over every kGroups-th token, 16-byte rows;
+    // their partial sums reduced across the group's lanes by shuffles
+    // (lane u of the group writes entry u) to Chunk's P region: 1 KiB, not
+    // the 8 of every group's partials. Added after the barrier below, once
+    // the scores (q . n) have read the old n.
+    float *nInc = this->P;
     if (this->tid < kGroups * kChunks8) {
       const int c8 = this->tid / kGroups, g = this->tid % kGroups;
       float acc[8] = {};
 #pragma unroll
       for (int t = g; t < kL; t += kGroups) {
         const float w = t < len ? wa[t] : 0.f;
-        const T8 k8 = *reinterpret_cast<const T8 *>(sK + swizzled(t, 8 * c8));
+        const T8 k8 =
+            *reinterpret_cast<const T8 *>(sK + swizzled(t, 8 * c8, kKBlock));
 #pragma unroll
         for (int u = 0; u < 8; ++u)
           acc[u] += Convert<T>::toFloat(k8.x[u]) * w;
       }
-      F4 *dst = reinterpret_cast<F4 *>(nPart + g * kDQK + 8 * c8);
-      dst[0] = F4{{acc[0], acc[1], acc[2], acc[3]}};
-      dst[1] = F4{{acc[4], acc[5], acc[6], acc[7]}};
-    }
-    // q_t . n, four threads a row, into qn (Chunk's P region).
-    float *qn = this->P;
-    if constexpr (kOutputs) {
-      {
-        const int t = this->tid / 4, g = this->tid % 4;
-        float d = 0.f;
-        for (int ch = g; ch < kDQK / 8; ch += 4) {
-          const T8 q8 = *reinterpret_cast<const T8 *>(sQ + swizzled(t, 8 * ch));
-          const F4 na = *reinterpret_cast<const F4 *>(this->n + 8 * ch),
-                   nb = *reinterpret_cast<const F4 *>(this->n + 8 * ch + 4);
 #pragma unroll
-        for (int u = 0; u < 4; ++u)
-          d += Convert<T>::toFloat(q8.x[u]) * na.x[u] +
-               Convert<T>::toFloat(q8.x[4 + u]) * nb.x[u];
+      for (int u = 0; u < 8; ++u) {
+        float v = acc[u];
+#pragma unroll
+        for (int d = 1; d < kGroups; d *= 2)
+          v += shuffleXor(v, d);
+        if (g == u)
+          nInc[8 * c8 + u] = v;
       }
-      d += shuffleXor(d, 1);
-      d += shuffleXor(d, 2);
-      if (g == 0)
-        qn[t] = d;
     }
-
-    // P: the decayed, masked scores, and their row sums (two rows a
-    // thread, each spread over the 4 lanes of a quad).
-    sm90::wgmmaWait<0>();
-    sm90::fenceAccumulators(s);
-    // log2 D_ts - log2 m^comb_t from the row and column terms, each
-    // column's loaded once for the thread's two rows. The terms reach
-    // hundreds (b_s sums up to 64 log-gates) where their sum, the exponent
-    // that matters, is small: rounded to fp32 alone each would carry an
-    // error of ~3e-5 into every decay, which the normalizer's cancellation
-    // (z_t = q-bar . n + sum_s P_ts near 0, h_t large) amplified past the
-    // tests' bound. As pairs: hi + hi is exact where the sum is small
-    // (Sterbenz), lo + lo restores the rest.
-    const float rowTerm[2] = {tm.row[accRow(0)], tm.row[accRow(2)]},
-                rowLo[2] = {tm.rowLo[accRow(0)], tm.rowLo[accRow(2)]};
+    if constexpr (kOutputs) {
+      // P: the decayed, masked scores, and their row sums (two rows a
+      // thread, each spread over the 4 lanes of a quad).
+      sm90::wgmmaWait<0>();
+      sm90::fenceAccumulators(s);
+      // q_t . n^{k-1}: its two parts in columns 64 and 65, lane 4q's; the
+      // other lanes of the quad hold zeros (columns 66 .. 71).
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        qn[h] = s[kL / 2 + 2 * h] + s[kL / 2 + 2 * h + 1];
+        qn[h] += shuffleXor(qn[h], 1);
+        qn[h] += shuffleXor(qn[h], 2);
+      }
+      // log2 D_ts - log2 m^comb_t from the row and column terms, each
+      // column's loaded once for the thread's two rows. The terms reach
+      // hundreds (b_s sums up to 64 log-gates) where their sum, the exponent
+      // that matters, is small: rounded to fp32 alone each would carry an
+      // error of ~3e-5 into every decay, which the normalizer's cancellation
+      // (z_t = q-bar . n + sum_s P_ts near 0, h_t large) amplified past the
+      // tests' bound. As pairs: hi + hi is exact where the sum is small
+      // (Sterbenz), lo + lo restores the rest.
+      const float rowTerm[2] = {tm.row[accRow(0)], tm.row[accRow(2)]},
+                  rowLo[2] = {tm.rowLo[accRow(0)], tm.rowLo[accRow(2)]};
 #pragma unroll
     for (int x = 0; x < 32; x += 4)
 #pragma unroll
@@ -548,20 +567,18 @@ struct ChunkWgmma
     sm90::wgmmaCommit();
     } // kOutputs
 
-    // Both warpgroups' Q Cp have completed (Cp may be rewritten), qn and
-    // Wp are complete, and q . n has read the old n. Q and V are read only
-    // by wgmmas from here on, K only by the update: the next chunk's Q may
+    // Both warpgroups' Q Cp have completed (Cp may be rewritten), Wp is
+    // complete, and the scores (q . n) have read the old n. Q and V are read
+    // only by wgmmas from here on, K only by the update: the next chunk's Q may
     // come.
     __syncthreads();
     if (t1 >= 0 && leader())
       loadTokens(kArrive, t1, bh, j0);
     const float decay = tm.decay;
     if (this->tid < kDQK) {
-      float inc = 0.f;
-#pragma unroll
-      for (int g = 0; g < kGroups; ++g)
-        inc += nPart[g * kDQK + this->tid];
-      this->n[this->tid] = decay * this->n[this->tid] + inc;
+      const float n = decay * this->n[this->tid] + nInc[this->tid];
+      this->n[this->tid] = n;
+      writeN(this->tid, n); // the scores' have read the old (see above)
     }
     if constexpr (!kOutputs) {
       if (t1 >= 0 && leader())
@@ -571,7 +588,7 @@ struct ChunkWgmma
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int t = accRow(2 * h);
-      zden[h] = 1.f / (fmaxf(fabsf(tm.qfac[t] * scale * qn[t] + rowSum[h]),
+      zden[h] = 1.f / (fmaxf(fabsf(tm.qfac[t] * scale * qn[h] + rowSum[h]),
                              tm.floor[t]) +
                        p.eps);
     }
@@ -613,8 +630,8 @@ struct ChunkWgmma
 #pragma unroll
       for (int kc = 0; kc < kL / 16; ++kc)
         MmaU::run(c[r],
-                  at(sm90::matrixDescriptor(sK, kBlock, 1024),
-                     (i0 / 64) * kBlock + kc * 2048),
+                  at(sm90::matrixDescriptor(sK, kKBlock, 1024),
+                     (i0 / 64) * kKBlock + kc * 2048),
                   at(sm90::matrixDescriptor(sW, kBlock, 1024), kc * 2048), 1);
     }
     sm90::wgmmaCommit();

@@ -51,22 +51,15 @@ struct Params {
 /// max a_t in fp64, i_t in fp32 (a multiple of 16 for chunks of 4k tokens).
 constexpr int gateRecordBytes(int chunk) { return 20 * chunk + 16; }
 
-/// The sm_90a wgmma walk's n increment: `groups` threads per 8 consecutive
-/// entries of n, each summing every groups-th token (ChunkWgmma::step).
-constexpr int wgmmaGroups(int dqk, int threads) {
-  return threads / (dqk / 8) >= 32 ? 32 : threads / (dqk / 8) >= 16 ? 16 : 8;
-}
-
 /// The fp32 words of the wgmma walk's scratch, Chunk's P region there (P
-/// itself stays in registers; ChunkWgmma's layout): q . n (chunk), n's
-/// partial sums (groups x dqk), two GateRecords, the mbarrier (4), two
-/// Terms (7 chunk + 4 each) and the fp64 g sum (2). Sized to that rather
-/// than chunk x chunk: at DQK 256 the block's shared memory then fits the
-/// SM's 196 KiB carve-out, which leaves 60 KiB of L1 (not 28) to the
-/// walk's register spills.
-constexpr int wgmmaScratchFloats(int chunk, int dqk, int threads) {
-  return chunk + wgmmaGroups(dqk, threads) * dqk +
-         2 * gateRecordBytes(chunk) / 4 + 4 + 2 * (7 * chunk + 4) + 2;
+/// itself stays in registers; ChunkWgmma's layout): n's increment (dqk), two
+/// GateRecords, the mbarrier (4), two Terms (7 chunk
+/// + 4 each) and the fp64 g sum (2). Sized to that rather than chunk x
+/// chunk: at DQK 256 the block's shared memory then fits the SM's 196 KiB
+/// carve-out, which leaves 60 KiB of L1 (not 28) to the walk's register
+/// spills.
+constexpr int wgmmaScratchFloats(int chunk, int dqk) {
+  return dqk + 2 * gateRecordBytes(chunk) / 4 + 4 + 2 * (7 * chunk + 4) + 2;
 }
 
 } // namespace kgen::mlstm
