@@ -151,8 +151,9 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
        << "#include \"" << header << "\"\n";
   }
   if (wgmmaWalk)
-    // mlstm_sm90.h's scores carry n's two rows after K's (ChunkWgmma).
-    os << wgmmaAtom(p.dtype, c.chunk + 8);
+    // mlstm_sm90.h's products that carry n (ChunkWgmma): the scores with
+    // n's two rows after K's (m64n72), n's increment (m64n8).
+    os << wgmmaAtom(p.dtype, c.chunk + 8) << wgmmaAtom(p.dtype, 8);
   os << "\nnamespace {\n"
      << "struct Config {\n"
      << "  using Type = " << deviceTypeName(p.dtype) << ";\n"

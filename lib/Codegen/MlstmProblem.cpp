@@ -194,17 +194,16 @@ bool fitSplits(const MlstmProblem &p, const MlstmConfig &c, MlstmKernel k,
 
 /// Must match ChunkWgmma<>::kBytes: up to 1008 bytes of slack to a
 /// 1024-byte boundary, Q and K (L x dqk; K with 8 rows more a 64-dim
-/// block: n), V and diag(w) V (L x 128), C's
-/// 16-bit copy (dqk x 128), h's staging (L x 128), all 16-bit; then Chunk's
+/// block: n), V and diag(w) V (L x 128), C's 16-bit copy (dqk x 128),
+/// h's staging (L x 128), w's parts (8 x L), all 16-bit; then Chunk's
 /// fp32 front without C.
 int64_t wgmmaSmemBytes(const MlstmProblem &p, const MlstmConfig &c) {
   const int64_t L = c.chunk;
   // Chunk's fp32 front, its P region holding ChunkWgmma's scratch.
-  const int64_t floats =
-      p.dqk + mlstm::wgmmaScratchFloats(int(L), int(p.dqk)) + 8 * L + 8;
+  const int64_t floats = p.dqk + mlstm::wgmmaScratchFloats(int(L)) + 8 * L + 8;
   return 1024 +
          2 * (2 * L * p.dqk + 8 * p.dqk + 3 * L * c.blockDV +
-              p.dqk * c.blockDV) +
+              p.dqk * c.blockDV + 8 * L) +
          (4 * floats + 15) / 16 * 16;
 }
 

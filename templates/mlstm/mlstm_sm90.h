@@ -76,9 +76,8 @@ struct alignas(8) F2 {
 /// kOutputs: false for a segment's states alone (segmentStatesWgmma): no
 /// Q, no scores, no h; the update and n's increment only.
 template <class Config, bool kOutputs = true>
-struct ChunkWgmma
-    : Chunk<Config, wgmmaScratchFloats(Config::kChunk, Config::kDQK)> {
-  using Base = Chunk<Config, wgmmaScratchFloats(Config::kChunk, Config::kDQK)>;
+struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
+  using Base = Chunk<Config, wgmmaScratchFloats(Config::kChunk)>;
   using T = typename Config::Type;
   static constexpr int kL = Config::kChunk, kDQK = Config::kDQK,
                        kVB = Config::kBlockDV, kThreads = Config::kThreads;
@@ -95,9 +94,12 @@ struct ChunkWgmma
   static constexpr int kKRows = kL + 8, kKBlock = kKRows * 128;
   static constexpr int kQBytes = kL * kDQK * 2, kKBytes = kDQK / 64 * kKBlock,
                        kVBytes = kL * kVB * 2, kCBytes = kDQK * kVB * 2;
+  /// w's three 16-bit parts over the chunk's tokens: n's increment K^T w
+  /// is the update's m64n8 product (8 rows of 128 bytes, rows 3 .. 7 zero).
+  static constexpr int kWnBytes = 8 * 128;
   /// h's staging: one 64 x 64 block a warpgroup (see step).
   static constexpr int kOperands =
-      kQBytes + kKBytes + 2 * kVBytes + kCBytes + 2 * kBlock;
+      kQBytes + kKBytes + 2 * kVBytes + kCBytes + 2 * kBlock + kWnBytes;
   static constexpr int kFront = (4 * Base::kFloats + 15) / 16 * 16;
   /// The operands start at the first 1024-byte boundary: up to 1008 bytes
   /// of slack ahead of them.
@@ -105,11 +107,6 @@ struct ChunkWgmma
   static_assert(kBytes == Config::kSmemBytes,
                 "kSmemBytes disagrees with ChunkWgmma's smem layout");
   static constexpr int kTiles = kDQK / 64, kOwn = (kTiles + 1) / 2;
-  /// n's increment: kGroups threads per 8 consecutive entries (see step).
-  static constexpr int kChunks8 = kDQK / 8;
-  static constexpr int kGroups = kThreads / kChunks8 >= 32   ? 32
-                                 : kThreads / kChunks8 >= 16 ? 16
-                                                             : 8;
   /// A chunk's per-token terms (finishGates) in fp32, as step reads them.
   struct Terms {
     /// The decay exponent of score (t, s), log2 D_ts - log2 m^comb_t + log2
@@ -123,11 +120,11 @@ struct ChunkWgmma
     float pad[3];
   };
   /// Chunk's P region (wgmmaScratchFloats; P itself stays in registers):
-  /// n's increment at 0, two GateRecords at kGateAt (chunk k's
+  /// two GateRecords at kGateAt (chunk k's
   /// copy at k % 2), the tokens' mbarrier at kFullAt, two Terms at
   /// kTermsAt (chunk k's at k % 2: warp 0 finishes chunk k + 1's during
   /// chunk k's update, see step).
-  static constexpr int kGateAt = kDQK;
+  static constexpr int kGateAt = 0;
   static constexpr int kFullAt = kGateAt + 2 * gateRecordBytes(kL) / 4;
   static constexpr int kTermsAt = kFullAt + 4;
   /// The sum of the walked chunks' g (fp64; segmentStatesWgmma's).
@@ -150,13 +147,14 @@ struct ChunkWgmma
   using MmaQC = sm90::Wgmma<T, 64, true>;       // Q Cp
   using MmaPV = sm90::WgmmaRs<T, 64, true>;     // P V, P from registers
   using MmaU = sm90::Wgmma<T, 128, true, true>; // K^T Wp
+  using MmaN = sm90::Wgmma<T, 8, false, true>;  // K^T w, m64n8 (MlstmEmitter)
 
   /// Eight 16-bit elements, one 16-byte shared-memory access.
   struct alignas(16) T8 {
     T x[8];
   };
 
-  unsigned char *sQ, *sK, *sV, *sW, *sC, *sH;
+  unsigned char *sQ, *sK, *sV, *sW, *sC, *sH, *sWn;
   /// [2], in P (kTermsAt). finishGates computes the terms in fp64; the
   /// decay exponents' as fp32 pairs (see step), the rest rounded once.
   Terms *terms;
@@ -185,6 +183,7 @@ struct ChunkWgmma
     sW = sV + kVBytes;
     sC = sW + kVBytes;
     sH = sC + kCBytes;
+    sWn = sH + 2 * kBlock;
     terms = reinterpret_cast<Terms *>(this->P + kTermsAt);
     records = reinterpret_cast<GateRecord<kL> *>(this->P + kGateAt);
     full = reinterpret_cast<uint64_t *>(this->P + kFullAt);
@@ -269,6 +268,10 @@ struct ChunkWgmma
       this->n[i] = nn ? nn[i] : 0.f;
       writeN(i, this->n[i]);
     }
+    // w's rows 3 .. 7 stay zero (the increment's columns 3 .. 7).
+    for (int e = this->tid; e < 5 * 8; e += kThreads)
+      *reinterpret_cast<F4 *>(sWn + 3 * 128 + e * 16) =
+          F4{{0.f, 0.f, 0.f, 0.f}};
     // K's rows 66 .. 71 stay zero (the scores' columns 66 .. 71).
     for (int e = this->tid; e < kTiles * 6 * 8; e += kThreads)
       *reinterpret_cast<F4 *>(sK + e / 48 * kKBlock + (kL + 2) * 128 +
@@ -454,36 +457,20 @@ struct ChunkWgmma
         o.x[u] = Convert<T>::fromFloat(w * Convert<T>::toFloat(vv.x[u]));
       *reinterpret_cast<T8 *>(sW + 16 * e) = o;
     }
-    fenceForWgmma(); // Wp, read by the update after the barrier below
-    // n's increment K^T w: kGroups threads (consecutive lanes) per 8
-    // consecutive entries, each over every kGroups-th token, 16-byte rows;
-    // their partial sums reduced across the group's lanes by shuffles
-    // (lane u of the group writes entry u) to Chunk's P region: 1 KiB, not
-    // the 8 of every group's partials. Added after the barrier below, once
-    // the scores (q . n) have read the old n.
-    float *nInc = this->P;
-    if (this->tid < kGroups * kChunks8) {
-      const int c8 = this->tid / kGroups, g = this->tid % kGroups;
-      float acc[8] = {};
-#pragma unroll
-      for (int t = g; t < kL; t += kGroups) {
-        const float w = t < len ? wa[t] : 0.f;
-        const T8 k8 =
-            *reinterpret_cast<const T8 *>(sK + swizzled(t, 8 * c8, kKBlock));
-#pragma unroll
-        for (int u = 0; u < 8; ++u)
-          acc[u] += Convert<T>::toFloat(k8.x[u]) * w;
-      }
-#pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        float v = acc[u];
-#pragma unroll
-        for (int d = 1; d < kGroups; d *= 2)
-          v += shuffleXor(v, d);
-        if (g == u)
-          nInc[8 * c8 + u] = v;
-      }
+    // w's three 16-bit parts (24 bits: all of fp32's) in sWn's rows 0 .. 2:
+    // the update's m64n8 product sums K^T w from them in fp32.
+    if (this->tid < kL) {
+      const int t = this->tid;
+      const float w = t < len ? wa[t] : 0.f;
+      const T hi = Convert<T>::fromFloat(w);
+      const float rest = w - Convert<T>::toFloat(hi);
+      const T mid = Convert<T>::fromFloat(rest),
+              lo = Convert<T>::fromFloat(rest - Convert<T>::toFloat(mid));
+      *reinterpret_cast<T *>(sWn + swizzled(0, t)) = hi;
+      *reinterpret_cast<T *>(sWn + swizzled(1, t)) = mid;
+      *reinterpret_cast<T *>(sWn + swizzled(2, t)) = lo;
     }
+    fenceForWgmma(); // Wp and w, read by the update after the barrier below
     if constexpr (kOutputs) {
       // P: the decayed, masked scores, and their row sums (two rows a
       // thread, each spread over the 4 lanes of a quad).
@@ -575,11 +562,6 @@ struct ChunkWgmma
     if (t1 >= 0 && leader())
       loadTokens(kArrive, t1, bh, j0);
     const float decay = tm.decay;
-    if (this->tid < kDQK) {
-      const float n = decay * this->n[this->tid] + nInc[this->tid];
-      this->n[this->tid] = n;
-      writeN(this->tid, n); // the scores' have read the old (see above)
-    }
     if constexpr (!kOutputs) {
       if (t1 >= 0 && leader())
         loadTokens(kV, t1, bh, j0); // Wp, V's only reader, is complete
@@ -611,7 +593,10 @@ struct ChunkWgmma
 
     // C = decay C + K^T Wp on the owned tiles: A = K^T is K's block of
     // the tile's 64 dims read M-major, k16 steps 16 tokens (2048 bytes)
-    // apart; Wp's two 64-column blocks one block apart.
+    // apart; Wp's two 64-column blocks one block apart. And n's increment
+    // K^T w beside it: m64n8 from w's parts, K-major, k16 steps 32 bytes
+    // apart, into dn (zeroed by the first step).
+    float dn[kOwn][4] = {};
 #pragma unroll
     for (int r = 0; r < kOwn; ++r) {
 #pragma unroll
@@ -633,6 +618,12 @@ struct ChunkWgmma
                   at(sm90::matrixDescriptor(sK, kKBlock, 1024),
                      (i0 / 64) * kKBlock + kc * 2048),
                   at(sm90::matrixDescriptor(sW, kBlock, 1024), kc * 2048), 1);
+#pragma unroll
+      for (int kc = 0; kc < kL / 16; ++kc)
+        MmaN::run(dn[r],
+                  at(sm90::matrixDescriptor(sK, kKBlock, 1024),
+                     (i0 / 64) * kKBlock + kc * 2048),
+                  at(sm90::matrixDescriptor(sWn, 16, 1024), kc * 32), kc > 0);
     }
     sm90::wgmmaCommit();
     // Meanwhile warp 0 finishes the next chunk's Terms: m^k is known, and
@@ -641,10 +632,31 @@ struct ChunkWgmma
       finishGates<0>(k + 1, chunkLength<Config>(p, t1));
     sm90::wgmmaWait<0>();
 #pragma unroll
-    for (int r = 0; r < kOwn; ++r)
+    for (int r = 0; r < kOwn; ++r) {
       sm90::fenceAccumulators(c[r]);
+      sm90::fenceAccumulators(dn[r]);
+    }
     if (t1 >= 0 && leader())
       loadTokens(kK, t1, bh, j0); // this warpgroup's update has read them
+      // n = decay n + K^T w in fp32 (n in shared memory, each entry read and
+      // written by its row's lane 4q alone): the row's increment is its
+      // columns 0 .. 2 (w's parts), lanes 4q and 4q + 1 of the quad; then n
+      // into K's rows for the next chunk's q . n (this chunk's scores have
+      // read the old one).
+#pragma unroll
+    for (int r = 0; r < kOwn; ++r)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float inc = dn[r][2 * h] + dn[r][2 * h + 1];
+        inc += shuffleXor(inc, 1);
+        inc += shuffleXor(inc, 2);
+        const int i = tileRow(r) + accRow(2 * h);
+        if (owns(r) && (lane & 3) == 0) {
+          const float n = decay * this->n[i] + inc;
+          this->n[i] = n;
+          writeN(i, n);
+        }
+      }
     if constexpr (kOutputs) {
       writeCp();
       fenceForWgmma(); // Cp, for the next chunk's Q C after the barrier
