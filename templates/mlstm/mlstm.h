@@ -192,8 +192,9 @@ template <class Config, int kScratch = 0> struct Chunk {
                        kThreads = Config::kThreads;
   /// C's fp32 slice, unless ChunkMma keeps it in registers.
   static constexpr int kCFloats = Config::kStateInRegisters ? 0 : kDQK * kVB;
-  static constexpr int kPFloats = kScratch > 0 ? kScratch
-                                               : kL *kL *int(sizeof(Acc) / 4);
+  /// The P region's fp32 words: the scores (kL x kL in Acc), or kScratch.
+  static constexpr int kScoreFloats = int(sizeof(Acc) / 4) * kL * kL;
+  static constexpr int kPFloats = kScratch > 0 ? kScratch : kScoreFloats;
   static constexpr int kFloats = kCFloats + kDQK + kPFloats + 8 * kL + 8;
   /// Q and K rows are padded by one 32-bit word: the scores read K rows
   /// (and the normalizer Q rows) across a warp, which would otherwise all

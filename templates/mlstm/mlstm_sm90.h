@@ -5,8 +5,10 @@
 // walking the chunks with the state on chip) with its four products on
 // wgmma: 8 warps, two warpgroups, chunk 64, a slice of 128 DV columns.
 //
-//   S = Q K^T   each warpgroup the whole 64 x 64 (m64n64, Q and K K-major
-//               from shared memory); the decay and mask on the accumulators,
+//   S = Q K^T   each warpgroup the whole 64 x 64 (m64n72, Q and K K-major
+//               from shared memory; K's 8 extra rows hold n's two 16-bit
+//               parts, so q_t . n comes out in columns 64 and 65); the
+//               decay and mask on the accumulators,
 //               then P stays in registers as P V's A operand (wgmma's
 //               accumulator layout is its A-register layout once rounded to
 //               16 bits, as in FlashAttention-3). Both warpgroups computing
@@ -23,6 +25,11 @@
 //               w + 2, ... (m64n128); A = K^T is K's rows read M-major
 //               (wgmma's transposed A), B = diag(w) V (Wp, N-major). After
 //               it, the tiles are rounded into Cp for the next chunk.
+//   n = decay n + K^T w
+//               beside it, K^T times w's three 16-bit parts (m64n8, all 24
+//               bits of w) into fresh accumulators; the row's lane adds the
+//               increment to n in fp32 (shared memory), as a naive loop
+//               does, and writes n's parts into K's extra rows.
 //
 // Few heads split their sequence (Params::segments, walkWgmma): the same
 // walk without its outputs gives every segment's own state, combine (mlstm.h)
@@ -33,8 +40,8 @@
 // the chunk but not on C: warp 0 finishes chunk k + 1's per-token terms
 // (finishGates, double-buffered Terms) while chunk k's update runs on the
 // tensor cores, its record copied at chunk k's start. The other scalar work
-// (q_t . n, the normalizer, n's update and diag(w) V) comes after the
-// scores' wgmmas are issued.
+// (diag(w) V, w's parts, the normalizer) comes after the scores' wgmmas are
+// issued.
 //
 // Tokens arrive by TMA (3-D maps: dims, tokens, heads; 64 x 64 boxes with
 // the 128-byte swizzle), completing on one mbarrier per chunk; each
@@ -50,14 +57,15 @@
 // stmatrix (writeCp).
 //
 // Shared memory, from a 1024-byte boundary (the period of the 128-byte
-// swizzle): Q and K [DQK / 64][64 tokens][64 dims], V and Wp [2][64 tokens]
-// [64 columns], Cp [DQK / 64][2][64 rows][64 columns], h's staging [2][64
-// tokens][64 columns], each 64 x 64 block 8 KiB of 128-byte rows whose
-// 16-byte chunks are swizzled (chunk c of row r at c ^ (r % 8)); then
-// Chunk's fp32 front (n; two GateRecords, the mbarrier and two Terms in its
-// P region, sized to them: wgmmaScratchFloats). 199040 bytes at DQK 256,
-// under the 196 KiB carve-out: the L1 left beside it (60 KiB, not 28)
-// keeps the walk's register spills on chip.
+// swizzle): Q [DQK / 64][64 tokens][64 dims], K [DQK / 64][72 rows][64
+// dims], V and Wp [2][64 tokens][64 columns], Cp [DQK / 64][2][64 rows][64
+// columns], h's staging [2][64 tokens][64 columns], w's parts [8][64
+// tokens], in 128-byte rows whose 16-byte chunks are swizzled (chunk c of
+// row r at c ^ (r % 8)); then Chunk's fp32 front (n; two GateRecords, the
+// mbarrier and two Terms in its P region, sized to them:
+// wgmmaScratchFloats). 195712 bytes at DQK 256, under the 196 KiB
+// carve-out: the L1 left beside it (60 KiB, not 28) keeps the walk's
+// register spills on chip.
 //
 //===----------------------------------------------------------------------===//
 
@@ -120,10 +128,9 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
     float pad[3];
   };
   /// Chunk's P region (wgmmaScratchFloats; P itself stays in registers):
-  /// two GateRecords at kGateAt (chunk k's
-  /// copy at k % 2), the tokens' mbarrier at kFullAt, two Terms at
-  /// kTermsAt (chunk k's at k % 2: warp 0 finishes chunk k + 1's during
-  /// chunk k's update, see step).
+  /// two GateRecords at kGateAt (chunk k's copy at k % 2), the tokens'
+  /// mbarrier at kFullAt, two Terms at kTermsAt (chunk k's at k % 2: warp 0
+  /// finishes chunk k + 1's during chunk k's update, see step).
   static constexpr int kGateAt = 0;
   static constexpr int kFullAt = kGateAt + 2 * gateRecordBytes(kL) / 4;
   static constexpr int kTermsAt = kFullAt + 4;
