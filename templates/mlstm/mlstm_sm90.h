@@ -288,11 +288,18 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
       *this->mState = m ? *m : 0.f;
   }
 
+  /// v's next 16-bit part: v rounded to T, which v then loses (v - part
+  /// is exact: Sterbenz).
+  static KGEN_DEVICE T takePart(float &v) {
+    const T part = Convert<T>::fromFloat(v);
+    v -= Convert<T>::toFloat(part);
+    return part;
+  }
+
   /// n's entry i into K's rows 64 (its 16-bit rounding) and 65 (the rest,
   /// rounded) for the next scores' q . n: 16 bits and 8 more of n's 24.
   KGEN_DEVICE void writeN(int i, float v) const {
-    const T hi = Convert<T>::fromFloat(v),
-            lo = Convert<T>::fromFloat(v - Convert<T>::toFloat(hi));
+    const T hi = takePart(v), lo = takePart(v);
     unsigned char *b = sK + i / 64 * kKBlock;
     *reinterpret_cast<T *>(b + swizzled(kL, i % 64)) = hi;
     *reinterpret_cast<T *>(b + swizzled(kL + 1, i % 64)) = lo;
@@ -468,14 +475,10 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
     // the update's m64n8 product sums K^T w from them in fp32.
     if (this->tid < kL) {
       const int t = this->tid;
-      const float w = t < len ? wa[t] : 0.f;
-      const T hi = Convert<T>::fromFloat(w);
-      const float rest = w - Convert<T>::toFloat(hi);
-      const T mid = Convert<T>::fromFloat(rest),
-              lo = Convert<T>::fromFloat(rest - Convert<T>::toFloat(mid));
-      *reinterpret_cast<T *>(sWn + swizzled(0, t)) = hi;
-      *reinterpret_cast<T *>(sWn + swizzled(1, t)) = mid;
-      *reinterpret_cast<T *>(sWn + swizzled(2, t)) = lo;
+      float w = t < len ? wa[t] : 0.f;
+#pragma unroll
+      for (int part = 0; part < 3; ++part)
+        *reinterpret_cast<T *>(sWn + swizzled(part, t)) = takePart(w);
     }
     fenceForWgmma(); // Wp and w, read by the update after the barrier below
     if constexpr (kOutputs) {
@@ -604,6 +607,7 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
     // K^T w beside it: m64n8 from w's parts, K-major, k16 steps 32 bytes
     // apart, into dn (zeroed by the first step).
     float dn[kOwn][4] = {};
+    const uint64_t dKt = sm90::matrixDescriptor(sK, kKBlock, 1024);
 #pragma unroll
     for (int r = 0; r < kOwn; ++r) {
 #pragma unroll
@@ -621,15 +625,11 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
       const int i0 = tileRow(r);
 #pragma unroll
       for (int kc = 0; kc < kL / 16; ++kc)
-        MmaU::run(c[r],
-                  at(sm90::matrixDescriptor(sK, kKBlock, 1024),
-                     (i0 / 64) * kKBlock + kc * 2048),
+        MmaU::run(c[r], at(dKt, (i0 / 64) * kKBlock + kc * 2048),
                   at(sm90::matrixDescriptor(sW, kBlock, 1024), kc * 2048), 1);
 #pragma unroll
       for (int kc = 0; kc < kL / 16; ++kc)
-        MmaN::run(dn[r],
-                  at(sm90::matrixDescriptor(sK, kKBlock, 1024),
-                     (i0 / 64) * kKBlock + kc * 2048),
+        MmaN::run(dn[r], at(dKt, (i0 / 64) * kKBlock + kc * 2048),
                   at(sm90::matrixDescriptor(sWn, 16, 1024), kc * 32), kc > 0);
     }
     sm90::wgmmaCommit();
