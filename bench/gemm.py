@@ -21,6 +21,11 @@ A100 by name): the measure for the memory-bound small-M shapes (issue 3:
 >= 85% for M <= 64). --no-graph times plain launches instead (launch
 overhead included).
 
+--dtype e4m3 / e5m2 (fp8, sm_90a; layout nt only): A and B in fp8 with
+per-tensor fp32 scales into a bf16 C, against torch._scaled_mm (cuBLASLt's
+fp8 GEMM, its default accurate accumulation) on the same tensors and scales;
+GB/s counts one byte an input element.
+
 Needs torch with CUDA and libkgen.so (build/lib, or $KGEN_LIB).
 """
 
@@ -83,9 +88,9 @@ def git_commit() -> str:
         return "unknown"
 
 
-def make_inputs(torch, m, n, k, layout, dtype, sets, seed):
+def make_inputs(torch, m, n, k, layout, dtype, cdtype, sets, seed):
     """`sets` copies of (a, b, c_kgen, c_torch); a is M x K and b is K x N as
-    torch sees them, stored as `layout` says."""
+    torch sees them, stored as `layout` says; C of `cdtype`."""
     gen = torch.Generator(device="cuda").manual_seed(seed)
 
     def uniform(shape):
@@ -95,7 +100,8 @@ def make_inputs(torch, m, n, k, layout, dtype, sets, seed):
     for _ in range(sets):
         a = uniform((k, m)).t() if layout[0] == "t" else uniform((m, k))
         b = uniform((n, k)).t() if layout[1] == "t" else uniform((k, n))
-        out.append((a, b, torch.empty(m, n, device="cuda", dtype=dtype), torch.empty(m, n, device="cuda", dtype=dtype)))
+        out.append((a, b, torch.empty(m, n, device="cuda", dtype=cdtype),
+                    torch.empty(m, n, device="cuda", dtype=cdtype)))
     return out
 
 
@@ -106,11 +112,17 @@ def half_ulp(torch, dtype, x):
     return math.ldexp(torch.finfo(dtype).eps, e - 1) / 2
 
 
-def check(torch, kgen, a, b, c, dtype):
-    """DESIGN.md's rule against a float64 reference; returns (ok, text)."""
-    kgen.gemm(a, b, c)
-    ref = a.double() @ b.double()
-    naive = torch.matmul(a, b)
+def check(torch, kgen, a, b, c, dtype, scales=None):
+    """DESIGN.md's rule against a float64 reference; returns (ok, text).
+    `scales` (fp8): the per-tensor scales, one-element float32 tensors."""
+    if scales:
+        kgen.gemm(a, b, c, scale_a=scales[0], scale_b=scales[1])
+        ref = (a.double() @ b.double()) * (scales[0].double() * scales[1].double())
+        naive = torch._scaled_mm(a, b, scale_a=scales[0], scale_b=scales[1], out_dtype=dtype)
+    else:
+        kgen.gemm(a, b, c)
+        ref = a.double() @ b.double()
+        naive = torch.matmul(a, b)
     err = float((c.double() - ref).abs().max())
     err_naive = float((naive.double() - ref).abs().max())
     ok = math.isfinite(err) and err <= max(2 * err_naive, half_ulp(torch, dtype, float(ref.abs().max())))
@@ -164,12 +176,20 @@ def main():
     ap.add_argument("--shapes", default=DEFAULT_SHAPES, help="comma-separated MxNxK (default: %(default)s)")
     ap.add_argument("--layout", default="nt,nn",
                     help="comma-separated kgen layouts (nn, nt, tn, tt; default %(default)s: BLAS TN and NN)")
-    ap.add_argument("--dtype", default="bf16", choices=["bf16", "f16"])
+    ap.add_argument("--dtype", default="bf16", choices=["bf16", "f16", "e4m3", "e5m2"],
+                    help="A and B (fp8: layout nt, a bf16 C, against torch._scaled_mm)")
     ap.add_argument("--no-graph", action="store_true", help="time plain launches instead of CUDA graph replay")
     ap.add_argument("--out", help="append a markdown table to this file ({gpu} becomes the device's name)")
     ap.add_argument("--hbm-gbs", type=float, help="the GPU's HBM bandwidth in GB/s for %%HBM (default: by name)")
     args = ap.parse_args()
+    fp8 = args.dtype in ("e4m3", "e5m2")
     layouts = [x.strip() for x in args.layout.split(",")]
+    if fp8:
+        if args.layout == ap.get_default("layout"):
+            layouts = ["nt"]
+        if layouts != ["nt"]:
+            raise SystemExit("--dtype e4m3/e5m2 runs layout nt only (fp8 wgmma and torch._scaled_mm read both "
+                             "operands K-major)")
     for lay in layouts:
         if lay not in ("nn", "nt", "tn", "tt"):
             raise SystemExit(f"--layout: '{lay}' is not one of nn, nt, tn, tt")
@@ -184,13 +204,20 @@ def main():
     if not torch.cuda.is_available():
         raise SystemExit("bench/gemm.py needs a CUDA GPU")
     torch.backends.cuda.matmul.allow_tf32 = False
-    dtype = {"bf16": torch.bfloat16, "f16": torch.float16}[args.dtype]
+    dtype = {"bf16": torch.bfloat16, "f16": torch.float16}.get(args.dtype) or \
+        {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}[args.dtype]
+    cdtype = torch.bfloat16 if fp8 else dtype
+    # fp8: per-tensor scales, as a quantized model passes them (not 1, so that
+    # applying them is checked).
+    scales = (torch.tensor([0.37], device="cuda"), torch.tensor([2.9], device="cuda")) if fp8 else None
+    vendor = "cuBLASLt fp8 (torch._scaled_mm)" if fp8 else "cuBLAS"
     device = torch.cuda.get_device_name()
     method = "plain launches" if args.no_graph else "CUDA graph replay"
     hbm = args.hbm_gbs or hbm_gbs(device)
     pct = (lambda gbs: f"{100.0 * gbs / hbm:.0f}%") if hbm else (lambda gbs: "-")
-    print(f"kgen {kgen.version()} ({kgen.library_path()}) vs torch {torch.__version__} cuBLAS on {device}; "
-          f"{args.dtype} {','.join(layouts)}, fp32 accumulation, {method}, inputs rotated over > 64 MB")
+    print(f"kgen {kgen.version()} ({kgen.library_path()}) vs torch {torch.__version__} {vendor} on {device}; "
+          f"{args.dtype} {','.join(layouts)}{' -> bf16, per-tensor scales' if fp8 else ''}, fp32 accumulation, "
+          f"{method}, inputs rotated over > 64 MB")
     print(f"%HBM: GB/s over {hbm:.0f} GB/s" if hbm else "%HBM: unknown device, pass --hbm-gbs")
     header = (f"{'M x N x K':>18} {'lay':>3} | {'kgen us':>9} {'TFLOP/s':>8} {'GB/s':>7} {'%HBM':>5} | {'cuBLAS us':>9} "
               f"{'TFLOP/s':>8} {'GB/s':>7} {'%HBM':>5} | {'ratio':>7} | check")
@@ -200,18 +227,28 @@ def main():
     failed = False
     for (m, n, k), layout in [(s, lay) for s in parse_shapes(args.shapes) for lay in layouts]:
         esize = torch.finfo(dtype).bits // 8
-        bytes_moved = (m * k + k * n + m * n) * esize
-        set_bytes = bytes_moved + m * n * esize  # one C for each side
+        csize = torch.finfo(cdtype).bits // 8
+        bytes_moved = (m * k + k * n) * esize + m * n * csize
+        set_bytes = bytes_moved + m * n * csize  # one C for each side
         sets = max(1, math.ceil(ROTATE_BYTES / set_bytes))
-        data = make_inputs(torch, m, n, k, layout, dtype, sets, seed=m * 1000003 + n * 1009 + k)
-        ok, why = check(torch, kgen, data[0][0], data[0][1], data[0][2], dtype)
+        data = make_inputs(torch, m, n, k, layout, dtype, cdtype, sets, seed=m * 1000003 + n * 1009 + k)
+        ok, why = check(torch, kgen, data[0][0], data[0][1], data[0][2], cdtype, scales)
         failed |= not ok
-        ours = time_calls(torch, [lambda a=a, b=b, c=c: kgen.gemm(a, b, c) for a, b, c, _ in data],
-                          not args.no_graph)
-        theirs = time_calls(torch, [lambda a=a, b=b, c=c: torch.matmul(a, b, out=c) for a, b, _, c in data],
-                            not args.no_graph)
+        if fp8:
+            sa, sb = scales
+            ours = time_calls(torch, [lambda a=a, b=b, c=c: kgen.gemm(a, b, c, scale_a=sa, scale_b=sb)
+                                      for a, b, c, _ in data], not args.no_graph)
+            theirs = time_calls(torch, [lambda a=a, b=b: torch._scaled_mm(a, b, scale_a=sa, scale_b=sb,
+                                                                           out_dtype=cdtype)
+                                        for a, b, _, _ in data], not args.no_graph)
+        else:
+            ours = time_calls(torch, [lambda a=a, b=b, c=c: kgen.gemm(a, b, c) for a, b, c, _ in data],
+                              not args.no_graph)
+            theirs = time_calls(torch, [lambda a=a, b=b, c=c: torch.matmul(a, b, out=c) for a, b, _, c in data],
+                                not args.no_graph)
         flops = 2.0 * m * n * k
-        kernel = kgen.gemm_kernel(data[0][0], data[0][1], data[0][2]).name  # what kgen.gemm ran
+        kernel = kgen.gemm_kernel(data[0][0], data[0][1], data[0][2], scale_a=scales and scales[0],
+                                  scale_b=scales and scales[1]).name  # what kgen.gemm ran
         row = dict(shape=f"{m}x{n}x{k}", layout=layout, ours_us=ours * 1e6, ours_tflops=flops / ours / 1e12,
                    ours_gbs=bytes_moved / ours / 1e9, cublas_us=theirs * 1e6, cublas_tflops=flops / theirs / 1e12,
                    cublas_gbs=bytes_moved / theirs / 1e9, speedup=theirs / ours, check=("ok, " if ok else "FAIL, ")
@@ -234,7 +271,7 @@ def main():
                 f.write(f"# kgen benchmarks on {device}\n\nWritten by bench/*.py. NVIDIA only: the AMD targets "
                         f"(gfx90a, gfx942) are compile-checked in CI, never measured here.\n")
             now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-            f.write(f"\n## GEMM {args.dtype} {', '.join(layouts)} — {now}\n\n"
+            f.write(f"\n## GEMM {args.dtype} {', '.join(layouts)}{' (vendor: ' + vendor + ')' if fp8 else ''} — {now}\n\n"
                     f"- device: {device} (torch {torch.__version__}, CUDA {torch.version.cuda})\n"
                     f"- kgen {kgen.version()}, commit {git_commit()}\n"
                     f"- method: {method}, median per call, inputs rotated over > 64 MB; ratio = cuBLAS time / "

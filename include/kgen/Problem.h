@@ -25,11 +25,15 @@ inline constexpr std::string_view kVersion = "0.1.0";
 // Element types
 //===----------------------------------------------------------------------===//
 
-enum class DType { F16, BF16, F32 };
+/// E4M3 and E5M2 are the 8-bit floats of sm_90a's fp8 wgmma (OCP FP8: e4m3
+/// has no infinity, its largest finite value is 448; e5m2 is IEEE-like), GEMM
+/// inputs only.
+enum class DType { F16, BF16, F32, E4M3, E5M2 };
 
-std::string_view toString(DType t);
+std::string_view toString(DType t); ///< f16, bf16, f32, e4m3, e5m2
 std::optional<DType> parseDType(std::string_view s);
 int sizeOf(DType t);
+inline bool isFp8(DType t) { return t == DType::E4M3 || t == DType::E5M2; }
 
 //===----------------------------------------------------------------------===//
 // Targets
@@ -86,6 +90,12 @@ std::optional<BiasKind> parseBiasKind(std::string_view s);
 ///   ldb >= K C    : M x N, N contiguous, ldc >= N
 /// So "NT" (A 'N', B 'T') is y = x * W^T with W stored N x K, as in a linear
 /// layer. A and B share one input dtype; accumulation is always fp32.
+///
+/// fp8 inputs (e4m3, e5m2; sm_90a's wgmma loop): layout nt only (fp8 wgmma
+/// reads both operands K-major), C bf16 or f16 (the tensor cores' fp8 sums
+/// keep fewer bits than an f32 C would promise), and rows of 16 bytes
+/// (alignA = alignB = 16). Each input has a per-tensor fp32 scale (GemmArgs::
+/// scaleA, scaleB, device pointers): C = alpha * scaleA * scaleB * A B + ...
 struct GemmProblem {
   int64_t m = 1, n = 1, k = 1;
   DType ab = DType::BF16; ///< dtype of A and B
@@ -95,9 +105,11 @@ struct GemmProblem {
   /// Which dimensions are compile-time constants. Default: N and K baked,
   /// M taken at run time (batch size changes every serving step).
   bool staticM = false, staticN = true, staticK = true;
-  /// Alignment in elements (1, 2, 4 or 8) that pointers, leading dimensions
-  /// and the contiguous extent of each operand are promised to have. The
-  /// runtime lowers these to what the actual arguments allow.
+  /// Alignment in elements (1, 2, 4, 8 or 16) that pointers, leading
+  /// dimensions and the contiguous extent of each operand are promised to
+  /// have; vectors are at most 16 bytes, so 8 is the widest promise that
+  /// matters for 2-byte types and 16 for fp8 (whose problems must promise
+  /// it: TMA). The runtime lowers these to what the actual arguments allow.
   int alignA = 8, alignB = 8, alignC = 8;
 
   /// The fused epilogue, fixed at compile time (templates/gemm/epilogue.h):
@@ -124,6 +136,15 @@ struct GemmProblem {
   }
   bool operator==(const GemmProblem &) const = default;
 };
+
+/// What a problem of `ab` inputs takes where C's dtype and the alignments
+/// are not given (JSON, the CLI, Python): C of the inputs' dtype and 8
+/// elements, but bf16 and 16 elements for fp8 (an input type only, read in
+/// 16-byte rows).
+inline DType defaultOutputDType(DType ab) {
+  return isFp8(ab) ? DType::BF16 : ab;
+}
+inline int defaultAlign(DType ab) { return isFp8(ab) ? 16 : 8; }
 
 /// The problem without its epilogue features and with one batch: the one
 /// whose main loop, and so whose best tile config, `p` shares. The tuner

@@ -54,6 +54,11 @@ struct GemmArgs {
   int64_t batch = -1;
   int64_t strideA = -1, strideB = -1, strideC = -1, strideBias = -1,
           strideResidual = -1;
+  /// fp8 inputs (GemmProblem::ab e4m3 or e5m2): device pointers to one fp32
+  /// each, the per-tensor scales that dequantize A and B: C = alpha *
+  /// (*scaleA) * (*scaleB) * op(A) op(B) + ...; null means 1. Read by the
+  /// kernel, so a captured graph follows new values. Other dtypes take none.
+  const float *scaleA = nullptr, *scaleB = nullptr;
 };
 
 /// Device pointers and run-time values of one attention call

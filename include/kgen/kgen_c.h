@@ -126,6 +126,10 @@ typedef struct kgen_gemm_args {
   int64_t batch;        /**< -1: the problem's */
   /** Elements between batches; -1: packed, 0: shared (not for C). */
   int64_t stride_a, stride_b, stride_c, stride_bias, stride_residual;
+  /** fp8 inputs ("ab": "e4m3" or "e5m2"): device pointers to one float
+   *  each, the per-tensor scales of A and B (C = alpha * *scale_a * *scale_b
+   *  * A B + ...); NULL: 1. Other dtypes take none. */
+  const float *scale_a, *scale_b;
 } kgen_gemm_args_t;
 
 /** Defaults: null pointers, m = -1, packed, alpha = 1, beta = 0, the

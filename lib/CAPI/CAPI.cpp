@@ -165,6 +165,8 @@ kgen::GemmArgs gemmArgs(const kgen_gemm_args_t *in, kgen::GemmProblem &p,
   args.strideC = in->stride_c;
   args.strideBias = in->stride_bias;
   args.strideResidual = in->stride_residual;
+  args.scaleA = in->scale_a;
+  args.scaleB = in->scale_b;
   try {
     kgen::Runtime::resolve(p, args);
   } catch (const kgen::Error &e) {

@@ -227,13 +227,14 @@ bool isFixedWgmmaShape(int bm, int bn) {
                      [&](const Shape &s) { return s.bm == bm && s.bn == bn; });
 }
 
-/// The wgmma loop's config of tile `s` (s.wm consumer warpgroups).
-GemmConfig wgmmaConfig(const Shape &s, int stages) {
+/// The wgmma loop's config of tile `s` (s.wm consumer warpgroups) for
+/// inputs of `ab`: a k-slice is one 128-byte swizzled row.
+GemmConfig wgmmaConfig(const Shape &s, int stages, DType ab) {
   GemmConfig c;
   c.loop = GemmLoop::Wgmma;
   c.blockM = s.bm;
   c.blockN = s.bn;
-  c.blockK = 64;
+  c.blockK = 128 / sizeOf(ab);
   c.warpsM = s.wm;
   c.warpsN = 1;
   c.stages = stages;
@@ -517,7 +518,7 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
         // 16-row tiles.
         if (stages == 8 && p.m <= 16)
           continue;
-        GemmConfig c = wgmmaConfig(s, stages);
+        GemmConfig c = wgmmaConfig(s, stages, p.ab);
         offerRepack(c);
         if (repackOnly || checkConfig(p, c, t))
           continue;
@@ -556,7 +557,7 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
     for (const Shape &s : fittedWgmmaShapes(p, t)) {
       int depths = 0;
       for (int stages : {16, 12, 8, 6, 5, 4, 3}) {
-        GemmConfig c = wgmmaConfig(s, stages);
+        GemmConfig c = wgmmaConfig(s, stages, p.ab);
         if (depths == 2 || checkConfig(p, c, t))
           continue;
         ++depths;
@@ -579,7 +580,7 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
         continue;
       int depths = 0;
       for (int stages : {12, 8, 6, 5, 4, 3}) {
-        GemmConfig c = wgmmaConfig({int(bm), bn, bn / 64, 1}, stages);
+        GemmConfig c = wgmmaConfig({int(bm), bn, bn / 64, 1}, stages, p.ab);
         c.swapAB = true;
         if (depths == 2 || checkConfig(p, c, t))
           continue;

@@ -139,42 +139,56 @@ std::string configComment(const GemmConfig &c) {
 
 } // namespace
 
-/// wgmma_sm90.h spells out the m64nNk16 atoms of n = 64, 128, 192 and 256
-/// (the ones attention and mLSTM use too); a GEMM tile of another width (a
-/// multiple of 8, chosen so the tiles fill the multiprocessors) gets its
-/// atom written into the kernel's own file, in the same form: N / 2 fp32
-/// accumulators a thread, A and B through shared-memory descriptors.
-bool headerHasWgmma(int n) {
-  return n == 64 || n == 128 || n == 192 || n == 256;
+/// wgmma_sm90.h spells out the 16-bit m64nNk16 atoms of n = 64, 128, 192
+/// and 256 (the ones attention and mLSTM use too); a GEMM tile of another
+/// width (a multiple of 8, chosen so the tiles fill the multiprocessors), and
+/// every fp8 tile, gets its atom written into the kernel's own file, in the
+/// same form: N / 2 fp32 accumulators a thread, A and B through
+/// shared-memory descriptors.
+bool headerHasWgmma(DType ab, int n) {
+  return !isFp8(ab) && (n == 64 || n == 128 || n == 192 || n == 256);
 }
 
 std::string wgmmaAtom(DType ab, int n) {
   const int acc = n / 2;
-  const char *type = ab == DType::BF16 ? "bf16" : "f16";
+  // fp8: k32 (32 bytes of K a step, as k16 of 2-byte types) and no
+  // transpose: fp8 wgmma reads both operands K-major.
+  const bool fp8 = isFp8(ab);
+  const std::string type(toString(ab));
+  const int k = fp8 ? 32 : 16;
   std::ostringstream os;
-  os << "\n// wgmma m64n" << n << "k16 (kgen/common/wgmma_sm90.h has n = 64, "
-     << "128, 192, 256): " << acc << " fp32 accumulators a thread.\n"
+  os << "\n// wgmma m64n" << n << "k" << k << " " << type
+     << (fp8 ? " (K-major operands only)"
+             : " (kgen/common/wgmma_sm90.h has n = 64, 128, 192, 256)")
+     << ": " << acc << " fp32 accumulators a thread.\n"
      << "namespace kgen::sm90 {\n"
      << "template <bool kTransB, bool kTransA> struct Wgmma<" << type << ", "
-     << n << ", kTransB, kTransA> {\n"
-     << "  static KGEN_DEVICE void run(float (&d)[" << acc
+     << n << ", kTransB, kTransA> {\n";
+  if (fp8)
+    os << "  static_assert(!kTransB && !kTransA, \"fp8 wgmma reads K-major "
+          "operands\");\n";
+  os << "  static KGEN_DEVICE void run(float (&d)[" << acc
      << "], uint64_t descA, uint64_t descB,\n"
      << "                              int scaleD) {\n"
      << "    asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" << acc + 2
      << ", 0;\\n\"\n"
-     << "                 \"wgmma.mma_async.sync.aligned.m64n" << n
-     << "k16.f32." << type << "." << type << " {";
+     << "                 \"wgmma.mma_async.sync.aligned.m64n" << n << "k" << k
+     << ".f32." << type << "." << type << " {";
   for (int i = 0; i < acc; ++i)
     os << (i ? "," : "") << "%" << i;
-  os << "}, %" << acc << ", %" << acc + 1 << ", p, 1, 1, %" << acc + 4 << ", %"
-     << acc + 3 << ";\\n}\\n\"\n                 :";
+  os << "}, %" << acc << ", %" << acc + 1 << ", p, 1, 1";
+  if (!fp8)
+    os << ", %" << acc + 4 << ", %" << acc + 3;
+  os << ";\\n}\\n\"\n                 :";
   for (int i = 0; i < acc; ++i)
     os << (i == 0       ? " "
            : i % 8 == 0 ? ",\n                   "
                         : ", ")
        << "\"+f\"(d[" << i << "])";
-  os << "\n                 : \"l\"(descA), \"l\"(descB), \"r\"(scaleD), "
-        "\"n\"(int(kTransB)), \"n\"(int(kTransA)));\n"
+  os << "\n                 : \"l\"(descA), \"l\"(descB), \"r\"(scaleD)";
+  if (!fp8)
+    os << ", \"n\"(int(kTransB)), \"n\"(int(kTransA))";
+  os << ");\n"
      << "  }\n"
      << "};\n"
      << "} // namespace kgen::sm90\n";
@@ -189,6 +203,10 @@ std::string deviceTypeName(DType t) {
     return "kgen::f16";
   case DType::F32:
     return "float";
+  case DType::E4M3:
+    return "kgen::e4m3";
+  case DType::E5M2:
+    return "kgen::e5m2";
   }
   return "?";
 }
@@ -313,7 +331,11 @@ KernelSource emitGemm(const GemmProblem &problem, const GemmConfig &c, Target t,
      << "// instructions: "
      << (wgmma ? "TMA (cp.async.bulk.tensor), mbarrier, wgmma m64n" +
                      std::to_string(c.wgmmaN()) +
-                     "k16, setmaxnreg (kgen/common/wgmma_sm90.h)"
+                     (isFp8(p.ab) ? "k32 ." + std::string(toString(p.ab)) +
+                                        " (fp32 sums promoted every k-slice; "
+                                        "C scaled by *scaleA * *scaleB)"
+                                  : std::string("k16")) +
+                     ", setmaxnreg (kgen/common/wgmma_sm90.h)"
          : gemv   ? "mma.sync m16n8k16 on C^T = B^T A^T, cp.async of "
                     "16 B into a per-lane shared-memory ring (.cg for B, .ca "
                     "for A) (kgen/common/mma_sm80.h)"
@@ -380,7 +402,7 @@ KernelSource emitGemm(const GemmProblem &problem, const GemmConfig &c, Target t,
     if (c.repack)
       os << "#include \"kgen/gemm/repack.h\"\n";
   }
-  if (wgmma && !headerHasWgmma(c.wgmmaN()))
+  if (wgmma && !headerHasWgmma(p.ab, c.wgmmaN()))
     os << wgmmaAtom(p.ab, c.wgmmaN());
   // A repack config's copy kernel, after the main one.
   auto copyKernel = [&] {

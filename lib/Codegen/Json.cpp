@@ -82,7 +82,8 @@ GemmProblem gemmProblemFromJson(const json &j) {
   p.n = fields.getInt(j, "n", 1);
   p.k = fields.getInt(j, "k", 1);
   p.ab = fields.getDType(j, "ab", DType::BF16);
-  p.c = fields.getDType(j, "c", p.ab);
+  p.c = fields.getDType(j, "c", defaultOutputDType(p.ab));
+  p.alignA = p.alignB = defaultAlign(p.ab);
   if (j.contains("layout")) {
     std::string l = fields.getString(j, "layout");
     if (l.size() != 2 || (l[0] != 'n' && l[0] != 't') ||

@@ -16,9 +16,9 @@ namespace {
 std::string str(int64_t v) { return std::to_string(v); }
 bool isPow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
-/// The rules of templates/gemm/gemm_sm90.h: TMA boxes of 64-element
-/// (128-byte) swizzled rows, wgmma m64nN with N <= 256, one or two m64
-/// slices per consumer warpgroup.
+/// The rules of templates/gemm/gemm_sm90.h: TMA boxes of 128-byte swizzled
+/// rows (64 2-byte or 128 fp8 elements), wgmma m64nN with N <= 256, one or two
+/// m64 slices per consumer warpgroup.
 std::optional<std::string> checkWgmmaConfig(const GemmProblem &p,
                                             const GemmConfig &c, Target t) {
   const TargetInfo &ti = targetInfo(t);
@@ -34,10 +34,13 @@ std::optional<std::string> checkWgmmaConfig(const GemmProblem &p,
   if (p.transA)
     return std::string("config: loop = wgmma reads A K-major; layout ") +
            p.layoutName() + " stores A as K x M ('T'); use loop = tiled";
-  if (c.blockK != 64)
-    return "config: blockK = " + str(c.blockK) +
-           " with loop = wgmma must be 64 (one 128-byte swizzled row of "
-           "2-byte elements per k-slice)";
+  if (c.blockK * sizeOf(p.ab) != 128)
+    return "config: blockK = " + str(c.blockK) + " with loop = wgmma and " +
+           std::string(toString(p.ab)) + " inputs must be " +
+           str(128 / sizeOf(p.ab)) + " (one 128-byte swizzled row per k-slice)";
+  if (isFp8(p.ab) && c.swapAB)
+    return std::string("config: swapAB with fp8 inputs is not implemented "
+                       "(the swapped epilogue is written for 2-byte tiles)");
   if (c.warpsM != 1 && c.warpsM != 2)
     return "config: warpsM = " + str(c.warpsM) +
            " with loop = wgmma counts consumer warpgroups and must be 1 or 2";
@@ -84,15 +87,16 @@ std::optional<std::string> checkWgmmaConfig(const GemmProblem &p,
   if (c.smem != SmemLayout::Swizzled || c.smemPad != 0)
     return std::string("config: loop = wgmma uses the 128-byte swizzle TMA "
                        "writes; set smem = swizzled, pad = 0");
-  // TMA needs 16-byte aligned base addresses and row strides: 8-element
+  // TMA needs 16-byte aligned base addresses and row strides: 16-byte
   // vectors of A and B (which also needs the baked row lengths to divide).
   GemmTraits tr = gemmTraits(p, c, t);
-  if (tr.vecA < 8 || tr.vecB < 8)
+  const int full = 16 / sizeOf(p.ab);
+  if (tr.vecA < full || tr.vecB < full)
     return "config: loop = wgmma loads A and B with TMA, which needs 16-byte "
-           "aligned pointers and rows (8-element vectors); this problem "
-           "allows vectors of " +
-           str(tr.vecA) + " (A) and " + str(tr.vecB) +
-           " (B) elements; use loop = tiled";
+           "aligned pointers and rows (" +
+           str(full) + "-element vectors); this problem allows vectors of " +
+           str(tr.vecA) + " (A) and " + str(tr.vecB) + " (B) elements; use " +
+           (isFp8(p.ab) ? "aligned fp8 operands" : "loop = tiled");
   if (tr.smemBytes > ti.maxSharedBytes)
     return "config: shared memory " + str(tr.smemBytes) + " B exceeds " + tgt +
            "'s " + str(ti.maxSharedBytes) +
@@ -101,12 +105,14 @@ std::optional<std::string> checkWgmmaConfig(const GemmProblem &p,
     return "config: " + str(tr.accumPerThread) +
            " fp32 accumulators per consumer thread exceed 128; lower blockN "
            "or use two consumer warpgroups";
-  // An fp32 C keeps a second, promoted set of accumulators (gemm_sm90.h).
-  if (p.c == DType::F32 && tr.accumPerThread > 64)
+  // An fp32 C and fp8 inputs keep a second, promoted set of accumulators
+  // (gemm_sm90.h, kPromote).
+  if ((p.c == DType::F32 || isFp8(p.ab)) && tr.accumPerThread > 64)
     return "config: " + str(tr.accumPerThread) +
-           " fp32 accumulators per consumer thread, doubled for an f32 C "
-           "(promoted sums), exceed 128; use blockM / warpsM * blockN <= "
-           "8192 (e.g. block 128x128x64, warps 2x1)";
+           " fp32 accumulators per consumer thread, doubled for " +
+           (isFp8(p.ab) ? "fp8 inputs" : "an f32 C") +
+           " (promoted sums), exceed 128; use blockM / warpsM * blockN <= "
+           "8192 (e.g. block 128x128, warps 2x1)";
   return std::nullopt;
 }
 
@@ -207,6 +213,10 @@ std::optional<std::string> checkConfig(const GemmProblem &p,
       return "config: repack pads K = " + str(p.k) +
              " to a multiple of 8, past the kernels' 32-bit extents";
   }
+  if (isFp8(p.ab) && c.loop != GemmLoop::Wgmma)
+    return "config: " + std::string(toString(p.ab)) +
+           " inputs run on loop = wgmma only (fp8 wgmma, sm_90a), not loop = " +
+           std::string(toString(c.loop));
   if (c.loop == GemmLoop::Gemv)
     return checkGemvConfig(p, c, t);
   if (c.splitK < 1 || c.splitK > 16)

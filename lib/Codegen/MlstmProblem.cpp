@@ -304,6 +304,9 @@ std::optional<std::string> checkProblem(const MlstmProblem &p) {
            " exceeds 65535 (one grid row per head); split the batch";
   if (!std::isfinite(p.eps) || p.eps < 0)
     return "mlstm: eps = " + std::to_string(p.eps) + " must be finite and >= 0";
+  if (isFp8(p.dtype))
+    return "mlstm: dtype " + std::string(toString(p.dtype)) +
+           " is not supported (q, k, v and the gates are bf16, f16 or f32)";
   return std::nullopt;
 }
 

@@ -14,6 +14,10 @@ std::string_view toString(DType t) {
     return "bf16";
   case DType::F32:
     return "f32";
+  case DType::E4M3:
+    return "e4m3";
+  case DType::E5M2:
+    return "e5m2";
   }
   return "?";
 }
@@ -25,10 +29,15 @@ std::optional<DType> parseDType(std::string_view s) {
     return DType::BF16;
   if (s == "f32" || s == "fp32" || s == "float")
     return DType::F32;
+  // torch's names too (float8_e4m3fn, float8_e5m2).
+  if (s == "e4m3" || s == "fp8_e4m3" || s == "float8_e4m3fn")
+    return DType::E4M3;
+  if (s == "e5m2" || s == "fp8_e5m2" || s == "float8_e5m2")
+    return DType::E5M2;
   return std::nullopt;
 }
 
-int sizeOf(DType t) { return t == DType::F32 ? 4 : 2; }
+int sizeOf(DType t) { return t == DType::F32 ? 4 : isFp8(t) ? 1 : 2; }
 
 std::string_view toString(Target t) {
   switch (t) {
@@ -137,11 +146,11 @@ GemmProblem mainLoopProblem(const GemmProblem &p) {
   return q;
 }
 
-/// The largest of 8, 4, 2, 1 that is <= `align` and divides `extent` (when
-/// the extent is a compile-time constant; a run-time extent keeps `align`,
-/// and the runtime lowers it per call).
+/// The largest of 16, 8, 4, 2, 1 that is <= `align` and divides `extent`
+/// (when the extent is a compile-time constant; a run-time extent keeps
+/// `align`, and the runtime lowers it per call).
 static int vectorWidth(int align, bool extentStatic, int64_t extent) {
-  int v = std::min(align, 8);
+  int v = std::min(align, 16);
   while (v > 1 && ((v & (v - 1)) != 0 || (extentStatic && extent % v != 0)))
     --v;
   return std::max(v, 1);
@@ -254,9 +263,35 @@ std::optional<std::string> checkProblem(const GemmProblem &p) {
   for (auto [name, a] : {std::pair{"alignA", p.alignA},
                          {"alignB", p.alignB},
                          {"alignC", p.alignC}})
-    if (a != 1 && a != 2 && a != 4 && a != 8)
+    if (a != 1 && a != 2 && a != 4 && a != 8 && a != 16)
       return std::string("gemm: ") + name + " = " + std::to_string(a) +
-             " must be 1, 2, 4 or 8 elements";
+             " must be 1, 2, 4, 8 or 16 elements";
+  if (isFp8(p.c))
+    return "gemm: C's dtype " + std::string(toString(p.c)) +
+           " is an input type only; fp8 inputs write bf16 or f16";
+  if (isFp8(p.ab)) {
+    // The tensor cores add fp8 products with fewer bits than fp32 (an H100
+    // measured ~2^-12 relative per 128-element k-slice, after which the
+    // kernel promotes the sum to fp32): far inside a bf16 or f16 C's
+    // rounding, but hundreds of times a plain fp32 loop's error in an f32 C.
+    if (p.c == DType::F32)
+      return "gemm: " + std::string(toString(p.ab)) +
+             " inputs write bf16 or f16, not f32: fp8 wgmma sums its "
+             "products with fewer bits than fp32, so an f32 C would not be "
+             "as accurate as its type promises";
+    // fp8 wgmma (the one fp8 main loop) reads both operands K-major.
+    if (p.transA || !p.transB)
+      return "gemm: " + std::string(toString(p.ab)) +
+             " inputs need layout nt "
+             "(A stored M x K, B stored N x K: fp8 wgmma reads both K-major), "
+             "not " +
+             p.layoutName() + "; store B transposed";
+    if (p.alignA < 16 || p.alignB < 16)
+      return "gemm: " + std::string(toString(p.ab)) +
+             " inputs are read by TMA in 16-byte rows: set alignA = alignB = "
+             "16 (pointers, leading dimensions and K multiples of 16), not " +
+             std::to_string(p.alignA) + " and " + std::to_string(p.alignB);
+  }
   return std::nullopt;
 }
 
@@ -267,6 +302,11 @@ std::optional<std::string> checkProblemOnTarget(const GemmProblem &p,
   // Every target takes bf16/f16 inputs with fp32 accumulation; TF32 is
   // NVIDIA's (mma.sync .tf32). gfx90a has no xf32 MFMA; gfx942 has one
   // (v_mfma_f32_32x32x4_xf32) that kgen does not use yet.
+  if (isFp8(p.ab) && t != Target::SM90A)
+    return "gemm: " + std::string(toString(p.ab)) +
+           " inputs run on sm_90a's "
+           "fp8 wgmma only, not on " +
+           std::string(toString(t));
   if (p.tf32 && targetInfo(t).vendor == Vendor::AMD)
     return "gemm: tf32 on " + std::string(toString(t)) +
            (t == Target::GFX90A

@@ -19,6 +19,10 @@ const char *typeConstant(DType t) {
     return "kgen::reference::kF16";
   case DType::F32:
     return "kgen::reference::kF32";
+  case DType::E4M3:
+    return "kgen::reference::kE4m3";
+  case DType::E5M2:
+    return "kgen::reference::kE5m2";
   }
   return "?";
 }
@@ -39,7 +43,19 @@ std::string gemmReferenceFillName(const GemmProblem &p) {
 }
 
 int referenceTypeCode(DType t) {
-  return t == DType::BF16 ? 0 : t == DType::F16 ? 1 : 2;
+  switch (t) {
+  case DType::BF16:
+    return 0;
+  case DType::F16:
+    return 1;
+  case DType::F32:
+    return 2;
+  case DType::E4M3:
+    return 3;
+  case DType::E5M2:
+    return 4;
+  }
+  return -1;
 }
 
 KernelSource emitGemmReference(const GemmProblem &p, Target t) {
@@ -86,10 +102,11 @@ KernelSource emitGemmReference(const GemmProblem &p, Target t) {
      << "int n, int k,\n"
      << "    long long lda, long long ldb, long long ldc, float alpha, "
         "float beta,\n"
-     << "    double *ref, void *naive) {\n"
+     << "    double *ref, void *naive, const float *scaleA,\n"
+     << "    const float *scaleB) {\n"
      << "  kgen::reference::gemm<Config>(a, b, c, m, n, k, lda, ldb, ldc, "
         "alpha, beta, ref,\n"
-     << "                                naive);\n"
+     << "                                naive, scaleA, scaleB);\n"
      << "}\n\n"
      << "extern \"C\" __global__ void __launch_bounds__(256)\n"
      << fill << "(void *p, long long count, int type,\n"
@@ -113,6 +130,17 @@ LaunchDims referenceFillLaunchDims(int64_t count) {
 
 double decodeElement(DType t, const void *buf, size_t i) {
   const char *bytes = static_cast<const char *>(buf);
+  if (isFp8(t)) { // as the reference's decodeFp8
+    const unsigned x = static_cast<unsigned char>(bytes[i]);
+    const int man = t == DType::E4M3 ? 3 : 2, bias = t == DType::E4M3 ? 7 : 15;
+    const int exp = int(x & 0x7f) >> man, m = int(x) & ((1 << man) - 1);
+    const int expMax = (1 << (7 - man)) - 1;
+    double v = exp == 0 ? std::ldexp(double(m), 1 - bias - man)
+                        : std::ldexp(double((1 << man) + m), exp - bias - man);
+    if (t == DType::E4M3 ? exp == expMax && m == (1 << man) - 1 : exp == expMax)
+      v = t == DType::E5M2 && m == 0 ? INFINITY : NAN;
+    return x >> 7 ? -v : v;
+  }
   if (t == DType::F32) {
     float f;
     std::memcpy(&f, bytes + 4 * i, 4);
@@ -134,7 +162,12 @@ double decodeElement(DType t, const void *buf, size_t i) {
 }
 
 double halfUlp(DType t, double x) {
-  int bits = t == DType::BF16 ? 8 : t == DType::F16 ? 11 : 24;
+  // Significand bits, the implicit one included.
+  int bits = t == DType::BF16   ? 8
+             : t == DType::F16  ? 11
+             : t == DType::E4M3 ? 4
+             : t == DType::E5M2 ? 3
+                                : 24;
   if (x == 0)
     return 0;
   int e;

@@ -22,6 +22,10 @@ Type toMlirType(MLIRContext *ctx, DType t) {
     return BFloat16Type::get(ctx);
   case DType::F32:
     return Float32Type::get(ctx);
+  case DType::E4M3:
+    return Float8E4M3FNType::get(ctx);
+  case DType::E5M2:
+    return Float8E5M2Type::get(ctx);
   }
   return {};
 }
@@ -33,6 +37,10 @@ std::optional<DType> toDType(Type t) {
     return DType::F16;
   if (t.isF32())
     return DType::F32;
+  if (t.isFloat8E4M3FN())
+    return DType::E4M3;
+  if (t.isFloat8E5M2())
+    return DType::E5M2;
   return std::nullopt;
 }
 
@@ -58,7 +66,7 @@ FailureOr<GemmProblem> getGemmProblem(GemmOp op) {
     if (std::optional<DType> t = toDType(type))
       return *t;
     return op.emitError() << "gemm: unknown dtype " << type << " for " << attr
-                          << "; expected bf16, f16 or f32";
+                          << "; expected bf16, f16, f32, f8E4M3FN or f8E5M2";
   };
   FailureOr<DType> ab = dtype("ab", op.getAb());
   if (failed(ab))
@@ -68,6 +76,7 @@ FailureOr<GemmProblem> getGemmProblem(GemmOp op) {
     return failure();
   p.ab = *ab;
   p.c = *c;
+  p.alignA = p.alignB = defaultAlign(p.ab); // unless `align` says otherwise
 
   StringRef layout = op.getLayout();
   auto isLetter = [](char l) { return l == 'n' || l == 't'; };

@@ -394,8 +394,15 @@ public:
                   std::to_string(rank));
     // CUtensorMapDataType, CUtensorMapSwizzle, CUtensorMapL2promotion values
     // from cuda.h.
-    constexpr int kFloat16 = 6, kBfloat16 = 9, kSwizzle128B = 3,
+    constexpr int kUint8 = 0, kFloat16 = 6, kBfloat16 = 9, kSwizzle128B = 3,
                   kL2Promote256B = 3;
+    const int type = t == DType::BF16  ? kBfloat16
+                     : t == DType::F16 ? kFloat16
+                     : isFp8(t)        ? kUint8 // TMA only moves the bytes
+                                       : -1;
+    if (type < 0)
+      throw Error("a TMA tensor map of " + std::string(toString(t)) +
+                  " elements: kgen builds them for bf16, f16 and fp8 only");
     unsigned long long d[5], byteStrides[4];
     unsigned bx[5], elementStrides[5];
     std::string shape, boxText;
@@ -404,20 +411,23 @@ public:
       bx[i] = box[i];
       elementStrides[i] = 1;
       if (i > 0)
-        byteStrides[i - 1] = strides[i] * 2; // bytes, dims after the first
+        byteStrides[i - 1] = strides[i] * sizeOf(t); // bytes, dims after
+                                                     // the first
       shape += (i ? " x " : "") + std::to_string(dims[i]);
       boxText += (i ? " x " : "") + std::to_string(box[i]);
       if (i > 0)
         shape += " (stride " + std::to_string(strides[i]) + ")";
     }
     check(api_.tensorMapEncodeTiled(
-              out, t == DType::BF16 ? kBfloat16 : kFloat16, unsigned(rank),
-              const_cast<void *>(base), d, byteStrides, bx, elementStrides,
+              out, type, unsigned(rank), const_cast<void *>(base), d,
+              byteStrides, bx, elementStrides,
               /*interleave none*/ 0, kSwizzle128B, kL2Promote256B,
               /*out-of-bounds fill: zeros*/ 0),
           "cuTensorMapEncodeTiled",
-          "building a TMA tensor map of " + shape + " elements (innermost "
-          "first, box " + boxText + ") at " + hex(base));
+          "building a TMA tensor map of " + shape +
+              " elements (innermost "
+              "first, box " +
+              boxText + ") at " + hex(base));
   }
 
   bool isCapturing(void *stream) override {

@@ -357,6 +357,11 @@ GemmProblem Runtime::resolve(const GemmProblem &p, const GemmArgs &args) {
     throw Error("gemm: the problem has a bias along " +
                 std::string(toString(p.bias)) +
                 " but the call's bias pointer is null");
+  if ((args.scaleA || args.scaleB) && !isFp8(p.ab))
+    throw Error("gemm: scaleA/scaleB are the per-tensor scales of fp8 inputs; "
+                "a " +
+                std::string(toString(p.ab)) +
+                " problem takes none (fold a scale into alpha)");
   if (p.residual && !args.residual)
     throw Error("gemm: the problem has a residual but the call's residual "
                 "pointer is null");
@@ -576,6 +581,8 @@ void Runtime::launch(const Kernel &k, const GemmArgs &args, void *stream) {
   prm.batch = int(r.batch);
   prm.alpha = args.alpha;
   prm.beta = args.beta;
+  prm.scaleA = args.scaleA;
+  prm.scaleB = args.scaleB;
   const GemmWorkspace need =
       gemmWorkspace(kp, k.config, r.m, r.batch, d.grid[0]);
   if (need.bytes()) {
@@ -613,17 +620,18 @@ void Runtime::launch(const Kernel &k, const GemmArgs &args, void *stream) {
     // A pair loads half the rows of the slice it shares each.
     const unsigned splitA = cf.pairSharesA() ? cf.cluster : 1;
     const unsigned splitB = cf.pairSharesA() ? 1 : cf.cluster;
+    const unsigned row = 128 / unsigned(sizeOf(kp.ab)); // 128-byte rows
     backend_->encodeTensorMap2d(&mapA, prm.a, kp.ab, uint64_t(prm.k),
-                              uint64_t(prm.m), uint64_t(prm.lda), 64,
-                              unsigned(cf.blockM) / splitA);
+                                uint64_t(prm.m), uint64_t(prm.lda), row,
+                                unsigned(cf.blockM) / splitA);
     if (kp.transB) // N x K, K contiguous
       backend_->encodeTensorMap2d(&mapB, prm.b, kp.ab, uint64_t(prm.k),
-                                uint64_t(prm.n), uint64_t(prm.ldb), 64,
-                                unsigned(cf.blockN) / splitB);
+                                  uint64_t(prm.n), uint64_t(prm.ldb), row,
+                                  unsigned(cf.blockN) / splitB);
     else // K x N, N contiguous: 64-column boxes of blockK rows
       backend_->encodeTensorMap2d(&mapB, prm.b, kp.ab, uint64_t(prm.n),
-                                uint64_t(prm.k), uint64_t(prm.ldb), 64,
-                                unsigned(cf.blockK));
+                                  uint64_t(prm.k), uint64_t(prm.ldb), row,
+                                  unsigned(cf.blockK));
     void *params[] = {&mapA, &mapB, &prm};
     backend_->launch(k.function, d, params, stream);
     return;

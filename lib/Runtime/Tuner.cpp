@@ -306,8 +306,9 @@ void GemmReference::run(const GemmProblem &call, const GemmArgs &args,
   long long ldb = args.ldb ? args.ldb : (call.transB ? call.k : call.n);
   long long ldc = args.ldc ? args.ldc : call.n;
   float alpha = args.alpha, beta = args.beta;
-  void *params[] = {&a,   &b,   &c,     &m,    &n,   &k,    &lda,
-                    &ldb, &ldc, &alpha, &beta, &ref, &naive};
+  const float *scaleA = args.scaleA, *scaleB = args.scaleB;
+  void *params[] = {&a,   &b,     &c,    &m,   &n,     &k,      &lda,   &ldb,
+                    &ldc, &alpha, &beta, &ref, &naive, &scaleA, &scaleB};
   be_->launch(gemm_, gemmReferenceLaunchDims(M, call.n), params, stream);
 }
 

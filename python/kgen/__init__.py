@@ -125,7 +125,8 @@ class _GemmArgs(ctypes.Structure):
     ] + [(name, ctypes.c_float) for name in ("alpha", "beta")] + [
         (name, ctypes.c_void_p) for name in ("bias", "residual")
     ] + [(name, ctypes.c_int64)
-         for name in ("ldr", "batch", "stride_a", "stride_b", "stride_c", "stride_bias", "stride_residual")]
+         for name in ("ldr", "batch", "stride_a", "stride_b", "stride_c", "stride_bias", "stride_residual")] + [
+        (name, ctypes.c_void_p) for name in ("scale_a", "scale_b")]
 
 
 def _declare(lib: ctypes.CDLL) -> None:
@@ -335,20 +336,26 @@ def has_device() -> bool:
 
 
 def problem(m: int, n: int, k: int, *, ab: str = "bf16", c: Optional[str] = None, layout: str = "nt",
-            static: Sequence[str] = ("n", "k"), align: Sequence[int] = (8, 8, 8), bias: Optional[str] = None,
+            static: Sequence[str] = ("n", "k"), align: Optional[Sequence[int]] = None, bias: Optional[str] = None,
             act: Optional[str] = None, residual: bool = False, batch: int = 1, tf32: bool = False) -> dict:
     """A GEMM problem as kgen's JSON takes it (see include/kgen/Problem.h):
     C (m x n) = op(A) (m x k) * op(B) (k x n); layout letters say how A and B
     are stored ('n': as op(), 't': transposed); `static` lists the
     dimensions baked into the kernel. The fused epilogue: `bias` "m" or "n",
     `act` relu | gelu_tanh | gelu_erf | silu, `residual`; `batch`: strided
-    batches; `tf32`: f32 inputs through TF32 tensor cores (needed for ab="f32")."""
+    batches; `tf32`: f32 inputs through TF32 tensor cores (needed for ab="f32").
+    ab "e4m3" / "e5m2" (fp8, sm_90a, layout nt): C defaults to bf16 and the
+    alignment to (16, 16, 8) elements (TMA's 16-byte rows); otherwise C
+    defaults to ab and the alignment to (8, 8, 8)."""
+    fp8 = ab in ("e4m3", "e5m2")
+    if align is None:
+        align = (16, 16, 8) if fp8 else (8, 8, 8)
     out = {
         "m": int(m),
         "n": int(n),
         "k": int(k),
         "ab": ab,
-        "c": c or ab,
+        "c": c or ("bf16" if fp8 else ab),
         "layout": layout,
         "static": list(static),
         "align": [int(x) for x in align],
@@ -395,8 +402,12 @@ def _dtype_name(dtype) -> str:
     import torch
 
     names = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
+    for attr, name in (("float8_e4m3fn", "e4m3"), ("float8_e5m2", "e5m2")):
+        if hasattr(torch, attr):
+            names[getattr(torch, attr)] = name
     if dtype not in names:
-        raise Error(f"dtype {dtype} is not supported: inputs are bfloat16 or float16, C is one of those or float32")
+        raise Error(f"dtype {dtype} is not supported: inputs are bfloat16, float16 or fp8 (float8_e4m3fn, "
+                    f"float8_e5m2), C is bfloat16, float16 or float32")
     return names[dtype]
 
 
@@ -427,7 +438,8 @@ def _storage(t, name: str, want: Optional[str]):
 
 def gemm(a, b, c=None, *, layout: Optional[str] = None, alpha: float = 1.0, beta: float = 0.0,
          static: Sequence[str] = ("n", "k"), out_dtype=None, runtime: Optional[Runtime] = None,
-         bias=None, bias_along: str = "n", act: Optional[str] = None, residual=None, tf32: bool = False):
+         bias=None, bias_along: str = "n", act: Optional[str] = None, residual=None, tf32: bool = False,
+         scale_a=None, scale_b=None):
     """C = alpha * (a @ b) + beta * C with a kgen kernel for this exact shape,
     on torch's current stream. Returns C (allocated when `c` is None).
 
@@ -441,13 +453,19 @@ def gemm(a, b, c=None, *, layout: Optional[str] = None, alpha: float = 1.0, beta
     static: dimensions baked into the kernel (default N and K; M is taken at
     run time so one kernel serves every batch size).
 
+    fp8 (a and b float8_e4m3fn or float8_e5m2, sm_90a): b given as w.t()
+    (layout "nt"), K a multiple of 16, C bfloat16 by default (or float16;
+    float32 is refused: the tensor cores' fp8 sums keep fewer bits); scale_a and scale_b are one-element float32 CUDA tensors,
+    the per-tensor dequantization scales, C = alpha * scale_a * scale_b *
+    (a @ b) + ... (as torch._scaled_mm); None means 1.
+
     The fused epilogue, C = act(alpha * a @ b + beta * C + bias) + residual:
     bias a contiguous vector of C's dtype, N long (bias_along "n", as a
     linear layer's) or M long ("m"); act relu | gelu_tanh | gelu_erf | silu;
     residual an (M, N) row-major tensor of C's dtype."""
     rt, prob, fields, c = _gemm_call(a, b, c, layout=layout, alpha=alpha, beta=beta, static=static,
                                      out_dtype=out_dtype, runtime=runtime, bias=bias, bias_along=bias_along,
-                                     act=act, residual=residual, tf32=tf32)
+                                     act=act, residual=residual, tf32=tf32, scale_a=scale_a, scale_b=scale_b)
     if prob is None:  # M, N or K is 0: no kernel; an empty sum is 0
         if a.shape[0] and b.shape[1]:
             return c.zero_() if beta == 0 else c.mul_(beta)
@@ -462,20 +480,20 @@ def gemm(a, b, c=None, *, layout: Optional[str] = None, alpha: float = 1.0, beta
 def gemm_kernel(a, b, c=None, *, layout: Optional[str] = None, alpha: float = 1.0, beta: float = 0.0,
                 static: Sequence[str] = ("n", "k"), out_dtype=None, runtime: Optional[Runtime] = None,
                 bias=None, bias_along: str = "n", act: Optional[str] = None, residual=None,
-                tf32: bool = False) -> KernelInfo:
+                tf32: bool = False, scale_a=None, scale_b=None) -> KernelInfo:
     """The kernel kgen.gemm runs for the same arguments: the dispatcher's
     pick for the problem (the tuning DB's winner, else the heuristic) and
     the tensors' alignment, built or loaded on first use. Nothing runs."""
     rt, prob, fields, _ = _gemm_call(a, b, c, layout=layout, alpha=alpha, beta=beta, static=static,
                                      out_dtype=out_dtype, runtime=runtime, bias=bias, bias_along=bias_along,
-                                     act=act, residual=residual, tf32=tf32)
+                                     act=act, residual=residual, tf32=tf32, scale_a=scale_a, scale_b=scale_b)
     if prob is None:
         raise Error("kgen.gemm_kernel: M, N or K is 0, so kgen.gemm runs no kernel")
     return rt.gemm_select_raw(prob, **fields)
 
 
 def _gemm_call(a, b, c, *, layout, alpha, beta, static, out_dtype, runtime, bias, bias_along, act, residual,
-               tf32):
+               tf32, scale_a=None, scale_b=None):
     """kgen.gemm's arguments checked and turned into (runtime, problem,
     kgen_gemm_args_t fields, C), C allocated when None; the problem is None
     when no kernel runs (M, N or K is 0)."""
@@ -492,6 +510,7 @@ def _gemm_call(a, b, c, *, layout, alpha, beta, static, out_dtype, runtime, bias
     if a.dtype != b.dtype:
         raise Error(f"kgen.gemm: a is {a.dtype} but b is {b.dtype}; they must match")
     ab = _dtype_name(a.dtype)
+    fp8 = ab in ("e4m3", "e5m2")
     if (ab == "f32") != bool(tf32):
         raise Error("kgen.gemm: float32 inputs need tf32=True (TF32 tensor cores), and tf32=True needs float32 "
                     "inputs; or use bfloat16 or float16")
@@ -500,13 +519,15 @@ def _gemm_call(a, b, c, *, layout, alpha, beta, static, out_dtype, runtime, bias
     if c is None:
         if beta != 0:
             raise Error("kgen.gemm: beta != 0 reads C; pass c")
-        c = torch.empty((M, N), dtype=out_dtype or a.dtype, device=a.device)
+        c = torch.empty((M, N), dtype=out_dtype or (torch.bfloat16 if fp8 else a.dtype), device=a.device)
     else:
         if not isinstance(c, torch.Tensor) or c.dim() != 2 or tuple(c.shape) != (M, N):
             raise Error(f"kgen.gemm: c must be a {M}x{N} tensor, got {getattr(c, 'shape', type(c))}")
         if out_dtype is not None and out_dtype != c.dtype:
             raise Error(f"kgen.gemm: out_dtype {out_dtype} differs from c's dtype {c.dtype}")
     cname = _dtype_name(c.dtype)
+    if cname in ("e4m3", "e5m2"):
+        raise Error("kgen.gemm: C cannot be fp8 (an input type only); use bfloat16, float16 or float32")
     for name, t in (("a", a), ("b", b), ("c", c)):
         if not t.is_cuda:
             raise Error(f"kgen.gemm: {name} is on {t.device}; kgen runs on CUDA tensors")
@@ -540,6 +561,14 @@ def _gemm_call(a, b, c, *, layout, alpha, beta, static, out_dtype, runtime, bias
         _, ldr = _storage(residual, "residual", "n")
         extra["residual"] = residual.data_ptr()
         extra["ldr"] = ldr
+    for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
+        if s is None:
+            continue
+        if not fp8:
+            raise Error(f"kgen.gemm: {name} is for fp8 inputs; fold a scale of {a.dtype} inputs into alpha")
+        if not isinstance(s, torch.Tensor) or s.numel() != 1 or s.dtype != torch.float32 or s.device != a.device:
+            raise Error(f"kgen.gemm: {name} must be a one-element float32 tensor on {a.device}")
+        extra[name] = s.data_ptr()
     prob = problem(M, N, K, ab=ab, c=cname, layout=la + lb, static=static,
                    bias=bias_along if bias is not None else None, act=act, residual=residual is not None,
                    tf32=bool(tf32))

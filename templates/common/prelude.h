@@ -86,6 +86,14 @@ struct alignas(2) bf16 {
 struct alignas(2) f16 {
   uint16_t bits;
 };
+/// The 8-bit floats of sm_90a's fp8 wgmma (GEMM inputs only: the tensor
+/// cores read them from shared memory; no kernel converts them).
+struct e4m3 {
+  uint8_t bits;
+};
+struct e5m2 {
+  uint8_t bits;
+};
 
 #if !KGEN_PTX
 /// Same-size reinterpretation (clang and gcc; the PTX paths use CUDA's

@@ -6,11 +6,13 @@
 // share their A rows and B columns in L2). Each block is
 //
 //   warpgroup 0         the producer: one thread issues the TMA loads of
-//                       each kBlockK = 64 slice of A and B into a ring of
+//                       each 128-byte k-slice of A and B (kBlockK = 64
+//                       2-byte or 128 fp8 elements) into a ring of
 //                       kStages shared-memory stages; full[s] completes
 //                       when a stage's bytes have landed;
 //   warpgroups 1..kC    the consumers: each owns kBlockM / kC rows of the
-//                       tile as m64 slices, runs wgmma m64nkBlockNk16 on the
+//                       tile as m64 slices, runs wgmma m64nkBlockNk16 (fp8:
+//                       k32, the same 32 bytes of K a step) on the
 //                       stage (keeping one k-slice of wgmmas in flight),
 //                       releases it through empty[s], and at the end of a
 //                       tile writes its fp32 accumulators to C while the
@@ -47,6 +49,15 @@
 // producer walks the same segments as the consumers; a tile split between
 // CTAs is added up by the last of them through the workspace
 // (templates/gemm/fixup.h) before its epilogue.
+//
+// fp8 inputs (e4m3, e5m2; layout nt, both operands K-major, unswapped)
+// take the same ring and descriptors: a k-slice is 128 fp8 elements in the
+// same 128-byte rows. The tensor cores add fp8 products with fewer bits
+// than fp32 (an H100 measured ~2^-12 relative for sums over K = 1040), so,
+// as DeepGEMM does, each k-slice's wgmmas start from zero and are added to
+// fp32 totals (kPromote; C must be bf16 or f16, whose rounding covers the
+// rest); the totals are scaled by the inputs' per-tensor scales before the
+// epilogue.
 //
 // setmaxnreg moves registers from the producer (which needs few) to the
 // consumers (which hold up to 2 x 128 accumulators each). TMA zero-fills
@@ -101,7 +112,10 @@ template <class Config> struct Shape {
   static constexpr bool kBNMajor = !Config::kTransB;
   static constexpr bool kMmaAMNMajor = kSwapAB && kBNMajor;
   static constexpr bool kMmaBMNMajor = !kSwapAB && kBNMajor;
-  static constexpr int kRowBytes = 128; ///< one swizzled row: 64 elements
+  static constexpr int kRowBytes = 128; ///< one swizzled row of K
+  /// fp8 inputs: 128 elements a row, wgmma k32 (32 bytes a step, as k16).
+  static constexpr bool kFp8 = sizeof(T) == 1;
+  static constexpr int kKSteps = kRowBytes / 32; ///< wgmmas a k-slice
   static constexpr int kStageBytesA = kBlockM * kRowBytes;
   static constexpr int kStageBytesB = kBlockN * kRowBytes;
   static constexpr int kStageBytes = kStageBytesA + kStageBytesB;
@@ -111,15 +125,24 @@ template <class Config> struct Shape {
   static constexpr int kSlabFloats = 16 * kSlabCols;
   /// wgmma, like mma.sync, adds into its accumulators with truncation; with
   /// an fp32 C that error shows (2x a plain fp32 loop at K = 2048 on an
-  /// H200), so each k-slice's sum is promoted with FADDs. The limits keep
-  /// the doubled accumulators within the consumers' registers.
-  static constexpr bool kPromote = IsSame<TC, float>::value;
+  /// H200), so each k-slice's sum is promoted with FADDs; fp8's narrower
+  /// sums always (see the top). The limits keep the doubled accumulators
+  /// within the consumers' registers. (Adding a slice's sum while the next
+  /// slice's wgmmas run, from a second set of accumulators, makes ptxas
+  /// serialize every wgmma: it lets no instruction read accumulators while
+  /// any wgmma is in flight here. The two consumers overlap instead.)
+  static constexpr bool kPromote = IsSame<TC, float>::value || kFp8;
 
   static_assert(IsSame<T, typename Config::TypeB>::value &&
-                    (IsSame<T, bf16>::value || IsSame<T, f16>::value),
-                "A and B are both bf16 or both f16");
+                    (IsSame<T, bf16>::value || IsSame<T, f16>::value ||
+                     IsSame<T, e4m3>::value || IsSame<T, e5m2>::value),
+                "A and B are both bf16, f16, e4m3 or e5m2");
   static_assert(!Config::kTransA, "A is K-major (layout 'N')");
-  static_assert(kBlockK == 64, "a k-slice is one 128-byte swizzle row");
+  static_assert(kBlockK * int(sizeof(T)) == kRowBytes,
+                "a k-slice is one 128-byte swizzle row");
+  static_assert(!kFp8 || (!kBNMajor && !kSwapAB),
+                "fp8 wgmma reads both operands K-major (layout nt), "
+                "unswapped");
   static_assert(kThreads == Config::kThreads, "128 threads per warpgroup");
   /// The ring, its full and empty barriers, the fix-up's flag and the
   /// consumer warps' slabs, after 1024 bytes of slack for the alignment.
@@ -370,9 +393,15 @@ KGEN_DEVICE void consume(unsigned char *smem, uint64_t *full, uint64_t *empty,
   float *slab = staging + (int(threadIdx.x) / 32 - 4) * S::kSlabFloats;
   using Mma = sm90::Wgmma<T, S::kRowsQ, S::kMmaBMNMajor, S::kMmaAMNMajor>;
   float acc[S::kMmaM][S::kAccum];
-  // With an fp32 C, each k-slice's wgmmas start from zero and their sum is
-  // added here with round-to-nearest FADDs (see kPromote); otherwise unused.
+  // With an fp32 C or fp8 inputs, each k-slice's wgmmas start from zero and
+  // their sum is added here with round-to-nearest FADDs (see kPromote);
+  // otherwise unused.
   float total[S::kPromote ? S::kMmaM : 1][S::kPromote ? S::kAccum : 1];
+  // fp8: the product of the inputs' per-tensor scales (run() has waited
+  // for the previous kernel, which may have written them).
+  float scale = 1.f;
+  if constexpr (S::kFp8)
+    scale = (p.scaleA ? *p.scaleA : 1.f) * (p.scaleB ? *p.scaleB : 1.f);
   int stage = 0;
   uint32_t phase = 0;
   Work<S> work(units, slices, unit0, unitStride);
@@ -400,9 +429,10 @@ KGEN_DEVICE void consume(unsigned char *smem, uint64_t *full, uint64_t *empty,
         sm90::fenceAccumulators(acc[mi]);
       sm90::wgmmaFence();
 #pragma unroll
-      for (int kk = 0; kk < S::kBlockK / 16; ++kk) {
-        // A k16 step: 32 bytes into K-major rows, two 8-k groups (2048
-        // bytes) into N- or M-major boxes (64 columns, 64 * 128 bytes).
+      for (int kk = 0; kk < S::kKSteps; ++kk) {
+        // A k16 (fp8: k32) step: 32 bytes into K-major rows, two 8-k groups
+        // (2048 bytes) into N- or M-major boxes (64 columns, 64 * 128
+        // bytes; 2-byte types only).
         const uint64_t descB =
             S::kMmaBMNMajor
                 ? sm90::matrixDescriptor(b + kk * 2048, 64 * S::kRowBytes, 1024)
@@ -468,6 +498,13 @@ KGEN_DEVICE void consume(unsigned char *smem, uint64_t *full, uint64_t *empty,
         if (!last)
           continue;
       }
+    }
+    if constexpr (S::kFp8) {
+#pragma unroll
+      for (int mi = 0; mi < S::kMmaM; ++mi)
+#pragma unroll
+        for (int i = 0; i < S::kAccum; ++i)
+          total[mi][i] *= scale;
     }
     const int row0 =
         tm * S::kBlockM + (S::kSwapAB ? 0 : consumer * S::kRowsPerConsumer);

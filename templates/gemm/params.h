@@ -34,6 +34,10 @@ struct Params {
   int m, n, k; ///< the run-time extents (baked ones are ignored)
   int batch;   ///< the grid's z extent
   float alpha, beta;
+  /// fp8 inputs: each input's per-tensor scale (one fp32 in device memory,
+  /// read once a CTA after the previous kernel; null reads as 1). C =
+  /// alpha * (*scaleA) * (*scaleB) * A B + ...; other inputs ignore them.
+  const float *scaleA, *scaleB;
 };
 
 //===----------------------------------------------------------------------===//

@@ -20,7 +20,9 @@
 // shared memory, launched as 256 threads. The generated file fixes the
 // dtypes and the layout through Config (see emitGemmReference):
 //
-//   kTypeA (A and B) and kTypeC   kgen::reference::kBf16 / kF16 / kF32
+//   kTypeA (A and B) and kTypeC   kgen::reference::kBf16 / kF16 / kF32, and
+//                                 for A and B kE4m3 / kE5m2 (fp8: their
+//                                 products are exact in fp32 too)
 //   kTransA, kTransB              stored transposed ('T')
 //   kTf32                         f32 inputs through TF32 (the naive loop
 //                                 rounds them first)
@@ -42,7 +44,15 @@ typedef unsigned short u16;
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
-enum Type { kBf16 = 0, kF16 = 1, kF32 = 2 };
+enum Type { kBf16 = 0, kF16 = 1, kF32 = 2, kE4m3 = 3, kE5m2 = 4 };
+
+/// An fp8 format: exponent and mantissa bits, bias.
+struct Fp8Format {
+  int man, bias;
+};
+__device__ inline Fp8Format fp8Format(int type) {
+  return type == kE4m3 ? Fp8Format{3, 7} : Fp8Format{2, 15};
+}
 
 __device__ inline float fromBits(u32 u) { return __builtin_bit_cast(float, u); }
 
@@ -68,9 +78,57 @@ __device__ inline float roundTf32(float x) {
   return fromBits((u + 0x1000u) & 0xffffe000u);
 }
 
+/// Exact: every fp8 value is an fp32. e4m3 (OCP "fn"): no infinity, S.1111.111
+/// is NaN; e5m2: IEEE-like (exponent 31 is inf or NaN).
+__device__ inline float decodeFp8(unsigned char x, int type) {
+  const Fp8Format f = fp8Format(type);
+  const int expBits = 7 - f.man;
+  const u32 sign = u32(x >> 7) << 31;
+  const int exp = (x >> f.man) & ((1 << expBits) - 1),
+            man = x & ((1 << f.man) - 1);
+  if (type == kE4m3 && exp == 15 && man == 7)
+    return fromBits(0x7fc00000u);
+  if (type == kE5m2 && exp == 31)
+    return fromBits(sign | (man ? 0x7fc00000u : 0x7f800000u));
+  if (exp == 0) { // subnormal: man * 2^(1 - bias - man bits)
+    float v = float(man) * fromBits(u32(127 + 1 - f.bias - f.man) << 23);
+    return sign ? -v : v;
+  }
+  return fromBits(sign | (u32(exp - f.bias + 127) << 23) |
+                  (u32(man) << (23 - f.man)));
+}
+
+/// |v| < 2 rounded to nearest even fp8 of `type` (the fill's range; both
+/// formats hold it without overflow).
+__device__ inline unsigned char roundFp8(float v, int type) {
+  const Fp8Format f = fp8Format(type);
+  const u32 u = __builtin_bit_cast(u32, v);
+  const u32 sign = (u >> 31) << 7;
+  const float a = fromBits(u & 0x7fffffffu);
+  if (a == 0.0f)
+    return (unsigned char)sign;
+  const int emin = 1 - f.bias; // the smallest normal exponent
+  int e = int((u >> 23) & 0xffu) - 127;
+  if (e < emin)
+    e = emin; // subnormals share emin's spacing
+  // a / 2^(e - man) in [0, 2^(man + 1)): an integer after rounding
+  // (rintf: ties to even), exact since both are powers of two apart.
+  const float quantum = fromBits(u32(e - f.man + 127) << 23);
+  u32 q = u32(rintf(a / quantum));
+  if (q >> (f.man + 1)) { // rounded up into the next binade
+    q >>= 1;
+    ++e;
+  }
+  // q < 2^man only when subnormal (e == emin, exponent field 0).
+  const u32 field = q >> f.man ? u32(e + f.bias) : 0u;
+  return (unsigned char)(sign | (field << f.man) | (q & ((1u << f.man) - 1)));
+}
+
 __device__ inline float load(const void *p, long long i, int type) {
   if (type == kF32)
     return ((const float *)p)[i];
+  if (type == kE4m3 || type == kE5m2)
+    return decodeFp8(((const unsigned char *)p)[i], type);
   u16 h = ((const u16 *)p)[i];
   return type == kBf16 ? fromBits(u32(h) << 16) : decodeF16(h);
 }
@@ -102,7 +160,9 @@ __device__ inline u16 roundF16(float f) {
 }
 
 __device__ inline void store(void *p, long long i, int type, float v) {
-  if (type == kF32)
+  if (type == kE4m3 || type == kE5m2)
+    ((unsigned char *)p)[i] = roundFp8(v, type);
+  else if (type == kF32)
     ((float *)p)[i] = v;
   else
     ((u16 *)p)[i] = type == kBf16 ? roundBf16(v) : roundF16(v);
@@ -123,7 +183,9 @@ __device__ inline void fill(void *p, long long n, int type, u64 seed,
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
        i += (long long)gridDim.x * blockDim.x) {
     if (poison) {
-      if (type == kF32)
+      if (type == kE4m3 || type == kE5m2)
+        ((unsigned char *)p)[i] = 0x7f; // NaN in both
+      else if (type == kF32)
         ((u32 *)p)[i] = 0x7fc00000u;
       else
         ((u16 *)p)[i] = type == kBf16 ? 0x7fc0 : 0x7e00;
@@ -137,12 +199,14 @@ __device__ inline void fill(void *p, long long n, int type, u64 seed,
 
 /// ref and naive (both m x n, packed) for one call; C is read only when
 /// beta != 0 (it holds NaN otherwise). Each thread walks k in order, so
-/// `naive` is the plain fp32 loop.
+/// `naive` is the plain fp32 loop. scaleA and scaleB (fp8 inputs' per-tensor
+/// scales, one fp32 each; null: 1) multiply the sum before alpha, as the
+/// kernels apply them.
 template <class Config>
-__device__ inline void gemm(const void *a, const void *b, const void *c, int m,
-                            int n, int k, long long lda, long long ldb,
-                            long long ldc, float alpha, float beta, double *ref,
-                            void *naive) {
+__device__ inline void
+gemm(const void *a, const void *b, const void *c, int m, int n, int k,
+     long long lda, long long ldb, long long ldc, float alpha, float beta,
+     double *ref, void *naive, const float *scaleA, const float *scaleB) {
   constexpr int typeA = Config::kTypeA, typeC = Config::kTypeC;
   constexpr bool transA = Config::kTransA, transB = Config::kTransB;
   __shared__ float sa[16][17], sb[16][17];
@@ -183,8 +247,12 @@ __device__ inline void gemm(const void *a, const void *b, const void *c, int m,
     return;
   // C holds NaN when beta == 0: it must not be read.
   float cf = beta != 0.0f ? load(c, (long long)i * ldc + j, typeC) : 0.0f;
-  ref[(long long)i * n + j] = (double)alpha * acc + (double)beta * (double)cf;
-  store(naive, (long long)i * n + j, typeC, alpha * accf + beta * cf);
+  const float s = (scaleA ? *scaleA : 1.0f) * (scaleB ? *scaleB : 1.0f);
+  ref[(long long)i * n + j] =
+      (double)alpha * ((double)(scaleA ? *scaleA : 1.0f) *
+                       (double)(scaleB ? *scaleB : 1.0f) * acc) +
+      (double)beta * (double)cf;
+  store(naive, (long long)i * n + j, typeC, alpha * (s * accf) + beta * cf);
 }
 
 } // namespace kgen::reference

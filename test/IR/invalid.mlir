@@ -24,12 +24,12 @@ kgen.gemm @huge_k {m = 1, n = 64, k = 4294967296, ab = bf16, c = bf16, layout = 
 
 // -----
 
-// expected-error@+1 {{gemm: unknown dtype 'i8' for ab; expected bf16, f16 or f32}}
+// expected-error@+1 {{gemm: unknown dtype 'i8' for ab; expected bf16, f16, f32, f8E4M3FN or f8E5M2}}
 kgen.gemm @int_inputs {m = 1, n = 64, k = 64, ab = i8, c = bf16, layout = "nt"}
 
 // -----
 
-// expected-error@+1 {{gemm: unknown dtype 'f64' for c; expected bf16, f16 or f32}}
+// expected-error@+1 {{gemm: unknown dtype 'f64' for c; expected bf16, f16, f32, f8E4M3FN or f8E5M2}}
 kgen.gemm @f64_output {m = 1, n = 64, k = 64, ab = bf16, c = f64, layout = "nt"}
 
 // -----
@@ -79,7 +79,7 @@ kgen.gemm @short_align {m = 1, n = 64, k = 64, ab = bf16, c = bf16, layout = "nt
 
 // -----
 
-// expected-error@+1 {{gemm: alignB = 3 must be 1, 2, 4 or 8 elements}}
+// expected-error@+1 {{gemm: alignB = 3 must be 1, 2, 4, 8 or 16 elements}}
 kgen.gemm @odd_align {m = 1, n = 64, k = 64, ab = bf16, c = bf16, layout = "nt", align = [8, 3, 8]}
 
 // -----
@@ -233,5 +233,5 @@ kgen.gemm @cluster_tiled {m = 4096, n = 4096, k = 4096, ab = bf16, c = bf16, lay
 
 // -----
 
-// expected-error@+1 {{config: 128 fp32 accumulators per consumer thread, doubled for an f32 C (promoted sums), exceed 128; use blockM / warpsM * blockN <= 8192 (e.g. block 128x128x64, warps 2x1)}}
+// expected-error@+1 {{config: 128 fp32 accumulators per consumer thread, doubled for an f32 C (promoted sums), exceed 128; use blockM / warpsM * blockN <= 8192 (e.g. block 128x128, warps 2x1)}}
 kgen.gemm @wgmma_f32_regs {m = 4096, n = 4096, k = 4096, ab = bf16, c = f32, layout = "nt", target = "sm_90a", config = #kgen.gemm_config<loop = wgmma, block = [128, 256, 64], warps = [2, 1], stages = 4, smem = swizzled>}

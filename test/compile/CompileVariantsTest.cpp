@@ -1,9 +1,10 @@
 //===- CompileVariantsTest.cpp - Every variant compiles, no GPU needed ----===//
 //
 // Every GEMM config the enumerator yields for a set of shapes, and every
-// layout x dtype for two of them, goes through the real compilers: nvrtc for
-// sm_80 and sm_90a, hiprtc (Debian's ROCm 5.2) for gfx90a. This is how CI
-// checks the templates without a GPU; the AMD code is compiled, never run.
+// layout x dtype for two of them (fp8 on sm_90a), goes through the real
+// compilers: nvrtc for sm_80 and sm_90a, hiprtc (Debian's ROCm 5.2) for gfx90a.
+// This is how CI checks the templates without a GPU; the AMD code is compiled,
+// never run.
 //
 //===----------------------------------------------------------------------===//
 
@@ -114,6 +115,28 @@ std::vector<Job> jobsFor(Target t) {
     p.tf32 = true;
     for (const GemmConfig &c : enumerateConfigs(p, t))
       jobs.push_back({p, c});
+  }
+  // fp8 inputs (sm_90a only; the others refuse them): every candidate of an
+  // LLM shape and a small-M one in e4m3, and e5m2's default into bf16 and
+  // f16, the last with the fused epilogue.
+  if (t == Target::SM90A) {
+    for (int64_t m : {532, 64}) {
+      GemmProblem p =
+          problem(m, 2048, 4096, false, true, DType::E4M3, DType::BF16);
+      p.alignA = p.alignB = 16;
+      for (const GemmConfig &c : enumerateConfigs(p, t))
+        jobs.push_back({p, c});
+    }
+    for (DType c : {DType::BF16, DType::F16}) {
+      GemmProblem p = problem(127, 4099, 1040, false, true, DType::E5M2, c);
+      p.alignA = p.alignB = 16;
+      if (c == DType::F16) {
+        p.bias = BiasKind::AlongN;
+        p.act = Activation::SiLU;
+        p.residual = true;
+      }
+      jobs.push_back({p, defaultConfig(p, t)});
+    }
   }
   // The gemv loop (NVIDIA, small M; candidates of {1, 4096, 4096} above
   // too): B stored K x N, each M tile size, the epilogue with an f32 C.

@@ -94,6 +94,9 @@ struct Case {
   /// A's and B's allocations end at their last element (no guard), so that
   /// compute-sanitizer sees any read past them (repack's copy kernel).
   bool tight = false;
+  /// fp8 inputs: the per-tensor scales passed (GemmArgs::scaleA, scaleB,
+  /// from device memory); 0 passes none (read as 1).
+  float scaleA = 0, scaleB = 0;
 
   int64_t runM() const { return callM >= 0 ? callM : m; }
 
@@ -114,6 +117,7 @@ struct Case {
     p.residual = residual;
     p.batch = batch;
     p.tf32 = tf32;
+    p.alignA = p.alignB = defaultAlign(ab);
     return p;
   }
 
@@ -127,6 +131,8 @@ struct Case {
        << (staticK ? "k" : "") << (!staticM && !staticN && !staticK ? "-" : "");
     if (alpha != 1 || beta != 0)
       os << " alpha=" << alpha << " beta=" << beta;
+    if (scaleA != 0 || scaleB != 0)
+      os << " scales=" << scaleA << "," << scaleB;
     if (pad[0] || pad[1] || pad[2])
       os << " ld+(" << pad[0] << "," << pad[1] << "," << pad[2] << ")";
     if (off[0] || off[1] || off[2])
@@ -153,7 +159,8 @@ struct Case {
          << (config->splitK > 1 ? " splitK " + std::to_string(config->splitK)
                                 : std::string())
          << (config->repack ? " repack" : "")
-         << (config->swapAB ? " swapAB" : "");
+         << (config->swapAB ? " swapAB" : "")
+         << (config->streamK ? " streamK" : "");
     return os.str();
   }
 };
@@ -774,6 +781,56 @@ std::vector<Case> tf32Cases(Target t) {
   return out;
 }
 
+/// fp8 inputs (sm_90a's wgmma loop, layout nt): e4m3 and e5m2 into bf16 and
+/// f16 (an f32 C is refused), with and without per-tensor scales; ragged M and
+/// N, K not a multiple of the 128-element k-slice (TMA's zero fill), M = 1;
+/// alpha and beta, the fused epilogue; every candidate config of an LLM shape
+/// (fitted widths, pairs, stream-K, split-K in lockstep) and of a small-M
+/// one; and Runtime::gemm's own choice at 4096^3.
+std::vector<Case> fp8Cases(Target t) {
+  std::vector<Case> out;
+  if (t != Target::SM90A)
+    return out;
+  auto f8 = [](int64_t m, int64_t n, int64_t k, DType ab, DType c) {
+    return make(m, n, k, "nt", ab, c);
+  };
+  for (DType ab : {DType::E4M3, DType::E5M2}) {
+    for (DType c : {DType::BF16, DType::F16}) {
+      out.push_back(f8(256, 512, 1024, ab, c));
+      Case scaled = f8(127, 4099, 1040, ab, c);
+      scaled.scaleA = 0.37f;
+      scaled.scaleB = 2.9f;
+      out.push_back(scaled);
+    }
+    Case one = f8(1, 4096, 4096, ab, DType::BF16);
+    one.scaleB = 0.0625f;
+    out.push_back(one);
+    Case ab2 = f8(255, 384, 528, ab, DType::F16);
+    ab2.alpha = -2.0f;
+    ab2.beta = 0.5f;
+    ab2.scaleA = 1.5f;
+    out.push_back(ab2);
+    Case fused = f8(300, 1000, 2048, ab, DType::BF16);
+    fused.bias = BiasKind::AlongN;
+    fused.act = Activation::GeluTanh;
+    fused.residual = true;
+    fused.scaleA = 0.5f;
+    fused.scaleB = 0.25f;
+    out.push_back(fused);
+  }
+  out.push_back(f8(4096, 4096, 4096, DType::E4M3, DType::BF16));
+  for (Case c : {f8(532, 2048, 2048, DType::E4M3, DType::BF16),
+                 f8(64, 4096, 4096, DType::E5M2, DType::F16)}) {
+    c.scaleA = 0.75f;
+    c.scaleB = 1.25f;
+    for (const GemmConfig &cfg : enumerateConfigs(variantProblem(c), t)) {
+      c.config = cfg;
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
 /// The gemv loop (small M): every gemv candidate on the decode shapes, nt
 /// and nn, ragged M/N/K (vectors lowered to 1 and 2), the epilogue with
 /// batches, an f32 C, rings of 1 to 16 slots, and Runtime::gemm's own
@@ -1271,6 +1328,15 @@ bool runCase(const Case &c) {
       resB(be, std::max<int64_t>(residualElems(c), 1) * sizeOf(c.c));
   char *base[5] = {A.p, B.p, C.p, biasB.p, resB.p};
   GemmArgs args = argsFor(c, ops, base);
+  Buffer scales(be, 2 * sizeof(float));
+  if (c.scaleA != 0 || c.scaleB != 0) {
+    const float s[2] = {c.scaleA, c.scaleB};
+    be->copyToDevice(scales.p, s, sizeof s);
+    if (c.scaleA != 0)
+      args.scaleA = reinterpret_cast<const float *>(scales.p);
+    if (c.scaleB != 0)
+      args.scaleB = reinterpret_cast<const float *>(scales.p) + 1;
+  }
 
   uint64_t seed = seedOf(what);
   launchFill(g, A.p, ops[0].elems, c.ab, seed + 1, false);
@@ -1472,6 +1538,15 @@ TEST_F(GemmGpu, GemvSmallM) {
 TEST_F(GemmGpu, Tf32) {
   std::vector<Case> cases = tf32Cases(Gpu::get().rt->target());
   ASSERT_GE(cases.size(), 20u);
+  runAll(cases);
+}
+
+TEST_F(GemmGpu, Fp8) {
+  const Target t = Gpu::get().rt->target();
+  if (t != Target::SM90A)
+    GTEST_SKIP() << "fp8 runs on sm_90a's wgmma; this GPU is " << toString(t);
+  std::vector<Case> cases = fp8Cases(t);
+  ASSERT_GE(cases.size(), 30u);
   runAll(cases);
 }
 

@@ -405,6 +405,36 @@ def test_mlstm():
         print(f"  mlstm {config}: max|h - ref| = {err:.3g}, bound {bound:.3g}")
 
 
+def test_fp8():
+    """fp8 inputs with per-tensor scales (sm_90a): e4m3 and e5m2 into bf16
+    and f16, against a float64 reference and torch._scaled_mm (the rule's
+    naive side); an f32 C is refused."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        print("skip fp8: not an sm_90 GPU")
+        return
+    gen = torch.Generator(device="cuda").manual_seed(11)
+    sa = torch.tensor([0.37], device="cuda")
+    sb = torch.tensor([2.9], device="cuda")
+    for name, dt in (("e4m3", torch.float8_e4m3fn), ("e5m2", torch.float8_e5m2)):
+        x = uniform((300, 1040), torch.float32, gen).to(dt)
+        w = uniform((1008, 1040), torch.float32, gen).to(dt)  # _scaled_mm: N % 16 == 0
+        ref = (x.double() @ w.double().t()) * (0.37 * 2.9)
+        y = kgen.gemm(x, w.t(), scale_a=sa, scale_b=sb)
+        torch.cuda.synchronize()
+        assert y.dtype == torch.bfloat16 and y.shape == (300, 1008), (y.dtype, y.shape)
+        naive = torch._scaled_mm(x, w.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+        expect_close(f"fp8 {name} -> bf16", y, ref, naive, torch.bfloat16)
+        y16 = kgen.gemm(x, w.t(), scale_a=sa, scale_b=sb, out_dtype=torch.float16)
+        naive16 = torch._scaled_mm(x, w.t(), scale_a=sa, scale_b=sb, out_dtype=torch.float16)
+        expect_close(f"fp8 {name} -> f16", y16, ref, naive16, torch.float16)
+        print(f"ok   fp8 {name}: {kgen.gemm_kernel(x, w.t(), scale_a=sa, scale_b=sb).name}")
+    x = uniform((64, 256), torch.float32, gen).to(torch.float8_e4m3fn)
+    w = uniform((128, 256), torch.float32, gen).to(torch.float8_e4m3fn)
+    expect_error("fp8 layout nn", lambda: kgen.gemm(x, w.t().contiguous()), "layout nt")
+    expect_error("fp8 into f32", lambda: kgen.gemm(x, w.t(), out_dtype=torch.float32), "not f32")
+    expect_error("scales on bf16", lambda: kgen.gemm(x.bfloat16(), w.bfloat16().t(), scale_a=sa), "fp8 inputs")
+
+
 def main():
     print(f"kgen {kgen.version()} from {kgen.library_path()} on {torch.cuda.get_device_name()}")
     if not kgen.has_device():
@@ -412,7 +442,7 @@ def main():
         finish()
     for name, fn in [("shapes", test_shapes), ("layout from strides", test_layout_from_strides),
                      ("streams and graphs", test_streams_and_graphs), ("errors", test_errors),
-                     ("attention", test_attention),
+                     ("fp8", test_fp8), ("attention", test_attention),
                      ("mlstm", test_mlstm)]:
         run(name, fn)
     finish()

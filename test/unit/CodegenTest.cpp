@@ -7,6 +7,7 @@
 #include "kgen/Codegen/Limits.h"
 #include "kgen/Codegen/Templates.h"
 #include "kgen/Error.h"
+#include "kgen/kgen.h"
 
 #include <gtest/gtest.h>
 
@@ -1125,4 +1126,99 @@ TEST(SwapAB, FittedTilesLimitsAndJson) {
   EXPECT_FALSE(toJson(GemmConfig{}).contains("swap_ab"));
   EXPECT_NE(gemmKernelName(p, *swapped, Target::SM90A).find("_swap"),
             std::string::npos);
+}
+
+TEST(Fp8, NamesJsonDefaultsAndRules) {
+  auto has = [](const std::optional<std::string> &e, const char *needle) {
+    return e && e->find(needle) != std::string::npos;
+  };
+  EXPECT_EQ(parseDType("e4m3"), DType::E4M3);
+  EXPECT_EQ(parseDType("float8_e4m3fn"), DType::E4M3);
+  EXPECT_EQ(parseDType("e5m2"), DType::E5M2);
+  EXPECT_EQ(toString(DType::E5M2), "e5m2");
+  EXPECT_EQ(sizeOf(DType::E4M3), 1);
+  // JSON without "c" and "align": bf16 out, 16-byte rows.
+  GemmProblem j = gemmProblemFromJson(nlohmann::json::parse(
+      R"({"m":64,"n":4096,"k":4096,"ab":"e4m3","layout":"nt"})"));
+  EXPECT_EQ(j.c, DType::BF16);
+  EXPECT_EQ(j.alignA, 16);
+  EXPECT_EQ(j.alignB, 16);
+  EXPECT_FALSE(checkProblem(j));
+  EXPECT_EQ(gemmProblemFromJson(toJson(j)), j);
+  // The rules, each named.
+  GemmProblem p = j;
+  p.transB = false;
+  EXPECT_TRUE(has(checkProblem(p), "need layout nt"));
+  p = j;
+  p.alignA = 8;
+  EXPECT_TRUE(has(checkProblem(p), "alignA = alignB = 16"));
+  p = j;
+  p.c = DType::E5M2;
+  EXPECT_TRUE(has(checkProblem(p), "input type only"));
+  p.c = DType::F32;
+  EXPECT_TRUE(has(checkProblem(p), "bf16 or f16, not f32"));
+  p.c = DType::F16;
+  EXPECT_FALSE(checkProblem(p));
+  for (Target t : {Target::SM80, Target::GFX90A, Target::GFX942}) {
+    EXPECT_TRUE(has(checkProblemOnTarget(j, t), "sm_90a's fp8 wgmma only"));
+    EXPECT_TRUE(enumerateConfigs(j, t).empty()) << toString(t);
+  }
+  // Only the wgmma loop, with 128-element k-slices.
+  GemmConfig tiled;
+  EXPECT_TRUE(has(checkConfig(j, tiled, Target::SM90A), "loop = wgmma only"));
+  GemmConfig w;
+  w.loop = GemmLoop::Wgmma;
+  w.blockM = 128;
+  w.blockN = 128;
+  w.blockK = 64;
+  w.warpsM = 2;
+  w.warpsN = 1;
+  w.stages = 4;
+  w.smem = SmemLayout::Swizzled;
+  w.smemPad = 0;
+  EXPECT_TRUE(has(checkConfig(j, w, Target::SM90A), "must be 128"));
+  w.blockK = 128;
+  EXPECT_FALSE(checkConfig(j, w, Target::SM90A));
+  // The promoted sums double the accumulators: 128x256 does not fit.
+  w.blockN = 256;
+  EXPECT_TRUE(has(checkConfig(j, w, Target::SM90A), "doubled for fp8"));
+  // Scales are fp8's only.
+  GemmProblem bf = problem(64, 4096, 4096);
+  GemmArgs args;
+  args.a = args.b = args.c = reinterpret_cast<void *>(uintptr_t(1) << 32);
+  float scale = 1;
+  args.scaleA = &scale;
+  EXPECT_THROW(Runtime::resolve(bf, args), Error);
+  EXPECT_NO_THROW(Runtime::resolve(j, args));
+}
+
+TEST(Fp8, CandidatesAreWgmmaAndTheSourceSaysK32) {
+  for (DType ab : {DType::E4M3, DType::E5M2})
+    for (int64_t m : {1, 64, 532, 4096}) {
+      GemmProblem p = problem(m, 2048, 4096, "nt", ab, DType::BF16);
+      p.alignA = p.alignB = 16;
+      std::vector<GemmConfig> cs = enumerateConfigs(p, Target::SM90A);
+      ASSERT_FALSE(cs.empty()) << m;
+      for (const GemmConfig &c : cs) {
+        EXPECT_FALSE(checkConfig(p, c, Target::SM90A));
+        EXPECT_EQ(c.loop, GemmLoop::Wgmma);
+        EXPECT_EQ(c.blockK, 128);
+        EXPECT_FALSE(c.swapAB);
+      }
+      const GemmConfig c = defaultConfig(p, Target::SM90A);
+      KernelSource ks = emitGemm(p, c, Target::SM90A);
+      EXPECT_EQ(ks.name.rfind(std::string("kgen_gemm_") +
+                                  std::string(toString(ab)) + "_cbf16_nt_",
+                              0),
+                0u)
+          << ks.name;
+      const std::string atom = "wgmma.mma_async.sync.aligned.m64n" +
+                               std::to_string(c.wgmmaN()) + "k32.f32." +
+                               std::string(toString(ab)) + "." +
+                               std::string(toString(ab));
+      EXPECT_NE(ks.source.find(atom), std::string::npos) << atom;
+      EXPECT_NE(ks.source.find(
+                    "using TypeA = kgen::" + std::string(toString(ab)) + ";"),
+                std::string::npos);
+    }
 }

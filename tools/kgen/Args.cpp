@@ -17,15 +17,17 @@ const char *kProblemHelp = R"(Problem (flags, or --problem FILE):
   --problem FILE     .json (one problem object or an array of them) or .mlir
                      (every kgen.gemm op; needs a build with MLIR)
   --m M --n N --k K  GEMM shape (defaults 1)
-  --dtype T          A/B dtype: bf16 | f16 | f32 (f32 needs --tf32; default
-                     bf16)
+  --dtype T          A/B dtype: bf16 | f16 | f32 | e4m3 | e5m2 (f32 needs
+                     --tf32; fp8 needs sm_90a and layout nt; default bf16)
   --tf32             f32 A/B through TF32 tensor cores (inputs rounded to a
                      10-bit mantissa; NVIDIA only)
-  --c-dtype T        C dtype: bf16 | f16 | f32 (default: the input dtype)
+  --c-dtype T        C dtype: bf16 | f16 | f32 (default: the input dtype;
+                     bf16 for fp8 inputs, which write bf16 or f16)
   --layout L         nn | nt | tn | tt: A then B, 'n' = stored as op(X),
                      't' = stored transposed (default nt: C = A * W^T)
   --static DIMS      compile-time dimensions, e.g. n,k (default) or m,n,k
-  --align A,B,C      promised alignment in elements (default 8,8,8)
+  --align A,B,C      promised alignment in elements (default 8,8,8; fp8
+                     16,16,8)
   --bias-along m|n   fused bias, one value per row (m) or column (n)
   --act A            fused activation: relu | gelu_tanh | gelu_erf | silu
   --residual         fused residual add (an M x N matrix of C's dtype)
@@ -267,7 +269,8 @@ std::vector<ProblemSpec> problemsFromArgs(Args &args) {
     p.k = toInt("k", *v);
   if (auto v = args.value("dtype"))
     p.ab = toDType("dtype", *v);
-  p.c = p.ab;
+  p.c = defaultOutputDType(p.ab);
+  p.alignA = p.alignB = defaultAlign(p.ab);
   if (auto v = args.value("c-dtype"))
     p.c = toDType("c-dtype", *v);
   p.transB = true;

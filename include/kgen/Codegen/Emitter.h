@@ -58,11 +58,11 @@ std::vector<std::string> templateIncludes(std::string_view header);
 /// (`kgen emit --inline`).
 std::string inlineTemplateHeaders(const std::vector<std::string> &headers);
 
-/// Whether kgen/common/wgmma_sm90.h has the m64nNk16 atom of this n (64,
-/// 128, 192, 256); wgmmaAtom(ab, n) is the atom of any other n (a multiple
-/// of 8 up to 256), in the same form, to paste into a kernel's own file
-/// after the header.
-bool headerHasWgmma(int n);
+/// Whether kgen/common/wgmma_sm90.h has the m64nNk16 atom of this dtype and
+/// n (bf16 and f16; 64, 128, 192, 256); wgmmaAtom(ab, n) is the atom of any
+/// other n (a multiple of 8 up to 256), and of fp8 (m64nNk32), in the same
+/// form, to paste into a kernel's own file after the header.
+bool headerHasWgmma(DType ab, int n);
 std::string wgmmaAtom(DType ab, int n);
 
 /// `computeUnits` sizes persistent grids (GemmLoop::Wgmma: one block per
