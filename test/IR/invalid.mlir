@@ -233,5 +233,5 @@ kgen.gemm @cluster_tiled {m = 4096, n = 4096, k = 4096, ab = bf16, c = bf16, lay
 
 // -----
 
-// expected-error@+1 {{config: 128 fp32 accumulators per consumer thread, doubled for an f32 C (promoted sums), exceed 128; use blockM / warpsM * blockN <= 8192 (e.g. block 128x128, warps 2x1)}}
+// expected-error@+1 {{config: 128 fp32 accumulators per consumer thread, doubled for an f32 C (promoted sums), exceed the consumers' registers (at most 104 a set); use blockM / warpsM * blockN <= 13312 (e.g. block 128x208, warps 2x1)}}
 kgen.gemm @wgmma_f32_regs {m = 4096, n = 4096, k = 4096, ab = bf16, c = f32, layout = "nt", target = "sm_90a", config = #kgen.gemm_config<loop = wgmma, block = [128, 256, 64], warps = [2, 1], stages = 4, smem = swizzled>}

@@ -407,8 +407,9 @@ def test_mlstm():
 
 def test_fp8():
     """fp8 inputs with per-tensor scales (sm_90a): e4m3 and e5m2 into bf16
-    and f16, against a float64 reference and torch._scaled_mm (the rule's
-    naive side); an f32 C is refused."""
+    and f16, against a float64 reference; the rule's naive side is an fp32
+    matmul of the same fp8 values, rounded to C (torch._scaled_mm, cuBLASLt,
+    has no e5m2 x e5m2 kernel); an f32 C is refused."""
     if torch.cuda.get_device_capability() != (9, 0):
         print("skip fp8: not an sm_90 GPU")
         return
@@ -417,16 +418,15 @@ def test_fp8():
     sb = torch.tensor([2.9], device="cuda")
     for name, dt in (("e4m3", torch.float8_e4m3fn), ("e5m2", torch.float8_e5m2)):
         x = uniform((300, 1040), torch.float32, gen).to(dt)
-        w = uniform((1008, 1040), torch.float32, gen).to(dt)  # _scaled_mm: N % 16 == 0
+        w = uniform((1000, 1040), torch.float32, gen).to(dt)
         ref = (x.double() @ w.double().t()) * (0.37 * 2.9)
         y = kgen.gemm(x, w.t(), scale_a=sa, scale_b=sb)
         torch.cuda.synchronize()
-        assert y.dtype == torch.bfloat16 and y.shape == (300, 1008), (y.dtype, y.shape)
-        naive = torch._scaled_mm(x, w.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
-        expect_close(f"fp8 {name} -> bf16", y, ref, naive, torch.bfloat16)
+        assert y.dtype == torch.bfloat16 and y.shape == (300, 1000), (y.dtype, y.shape)
+        naive32 = (x.float() @ w.float().t()) * (sa * sb)
+        expect_close(f"fp8 {name} -> bf16", y, ref, naive32.bfloat16(), torch.bfloat16)
         y16 = kgen.gemm(x, w.t(), scale_a=sa, scale_b=sb, out_dtype=torch.float16)
-        naive16 = torch._scaled_mm(x, w.t(), scale_a=sa, scale_b=sb, out_dtype=torch.float16)
-        expect_close(f"fp8 {name} -> f16", y16, ref, naive16, torch.float16)
+        expect_close(f"fp8 {name} -> f16", y16, ref, naive32.half(), torch.float16)
         print(f"ok   fp8 {name}: {kgen.gemm_kernel(x, w.t(), scale_a=sa, scale_b=sb).name}")
     x = uniform((64, 256), torch.float32, gen).to(torch.float8_e4m3fn)
     w = uniform((128, 256), torch.float32, gen).to(torch.float8_e4m3fn)

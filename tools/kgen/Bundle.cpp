@@ -49,7 +49,8 @@ read-only with no compiler and compiles nothing at run time:
                      holds a bundle. Any other non-empty directory is refused.
   --preset NAME      a built-in problem list: llama3-8b (the GEMMs of one
                      Llama-3-8B layer, as kgen run), gemm-bench (the shapes
-                     kgen is benchmarked and tuned on), attention-bench or
+                     kgen is benchmarked and tuned on; gemm-fp8-bench in
+                     e4m3), attention-bench or
                      mlstm-bench (the shapes of bench/attention.py and
                      bench/mlstm.py; see kgen tune --help)
   --problem FILE     a .json list may mix families ("family": "attention" or

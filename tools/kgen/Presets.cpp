@@ -45,6 +45,21 @@ std::vector<ProblemSpec> gemmBenchProblems() {
   return out;
 }
 
+std::vector<ProblemSpec> gemmFp8BenchProblems() {
+  std::vector<ProblemSpec> out;
+  for (ProblemSpec s : gemmBenchProblems()) {
+    GemmProblem &p = s.problem;
+    if (!p.transB || p.k % 16 != 0) // fp8: layout nt, 16-byte rows
+      continue;
+    p.ab = DType::E4M3;
+    p.c = DType::BF16;
+    p.alignA = p.alignB = defaultAlign(p.ab);
+    s.label = "gemm-fp8-bench" + s.label.substr(std::strlen("gemm-bench"));
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 std::vector<ProblemSpec> llama3LayerProblems() {
   // Hidden 4096, 32 query and 8 KV heads of 128, MLP 14336; weights stored
   // N x K (layout nt), M taken at run time with 532 tokens as its hint.
@@ -71,10 +86,13 @@ std::vector<ProblemSpec> llama3LayerProblems() {
 std::vector<ProblemSpec> presetProblems(const std::string &name) {
   if (name == "gemm-bench")
     return gemmBenchProblems();
+  if (name == "gemm-fp8-bench")
+    return gemmFp8BenchProblems();
   if (name == "llama3-8b")
     return llama3LayerProblems();
   throw Error("unknown preset '" + name +
-              "' (presets: llama3-8b, gemm-bench, attention-bench, "
+              "' (presets: llama3-8b, gemm-bench, gemm-fp8-bench, "
+              "attention-bench, "
               "mlstm-bench)");
 }
 

@@ -22,10 +22,15 @@ namespace kgen::cli {
 /// 127x4099x1023. Labels are "gemm-bench.MxNxK".
 /// The GEMM shapes of the GEMM benchmark (bf16, nt).
 std::vector<ProblemSpec> gemmBenchProblems();
+/// "gemm-fp8-bench": the same shapes in e4m3 into bf16 (nt; all but
+/// 127x4099x1023, whose K is off fp8's 16-byte rows), as bench/gemm.py
+/// --dtype e4m3 runs them. Labels are "gemm-fp8-bench.MxNxK".
+std::vector<ProblemSpec> gemmFp8BenchProblems();
 /// The GEMMs of one Llama-3-8B decoder layer at 532 tokens (bf16, nt, M at
 /// run time): the main job of `kgen run`.
 std::vector<ProblemSpec> llama3LayerProblems();
-/// A preset by name (llama3-8b, gemm-bench); throws kgen::Error otherwise.
+/// A preset by name (llama3-8b, gemm-bench, gemm-fp8-bench); throws
+/// kgen::Error otherwise.
 std::vector<ProblemSpec> presetProblems(const std::string &name);
 
 /// An attention or mLSTM problem of a preset, with its label.

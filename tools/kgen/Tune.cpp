@@ -47,6 +47,9 @@ Usage: kgen tune [--preset NAME]... [problem options] [--misses] [--db PATH]
                                    532x2048x16384, 4096x14336x4096,
                                    4096x4096x14336, M = 1..256 with N = K =
                                    4096 and 8192, 127x4099x1023
+                       gemm-fp8-bench  the same in e4m3 into bf16 (nt;
+                                   not 127x4099x1023), as bench/gemm.py
+                                   --dtype e4m3
                        llama3-8b   the GEMMs of one Llama-3-8B layer
                        attention-bench  the shapes of bench/attention.py
                                    (seed causal f16 D=256; prefill bf16
@@ -455,8 +458,8 @@ int cmdTune(Args &args) {
   std::vector<AnySpec> specs;
   for (const std::string &name : args.values("preset")) {
     if (name.empty())
-      throw Error("option --preset needs a name (gemm-bench, llama3-8b, "
-                  "attention-bench, mlstm-bench)");
+      throw Error("option --preset needs a name (gemm-bench, gemm-fp8-bench, "
+                  "llama3-8b, attention-bench, mlstm-bench)");
     for (AnySpec &s : anyPresetProblems(name))
       specs.push_back(std::move(s));
   }
