@@ -261,7 +261,10 @@ GemmConfig wgmmaConfig(const Shape &s, int stages, DType ab) {
 /// ncu, H100). Only shapes the fixed list lacks, from 16 wide.
 std::vector<Shape> fittedWgmmaShapes(const GemmProblem &p, Target t) {
   std::vector<Shape> out;
-  if (p.m <= 16) // the tiled and gemv loops' 16-row tiles
+  // The tiled and gemv loops' 16-row tiles; fp8 has the wgmma loop only,
+  // whose fitted 64-row tiles (64x32 at N = 4096) stream B on all the
+  // multiprocessors where 64x128 tiles keep 32 of them busy.
+  if (p.m <= 16 && !isFp8(p.ab))
     return out;
   const int64_t cus = targetInfo(t).computeUnits;
   // B stored K x N comes in 64-column boxes: at small M, 64x64 (repack only
