@@ -688,11 +688,12 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
                                return c.swapAB && c.blockN == 64 &&
                                       10 * tilesOf(c.blockM, 64) >= 9 * units;
                              });
-  // fp8 tiles filling the GPU: 128x208 at 4 stages (H100, kgen tune: the
-  // winner or within 1.4% of it at 4096^3, 4096x14336x4096 and
-  // 4096x4096x14336, where the model's 128x192 at 5 stages ran 8-19%
-  // slower).
-  if (isFp8(p.ab) && tilesOf(128, 208) >= units)
+  // Promoted sums (fp8, an f32 C) in tiles that fill the GPU: 128x208 at 4
+  // stages (H100, kgen tune: fp8 the winner or within 1.4% of it at 4096^3,
+  // 4096x14336x4096 and 4096x4096x14336, where the model's 128x192 at 5
+  // stages ran 8-19% slower; bf16 into f32 at 4096^3 0.5% behind 128x208
+  // at 3 stages, the model's pick 9% behind).
+  if (promotesSums(p) && tilesOf(128, 208) >= units)
     firstPick = std::find_if(fittedPicks.begin(), fittedPicks.end(),
                              [](const GemmConfig &c) {
                                return c.blockM == 128 && c.blockN == 208 &&
