@@ -221,7 +221,7 @@ constexpr Shape kWgmmaShapes[] = {
 /// Problems whose wgmma consumers keep promoted fp32 sums beside their
 /// accumulators (an f32 C, fp8 inputs; gemm_sm90.h): 128x256 does not fit
 /// their registers, so these widths between 128 and 256 are offered too
-/// (DeepGEMM's fp8 tiles are 128 x 112..208 for the same reason).
+/// (208: the widest whose two sets of accumulators fit, see Limits.cpp).
 constexpr Shape kPromotedWgmmaShapes[] = {{128, 160, 2, 1}, {128, 208, 2, 1}};
 bool promotesSums(const GemmProblem &p) {
   return p.c == DType::F32 || isFp8(p.ab);

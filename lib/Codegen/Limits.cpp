@@ -39,8 +39,8 @@ std::optional<std::string> checkWgmmaConfig(const GemmProblem &p,
            std::string(toString(p.ab)) + " inputs must be " +
            str(128 / sizeOf(p.ab)) + " (one 128-byte swizzled row per k-slice)";
   if (isFp8(p.ab) && c.swapAB)
-    return std::string("config: swapAB with fp8 inputs is not implemented "
-                       "(the swapped epilogue is written for 2-byte tiles)");
+    return std::string("config: swapAB with fp8 inputs is not built (the "
+                       "swapped tiles are bf16/f16's); use swapAB = false");
   if (c.warpsM != 1 && c.warpsM != 2)
     return "config: warpsM = " + str(c.warpsM) +
            " with loop = wgmma counts consumer warpgroups and must be 1 or 2";

@@ -425,9 +425,8 @@ public:
               /*out-of-bounds fill: zeros*/ 0),
           "cuTensorMapEncodeTiled",
           "building a TMA tensor map of " + shape +
-              " elements (innermost "
-              "first, box " +
-              boxText + ") at " + hex(base));
+              " elements (innermost first, box " + boxText + ") at " +
+              hex(base));
   }
 
   bool isCapturing(void *stream) override {

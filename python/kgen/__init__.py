@@ -454,9 +454,10 @@ def gemm(a, b, c=None, *, layout: Optional[str] = None, alpha: float = 1.0, beta
     run time so one kernel serves every batch size).
 
     fp8 (a and b float8_e4m3fn or float8_e5m2, sm_90a): b given as w.t()
-    (layout "nt"), K a multiple of 16, C bfloat16 by default (or float16;
-    float32 is refused: the tensor cores' fp8 sums keep fewer bits); scale_a and scale_b are one-element float32 CUDA tensors,
-    the per-tensor dequantization scales, C = alpha * scale_a * scale_b *
+    (layout "nt"), K a multiple of 16, C bfloat16 by default or float16
+    (float32 is refused: the tensor cores' fp8 sums keep fewer bits);
+    scale_a and scale_b are one-element float32 CUDA tensors, the
+    per-tensor dequantization scales, C = alpha * scale_a * scale_b *
     (a @ b) + ... (as torch._scaled_mm); None means 1.
 
     The fused epilogue, C = act(alpha * a @ b + beta * C + bias) + residual:

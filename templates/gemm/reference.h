@@ -247,12 +247,11 @@ gemm(const void *a, const void *b, const void *c, int m, int n, int k,
     return;
   // C holds NaN when beta == 0: it must not be read.
   float cf = beta != 0.0f ? load(c, (long long)i * ldc + j, typeC) : 0.0f;
-  const float s = (scaleA ? *scaleA : 1.0f) * (scaleB ? *scaleB : 1.0f);
-  ref[(long long)i * n + j] =
-      (double)alpha * ((double)(scaleA ? *scaleA : 1.0f) *
-                       (double)(scaleB ? *scaleB : 1.0f) * acc) +
-      (double)beta * (double)cf;
-  store(naive, (long long)i * n + j, typeC, alpha * (s * accf) + beta * cf);
+  const float fa = scaleA ? *scaleA : 1.0f, fb = scaleB ? *scaleB : 1.0f;
+  ref[(long long)i * n + j] = (double)alpha * ((double)fa * fb * acc) +
+                              (double)beta * (double)cf;
+  store(naive, (long long)i * n + j, typeC,
+        alpha * ((fa * fb) * accf) + beta * cf);
 }
 
 } // namespace kgen::reference
