@@ -196,17 +196,23 @@ struct Shape {
   int bm, bn, wm, wn;
 };
 
-/// The wgmma loop's split-K in lockstep: the P in 2..8 whose units walk the
-/// fewest k-slices a CTA (ceil(tiles P / units) waves of ceil(slices / P)),
-/// the smallest P among equals; 1 where none walks at most 3/4 of the
+/// The wgmma loop's split-K in lockstep: the smallest P in 2..8 whose units
+/// walk within 10% of the fewest k-slices a CTA (ceil(tiles P / units) waves
+/// of ceil(slices / P)): every part past the first writes and reads a whole
+/// fp32 tile through the workspace (fp8 532x2048x16384, H100: P = 8 of
+/// 128x128 tiles, walk 80, moved 640 partial tiles and ran 71.6 us where
+/// the unsplit tiles ran 49.7). 1 where none walks at most 3/4 of the
 /// data-parallel ceil(tiles / units) x slices.
 int lockstepSplits(double tiles, double slices, double computeUnits) {
   auto walk = [&](double parts) {
     return std::ceil(tiles * parts / computeUnits) * std::ceil(slices / parts);
   };
-  int best = 1;
+  double fewest = walk(1);
   for (int parts = 2; parts <= 8 && parts <= slices; ++parts)
-    if (walk(parts) < walk(best))
+    fewest = std::min(fewest, walk(parts));
+  int best = 1;
+  for (int parts = 2; parts <= 8 && parts <= slices && best == 1; ++parts)
+    if (walk(parts) <= 1.1 * fewest)
       best = parts;
   return walk(best) <= 0.75 * walk(1) ? best : 1;
 }
@@ -688,12 +694,13 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
                                return c.swapAB && c.blockN == 64 &&
                                       10 * tilesOf(c.blockM, 64) >= 9 * units;
                              });
-  // Promoted sums (fp8, an f32 C) in tiles that fill the GPU: 128x208 at 4
-  // stages (H100, kgen tune: fp8 the winner or within 1.4% of it at 4096^3,
-  // 4096x14336x4096 and 4096x4096x14336, where the model's 128x192 at 5
-  // stages ran 8-19% slower; bf16 into f32 at 4096^3 0.5% behind 128x208
-  // at 3 stages, the model's pick 9% behind).
-  if (promotesSums(p) && tilesOf(128, 208) >= units)
+  // Promoted sums (fp8, an f32 C) in tiles that fill the GPU twice over:
+  // 128x208 at 4 stages (H100, kgen tune: fp8 the winner or within 1.4% of
+  // it at 4096^3, 4096x14336x4096 and 4096x4096x14336, where the model's
+  // 128x192 at 5 stages ran 8-19% slower; bf16 into f32 at 4096^3 0.5%
+  // behind 128x208 at 3 stages, the model's pick 9% behind). At 2048^3 its
+  // 160 tiles (1.2 waves) ran 40% behind 128x128.
+  if (promotesSums(p) && tilesOf(128, 208) >= 2 * units)
     firstPick = std::find_if(fittedPicks.begin(), fittedPicks.end(),
                              [](const GemmConfig &c) {
                                return c.blockM == 128 && c.blockN == 208 &&
