@@ -30,6 +30,21 @@ GemmProblem problem(int64_t m, int64_t n, int64_t k, const char *layout = "nt",
   return p;
 }
 
+/// The wgmma loop's 128x128 tile: two consumer warpgroups, 4 stages.
+GemmConfig wgmma128x128() {
+  GemmConfig c;
+  c.loop = GemmLoop::Wgmma;
+  c.blockM = 128;
+  c.blockN = 128;
+  c.blockK = 64;
+  c.warpsM = 2;
+  c.warpsN = 1;
+  c.stages = 4;
+  c.smem = SmemLayout::Swizzled;
+  c.smemPad = 0;
+  return c;
+}
+
 } // namespace
 
 TEST(Json, ProblemRoundTrip) {
@@ -591,16 +606,7 @@ TEST(Candidates, FittedWgmmaTilesAndPairsSharingA) {
 
 TEST(Limits, StreamKNeedsSingleWgmmaCtas) {
   GemmProblem p = problem(532, 2048, 2048);
-  GemmConfig c;
-  c.loop = GemmLoop::Wgmma;
-  c.blockM = 128;
-  c.blockN = 128;
-  c.blockK = 64;
-  c.warpsM = 2;
-  c.warpsN = 1;
-  c.stages = 4;
-  c.smem = SmemLayout::Swizzled;
-  c.smemPad = 0;
+  GemmConfig c = wgmma128x128();
   c.streamK = true;
   EXPECT_FALSE(checkConfig(p, c, Target::SM90A));
   c.cluster = 2;
@@ -631,16 +637,7 @@ TEST(Limits, StreamKNeedsSingleWgmmaCtas) {
 
 TEST(Emitter, StreamKNameSourceWorkspaceAndGrid) {
   GemmProblem p = problem(532, 2048, 2048);
-  GemmConfig c;
-  c.loop = GemmLoop::Wgmma;
-  c.blockM = 128;
-  c.blockN = 128;
-  c.blockK = 64;
-  c.warpsM = 2;
-  c.warpsN = 1;
-  c.stages = 4;
-  c.smem = SmemLayout::Swizzled;
-  c.smemPad = 0;
+  GemmConfig c = wgmma128x128();
   const GemmTraits plain = gemmTraits(p, c, Target::SM90A);
   c.streamK = true;
   EXPECT_EQ(gemmTraits(p, c, Target::SM90A).smemBytes, plain.smemBytes + 16);
@@ -704,16 +701,8 @@ TEST(Tf32, DiagnosticsNameTheFlagAndTheTarget) {
       has(checkProblemOnTarget(p, Target::GFX90A), "gfx90a has no TF32"));
   EXPECT_TRUE(has(checkProblemOnTarget(p, Target::GFX942), "xf32 MFMA"));
   EXPECT_FALSE(checkProblemOnTarget(p, Target::SM80));
-  GemmConfig c;
-  c.loop = GemmLoop::Wgmma;
-  c.blockM = 128;
-  c.blockN = 128;
-  c.blockK = 64;
-  c.warpsM = 2;
-  c.warpsN = 1;
-  c.smem = SmemLayout::Swizzled;
-  c.smemPad = 0;
-  EXPECT_TRUE(has(checkConfig(p, c, Target::SM90A), "loop = tiled"));
+  EXPECT_TRUE(
+      has(checkConfig(p, wgmma128x128(), Target::SM90A), "loop = tiled"));
   GemmConfig s;
   s.smem = SmemLayout::Swizzled;
   s.smemPad = 0;
@@ -1167,16 +1156,7 @@ TEST(Fp8, NamesJsonDefaultsAndRules) {
   // Only the wgmma loop, with 128-element k-slices.
   GemmConfig tiled;
   EXPECT_TRUE(has(checkConfig(j, tiled, Target::SM90A), "loop = wgmma only"));
-  GemmConfig w;
-  w.loop = GemmLoop::Wgmma;
-  w.blockM = 128;
-  w.blockN = 128;
-  w.blockK = 64;
-  w.warpsM = 2;
-  w.warpsN = 1;
-  w.stages = 4;
-  w.smem = SmemLayout::Swizzled;
-  w.smemPad = 0;
+  GemmConfig w = wgmma128x128();
   EXPECT_TRUE(has(checkConfig(j, w, Target::SM90A), "must be 128"));
   w.blockK = 128;
   EXPECT_FALSE(checkConfig(j, w, Target::SM90A));
