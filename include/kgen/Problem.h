@@ -239,6 +239,14 @@ struct GemmTraits {
 
 GemmTraits gemmTraits(const GemmProblem &p, const GemmConfig &c, Target t);
 
+/// Whether the wgmma loop keeps promoted fp32 sums beside its accumulators
+/// (templates/gemm/gemm_sm90.h, kPromote): an f32 C, or fp8 inputs. Their
+/// two sets of accumulators bound the tiles (Limits) and pick them
+/// (Candidates).
+inline bool promotesSums(const GemmProblem &p) {
+  return p.c == DType::F32 || isFp8(p.ab);
+}
+
 /// The problem the main loop of a repack config (GemmConfig::repack) runs:
 /// K rounded up to a multiple of 8 (the copies' zero tail) and A and B
 /// promised 8-element aligned. C, the epilogue and M, N are `p`'s.

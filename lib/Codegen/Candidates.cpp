@@ -229,9 +229,6 @@ constexpr Shape kWgmmaShapes[] = {
 /// their registers, so these widths between 128 and 256 are offered too
 /// (208: the widest whose two sets of accumulators fit, see Limits.cpp).
 constexpr Shape kPromotedWgmmaShapes[] = {{128, 160, 2, 1}, {128, 208, 2, 1}};
-bool promotesSums(const GemmProblem &p) {
-  return p.c == DType::F32 || isFp8(p.ab);
-}
 
 bool isRepackOnlyWgmmaShape(int bm, int bn) { return bm == 64 && bn == 64; }
 

@@ -108,7 +108,7 @@ std::optional<std::string> checkWgmmaConfig(const GemmProblem &p,
   // An fp32 C and fp8 inputs keep a second, promoted set of accumulators
   // (gemm_sm90.h, kPromote): 2 x 104 of the consumers' 232 registers
   // compile without spills (ptxas, sm_90a: 128x208 tiles; 2 x 112 spill).
-  if ((p.c == DType::F32 || isFp8(p.ab)) && tr.accumPerThread > 104)
+  if (promotesSums(p) && tr.accumPerThread > 104)
     return "config: " + str(tr.accumPerThread) +
            " fp32 accumulators per consumer thread, doubled for " +
            (isFp8(p.ab) ? "fp8 inputs" : "an f32 C") +

@@ -344,22 +344,21 @@ def problem(m: int, n: int, k: int, *, ab: str = "bf16", c: Optional[str] = None
     dimensions baked into the kernel. The fused epilogue: `bias` "m" or "n",
     `act` relu | gelu_tanh | gelu_erf | silu, `residual`; `batch`: strided
     batches; `tf32`: f32 inputs through TF32 tensor cores (needed for ab="f32").
-    ab "e4m3" / "e5m2" (fp8, sm_90a, layout nt): C defaults to bf16 and the
-    alignment to (16, 16, 8) elements (TMA's 16-byte rows); otherwise C
-    defaults to ab and the alignment to (8, 8, 8)."""
-    fp8 = ab in ("e4m3", "e5m2")
-    if align is None:
-        align = (16, 16, 8) if fp8 else (8, 8, 8)
+    `c` and `align` left out take kgen's defaults: C of ab's dtype and
+    (8, 8, 8) elements, but for ab "e4m3" / "e5m2" (fp8, sm_90a, layout nt)
+    bf16 and (16, 16, 8) (TMA's 16-byte rows)."""
     out = {
         "m": int(m),
         "n": int(n),
         "k": int(k),
         "ab": ab,
-        "c": c or ("bf16" if fp8 else ab),
         "layout": layout,
         "static": list(static),
-        "align": [int(x) for x in align],
     }
+    if c:
+        out["c"] = c
+    if align is not None:
+        out["align"] = [int(x) for x in align]
     if bias:
         out["bias"] = bias
     if act:

@@ -910,16 +910,7 @@ TEST(Repack, OfferedOnlyForMisalignedOperandsAndNeverTheDefault) {
 
 TEST(Repack, LimitsTraitsAndNames) {
   const GemmProblem ragged = problem(127, 4099, 1023, "nt");
-  GemmConfig wg;
-  wg.loop = GemmLoop::Wgmma;
-  wg.blockM = 128;
-  wg.blockN = 128;
-  wg.blockK = 64;
-  wg.warpsM = 2;
-  wg.warpsN = 1;
-  wg.stages = 4;
-  wg.smem = SmemLayout::Swizzled;
-  wg.smemPad = 0;
+  GemmConfig wg = wgmma128x128();
   // Without repack, TMA refuses the 2046-byte rows; with it, the loop reads
   // 16-byte vectors of the copies.
   ASSERT_TRUE(checkConfig(ragged, wg, Target::SM90A));
