@@ -42,7 +42,12 @@ struct AttentionProblem {
   int64_t headsQ = 1, headsKv = 1;  ///< MHA: equal; GQA: headsQ % headsKv == 0
   int64_t seqlenQ = 1, seqlenK = 1; ///< hints; taken at run time
   int headDimQk = 128, headDimV = 128;
-  DType dtype = DType::BF16; ///< Q, K, V, O (and the bias); softmax in fp32
+  /// Q, K, V and O (and the bias); softmax in fp32. fp8 (e4m3, e5m2) is
+  /// Q, K and V only, on sm_90a's wgmma loop: O and the bias are then bf16
+  /// (attentionOutputDType), scores are scaled by the per-tensor descale
+  /// factors of Q and K and O by V's (AttentionArgs), and P enters P V in
+  /// the inputs' fp8 type, as FlashAttention-3's fp8 forward.
+  DType dtype = DType::BF16;
   AttentionLayout layout = AttentionLayout::BSHD;
   /// Key j is visible to query i iff j <= i + seqlenK - seqlenQ (bottom-right
   /// aligned, as FlashAttention 2.1+).
@@ -58,6 +63,9 @@ struct AttentionProblem {
 
   bool operator==(const AttentionProblem &) const = default;
 };
+
+/// The type of O and of the bias: the inputs' dtype, bf16 for fp8 inputs.
+DType attentionOutputDType(const AttentionProblem &p);
 
 /// The main loop: `tiled` is FlashAttention-2 style on every target
 /// (mma.sync / MFMA, cp.async or LDS copies); `wgmma` is sm_90a's
@@ -137,6 +145,12 @@ std::string attentionKernelName(const AttentionProblem &p,
 /// The combine kernel of a split-KV variant lives in the same module.
 std::string attentionCombineName(const AttentionProblem &p,
                                  const AttentionConfig &c, Target t);
+/// fp8 inputs: the V transpose pre-pass kernel, in the same module.
+std::string attentionTransposeVName(const AttentionProblem &p,
+                                    const AttentionConfig &c, Target t);
+/// Its grid (ceil(seqlenK / 128), headsKv, batch) of 256 threads.
+LaunchDims attentionTransposeVLaunchDims(const AttentionProblem &p,
+                                         int64_t batch, int64_t seqlenK);
 
 KernelSource emitAttention(const AttentionProblem &p, const AttentionConfig &c,
                            Target t, bool inlineTemplates = false);
@@ -164,12 +178,20 @@ LaunchDims attentionCombineLaunchDims(const AttentionProblem &p,
                                       const AttentionConfig &c, Target t,
                                       int64_t batch, int64_t seqlenQ);
 
-/// The fp32 workspace a split-KV launch needs (0 without splits): partial
-/// O [splits, batch, headsQ, seqlenQ, headDimV] and partial LSE
-/// [splits, batch, headsQ, seqlenQ].
+/// The workspace a launch needs (0 for most): with split-KV the fp32
+/// partials, O [splits, batch, headsQ, seqlenQ, headDimV] and LSE [splits,
+/// batch, headsQ, seqlenQ]; with fp8 inputs, after them (16-byte aligned),
+/// V transposed for P V, [batch, headsKv, headDimV, attentionVtKeys(seqlenK)]
+/// fp8 (attention_sm90.h, transposeV); seqlenK -1: the problem's.
 size_t attentionWorkspaceBytes(const AttentionProblem &p,
                                const AttentionConfig &c, int64_t batch,
-                               int64_t seqlenQ);
+                               int64_t seqlenQ, int64_t seqlenK = -1);
+/// Keys per row of the transposed V of fp8 inputs: seqlenK rounded up to
+/// the 32-key slices wgmma's k32 steps permute (attention_sm90.h).
+int64_t attentionVtKeys(int64_t seqlenK);
+/// Its offset in the workspace (after the split-KV partials).
+size_t attentionVtOffset(const AttentionProblem &p, const AttentionConfig &c,
+                         int64_t batch, int64_t seqlenQ);
 
 } // namespace kgen
 

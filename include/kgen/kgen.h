@@ -82,8 +82,14 @@ struct AttentionArgs {
   int64_t strideBias[3] = {0, 0, 0}; ///< {batch, head, row}; 0: packed
                                      ///< [batch, headsQ, seqlenQ, seqlenK]
   float scale = 0.f; ///< 0: 1 / sqrt(headDimQk); else positive and finite
-  /// Split-KV partials (attentionWorkspaceBytes); null: the runtime's own
-  /// buffer, allocated on first need (never during graph capture).
+  /// fp8 inputs: per-tensor descale factors, one fp32 each in device memory
+  /// (read by the kernel, so a captured graph follows new values); null
+  /// reads as 1. Scores are (Q K^T) * qDescale * kDescale * scale and O is
+  /// softmax(...) (V * vDescale). Must be null for bf16 and f16.
+  const float *qDescale = nullptr, *kDescale = nullptr, *vDescale = nullptr;
+  /// Split-KV partials and, with fp8 inputs, V transposed
+  /// (attentionWorkspaceBytes); null: the runtime's own buffer, allocated
+  /// on first need (never during graph capture).
   void *workspace = nullptr;
   size_t workspaceBytes = 0;
 };
@@ -290,6 +296,7 @@ private:
     AttentionConfig config;
     std::shared_ptr<Kernel> kernel;
     Backend::Function combine = nullptr;
+    Backend::Function transposeV = nullptr; ///< fp8 inputs' pre-pass
   };
   std::map<std::string, AttentionChoice> attentionDispatch_;
   std::shared_ptr<void> attentionWorkspace_;

@@ -186,12 +186,19 @@ typedef struct kgen_attention_args {
   int64_t stride_q[3], stride_k[3], stride_v[3], stride_o[3];
   int64_t stride_bias[3];     /**< {batch, head, row}; 0: packed */
   float scale;                /**< 0: 1 / sqrt(head_dim_qk); else > 0 */
+  /** fp8 inputs ("dtype": "e4m3" or "e5m2"; O and the bias are then bf16):
+   *  device pointers to one float each, the per-tensor descale factors of
+   *  Q, K and V. Scores are (Q K^T) * *q_descale * *k_descale * scale and O
+   *  is softmax(...) (V * *v_descale); NULL: 1. Other dtypes take none. */
+  const float *q_descale, *k_descale, *v_descale;
 } kgen_attention_args_t;
 
 /** O = softmax(scale * Q K^T + bias) V for an attention problem
- *  ({"family": "attention", "heads": [32, 8], "head_dim": 128, ...}, see
- *  kgen/Codegen/AttentionJson.h) on `stream`. `config_json` NULL: the
- *  dispatcher's config; else that variant. */
+ *  ({"family": "attention", "heads": [32, 8], "head_dim": 128, "dtype":
+ *  "bf16", ...}, see kgen/Codegen/AttentionJson.h; "dtype" "e4m3" or "e5m2"
+ *  on sm_90a: fp8 Q, K, V, a bf16 O, the descale factors above) on
+ *  `stream`. `config_json` NULL: the dispatcher's config; else that
+ *  variant. */
 KGEN_C_API kgen_status_t kgen_attention(kgen_runtime_t *rt,
                                         const char *problem_json,
                                         const char *config_json,

@@ -295,10 +295,18 @@ kgen_status_t kgen_attention(kgen_runtime_t *rt, const char *problem_json,
     } catch (const kgen::Error &e) {
       throw InvalidArgument(e.what());
     }
-    if (auto e = kgen::checkProblem(p))
+    if (auto e = kgen::checkProblemOnTarget(p, r.rt.target()))
       throw InvalidArgument(*e);
     if (!args)
       throw InvalidArgument("kgen_attention: args is NULL");
+    // The caller's mistake, classified before the runtime checks it again.
+    if ((args->q_descale || args->k_descale || args->v_descale) &&
+        !kgen::isFp8(p.dtype))
+      throw InvalidArgument(
+          "kgen_attention: q_descale, k_descale and v_descale are the "
+          "per-tensor factors of fp8 inputs (\"dtype\": \"e4m3\" or "
+          "\"e5m2\"), not of " +
+          std::string(kgen::toString(p.dtype)) + " ones; pass NULL");
     if (!r.rt.backend())
       throw NoDevice("kgen_attention: no GPU runtime with a device was "
                      "found, so nothing can run");
@@ -324,6 +332,9 @@ kgen_status_t kgen_attention(kgen_runtime_t *rt, const char *problem_json,
       a.strideBias[i] = args->stride_bias[i];
     }
     a.scale = args->scale;
+    a.qDescale = args->q_descale;
+    a.kDescale = args->k_descale;
+    a.vDescale = args->v_descale;
     if (c)
       r.rt.launchAttention(p, *c, a, stream);
     else

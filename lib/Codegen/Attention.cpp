@@ -61,11 +61,16 @@ std::optional<std::string> checkWgmmaConfig(const AttentionProblem &p,
   if (c.blockN != 64 && c.blockN != 128)
     return "config: loop = wgmma takes blockN = 64 or 128 (wgmma N), not " +
            str(c.blockN);
-  // O, S and P (16-bit pairs: blockN / 4 registers) within the consumers'
-  // registers (240 each with one or two consumer warpgroups, 160 with
-  // three; see attention_sm90.h), with room for addresses and the row
+  if (isFp8(p.dtype) && c.blockN != 128)
+    return "config: fp8 inputs take blockN = 128 (P V's k32 steps read V "
+           "transposed, 128 keys to a 128-byte row), not " +
+           str(c.blockN);
+  // O, S and P (16-bit pairs: blockN / 4 registers; fp8 half that) within
+  // the consumers' registers (240 each with one or two consumer warpgroups, 160
+  // with three; see attention_sm90.h), with room for addresses and the row
   // statistics.
-  const int regs = p.headDimV / 2 + c.blockN / 2 + c.blockN / 4;
+  const int regs =
+      p.headDimV / 2 + c.blockN / 2 + c.blockN / (isFp8(p.dtype) ? 8 : 4);
   const int fit = c.blockM == 192 ? 128 : 176;
   if (regs > fit)
     return "config: loop = wgmma keeps O, S and P in " + str(regs) +
@@ -122,7 +127,7 @@ AttentionTraits attentionTraits(const AttentionProblem &p,
     // Without split-KV, and where they fit, each consumer warp's 2 KB slab
     // for the stores of O follows (attention_sm90.h, storeStaged): 16-byte
     // stores of O, which a ring too deep for them goes without.
-    const int64_t slabs = int64_t(c.warps) * 16 * 64 * 2;
+    const int64_t slabs = int64_t(c.warps) * 16 * 64 * 2; // O is 16-bit
     tr.stageO = c.splits == 1 && smem + slabs <= ti.maxSharedBytes;
     if (tr.stageO)
       smem += slabs;
@@ -176,10 +181,27 @@ std::optional<std::string> checkProblem(const AttentionProblem &p) {
     if (d != 32 && d != 64 && d != 96 && d != 128 && d != 192 && d != 256)
       return std::string("attention: ") + name + " = " + str(d) +
              " is not one of 32, 64, 96, 128, 192, 256";
-  if (p.dtype != DType::BF16 && p.dtype != DType::F16)
+  if (p.dtype != DType::BF16 && p.dtype != DType::F16 && !isFp8(p.dtype))
     return "attention: dtype " + std::string(toString(p.dtype)) +
-           " is not supported (Q, K, V and O are bf16 or f16; the softmax is "
-           "fp32 inside)";
+           " is not supported (Q, K, V and O are bf16 or f16, or Q, K and V "
+           "e4m3 or e5m2 with a bf16 O; the softmax is fp32 inside)";
+  if (isFp8(p.dtype)) {
+    if (p.headDimQk != 128 && p.headDimQk != 256)
+      return "attention: dtype " + std::string(toString(p.dtype)) +
+             " needs headDimQk = 128 or 256 (whole 128-byte swizzle rows of "
+             "fp8), not " +
+             str(p.headDimQk);
+    if (p.headDimV != 128)
+      return "attention: dtype " + std::string(toString(p.dtype)) +
+             " needs headDimV = 128 (V is read transposed, 128 keys a row, "
+             "and O, S and P of wider heads do not fit the registers), "
+             "not " +
+             str(p.headDimV);
+    if (p.varlen)
+      return "attention: dtype " + std::string(toString(p.dtype)) +
+             " runs on sm_90a's wgmma loop, which does not take varlen "
+             "problems; use bf16 or f16";
+  }
   for (auto [name, w] :
        {std::pair{"windowLeft", p.windowLeft}, {"windowRight", p.windowRight}})
     if (w < -1)
@@ -192,7 +214,10 @@ std::optional<std::string> checkProblemOnTarget(const AttentionProblem &p,
                                                 Target t) {
   if (auto e = checkProblem(p))
     return e;
-  (void)t; // every target has bf16/f16 matrix instructions with fp32 sums
+  if (isFp8(p.dtype) && t != Target::SM90A)
+    return "attention: dtype " + std::string(toString(p.dtype)) +
+           " needs sm_90a (fp8 wgmma), not " + std::string(toString(t));
+  // Every target has bf16/f16 matrix instructions with fp32 sums.
   return std::nullopt;
 }
 
@@ -207,6 +232,9 @@ std::optional<std::string> checkConfig(const AttentionProblem &p,
     if (auto e = checkWgmmaConfig(p, c, t))
       return e;
   }
+  if (isFp8(p.dtype) && !wgmma)
+    return "config: dtype " + std::string(toString(p.dtype)) +
+           " runs on loop = wgmma only (fp8 wgmma), not loop = tiled";
   if (c.persistent && !wgmma)
     return std::string("config: persistent = 1 needs loop = wgmma (the "
                        "tiled loop launches one block per row block)");
@@ -267,14 +295,29 @@ std::optional<std::string> checkConfig(const AttentionProblem &p,
   return std::nullopt;
 }
 
-size_t attentionWorkspaceBytes(const AttentionProblem &p,
-                               const AttentionConfig &c, int64_t batch,
-                               int64_t seqlenQ) {
+size_t attentionVtOffset(const AttentionProblem &p, const AttentionConfig &c,
+                         int64_t batch, int64_t seqlenQ) {
   if (c.splits <= 1)
     return 0;
   size_t rows =
       size_t(c.splits) * size_t(batch) * size_t(p.headsQ) * size_t(seqlenQ);
-  return rows * (size_t(p.headDimV) + 1) * sizeof(float);
+  return (rows * (size_t(p.headDimV) + 1) * sizeof(float) + 15) / 16 * 16;
+}
+
+int64_t attentionVtKeys(int64_t seqlenK) { return (seqlenK + 31) / 32 * 32; }
+
+size_t attentionWorkspaceBytes(const AttentionProblem &p,
+                               const AttentionConfig &c, int64_t batch,
+                               int64_t seqlenQ, int64_t seqlenK) {
+  size_t bytes = attentionVtOffset(p, c, batch, seqlenQ);
+  if (isFp8(p.dtype))
+    bytes += size_t(batch) * size_t(p.headsKv) * size_t(p.headDimV) *
+             size_t(attentionVtKeys(seqlenK < 0 ? p.seqlenK : seqlenK));
+  return bytes;
+}
+
+DType attentionOutputDType(const AttentionProblem &p) {
+  return isFp8(p.dtype) ? DType::BF16 : p.dtype;
 }
 
 } // namespace kgen

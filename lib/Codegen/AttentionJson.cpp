@@ -64,7 +64,8 @@ AttentionProblem attentionProblemFromJson(const json &j) {
     std::string s = fields.getString(j, "dtype");
     auto d = parseDType(s);
     if (!d)
-      fields.fail("'dtype' = \"" + s + "\" is not a dtype (bf16, f16)");
+      fields.fail("'dtype' = \"" + s +
+                  "\" is not a dtype (bf16, f16; fp8 e4m3, e5m2)");
     p.dtype = *d;
   }
   if (j.contains("layout")) {

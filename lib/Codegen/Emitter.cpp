@@ -195,6 +195,41 @@ std::string wgmmaAtom(DType ab, int n) {
   return os.str();
 }
 
+std::string wgmmaRsAtom(DType ab, int n) {
+  const int acc = n / 2;
+  const std::string type(toString(ab));
+  std::ostringstream os;
+  os << "\n// wgmma m64n" << n << "k32 " << type
+     << " with A from registers (four 32-bit registers of four fp8 values; "
+        "B K-major): "
+     << acc << " fp32 accumulators a thread.\n"
+     << "namespace kgen::sm90 {\n"
+     << "template <> struct WgmmaRs<" << type << ", " << n << ", false> {\n"
+     << "  static KGEN_DEVICE void run(float (&d)[" << acc
+     << "], const uint32_t (&a)[4],\n"
+     << "                              uint64_t descB, int scaleD) {\n"
+     << "    asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" << acc + 5
+     << ", 0;\\n\"\n"
+     << "                 \"wgmma.mma_async.sync.aligned.m64n" << n
+     << "k32.f32." << type << "." << type << " {";
+  for (int i = 0; i < acc; ++i)
+    os << (i ? "," : "") << "%" << i;
+  os << "}, {%" << acc << ",%" << acc + 1 << ",%" << acc + 2 << ",%" << acc + 3
+     << "}, %" << acc + 4 << ", p, 1, 1;\\n}\\n\"\n                 :";
+  for (int i = 0; i < acc; ++i)
+    os << (i == 0       ? " "
+           : i % 8 == 0 ? ",\n                   "
+                        : ", ")
+       << "\"+f\"(d[" << i << "])";
+  os << "\n                 : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), "
+        "\"r\"(a[3]), \"l\"(descB),\n"
+     << "                   \"r\"(scaleD));\n"
+     << "  }\n"
+     << "};\n"
+     << "} // namespace kgen::sm90\n";
+  return os.str();
+}
+
 std::string deviceTypeName(DType t) {
   switch (t) {
   case DType::BF16:

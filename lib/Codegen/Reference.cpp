@@ -161,6 +161,52 @@ double decodeElement(DType t, const void *buf, size_t i) {
   return sign ? -v : v;
 }
 
+void encodeElement(DType t, double v, void *buf, size_t i) {
+  char *bytes = static_cast<char *>(buf);
+  if (t == DType::F32) {
+    const float f = float(v);
+    std::memcpy(bytes + 4 * i, &f, 4);
+    return;
+  }
+  const bool e4m3 = t == DType::E4M3;
+  const int man = t == DType::BF16 ? 7 : t == DType::F16 ? 10 : e4m3 ? 3 : 2;
+  const int expBits = t == DType::BF16 ? 8 : e4m3 ? 4 : 5;
+  const int bias = (1 << (expBits - 1)) - 1, allOnes = (1 << expBits) - 1;
+  const uint32_t sign = std::signbit(v) ? 1u << (expBits + man) : 0u;
+  // e4m3 keeps its all-ones exponent for finite values, but S.1111.111.
+  const uint32_t nan =
+      e4m3 ? 0x7fu : uint32_t(allOnes) << man | 1u << (man - 1);
+  const int eMax = e4m3 ? allOnes - bias : allOnes - 1 - bias;
+  const double a = std::fabs(v);
+  uint32_t bits = sign;
+  if (std::isnan(v)) {
+    bits = nan;
+  } else if (std::isinf(a)) {
+    bits |= e4m3 ? nan : uint32_t(allOnes) << man;
+  } else if (a != 0) {
+    // a = q * 2^(e - man) with q an integer of man + 1 bits, rounded (ties
+    // to even); subnormals keep the smallest normal exponent's spacing.
+    int e = std::max(std::ilogb(a), 1 - bias);
+    double q = std::nearbyint(std::ldexp(a, man - e));
+    if (q == std::ldexp(1.0, man + 1)) { // rounded up into the next binade
+      q /= 2;
+      ++e;
+    }
+    const uint32_t qi = uint32_t(q);
+    if (e > eMax || (e4m3 && e == eMax && qi == (2u << man) - 1))
+      bits |= e4m3 ? nan : uint32_t(allOnes) << man;
+    else
+      bits |= (qi >> man ? uint32_t(e + bias) : 0u) << man |
+              (qi & ((1u << man) - 1));
+  }
+  if (isFp8(t)) {
+    bytes[i] = static_cast<char>(bits);
+  } else {
+    const uint16_t h = uint16_t(bits);
+    std::memcpy(bytes + 2 * i, &h, 2);
+  }
+}
+
 double halfUlp(DType t, double x) {
   // Significand bits, the implicit one included.
   int bits = t == DType::BF16   ? 8

@@ -168,7 +168,7 @@ FailureOr<AttentionProblem> getAttentionProblem(AttentionOp op) {
   std::optional<DType> t = toDType(op.getDtype());
   if (!t)
     return op.emitError() << "attention: unknown dtype " << op.getDtype()
-                          << "; expected bf16 or f16";
+                          << "; expected bf16, f16, f8E4M3FN or f8E5M2";
   p.dtype = *t;
   if (std::optional<StringRef> l = op.getLayout()) {
     std::optional<AttentionLayout> layout =

@@ -98,11 +98,28 @@ LogicalResult AttentionOp::verify() {
     return failure();
   if (std::optional<std::string> error = checkProblem(*problem))
     return emitError(*error);
+  // O's type follows from the inputs' (kgen has no other kernel); the
+  // attribute states it, so a declaration that expects another is refused.
+  if (std::optional<Type> o = getODtype()) {
+    const DType want = attentionOutputDType(*problem);
+    std::optional<DType> got = toDType(*o);
+    if (!got || *got != want)
+      return emitError() << "attention: o_dtype " << *o << " does not match "
+                         << std::string(toString(problem->dtype))
+                         << " inputs, whose O (and bias) is "
+                         << std::string(toString(want))
+                         << (isFp8(problem->dtype)
+                                 ? " (fp8 is an input type only)"
+                                 : " (the inputs' type)");
+  }
   FailureOr<std::optional<Target>> target = getAttentionTarget(*this);
   if (failed(target))
     return failure();
   if (!*target)
     return success();
+  if (std::optional<std::string> error =
+          checkProblemOnTarget(*problem, **target))
+    return emitError(*error);
   if (std::optional<AttentionConfig> config = getAttentionConfig(*this))
     if (std::optional<std::string> error =
             checkConfig(*problem, *config, **target))

@@ -50,10 +50,11 @@ std::string sizeKey(const AttentionProblem &p, const AttentionConfig *c) {
   throw Error("attention: " + what);
 }
 
-/// Strides of a tensor of `heads` x `dim` per row: the caller's, or packed.
+/// Strides of a tensor of `heads` x `dim` per row: the caller's, or packed;
+/// multiples of `align` elements (16 bytes).
 void strides(const char *name, const int64_t (&given)[3], long long (&out)[3],
              const AttentionProblem &p, int64_t seqlen, int64_t heads,
-             int64_t dim) {
+             int64_t dim, int align) {
   if (given[0] == 0 && given[1] == 0 && given[2] == 0) {
     if (p.varlen || p.layout == AttentionLayout::BSHD) {
       out[0] = p.varlen ? 0 : seqlen * heads * dim;
@@ -69,11 +70,12 @@ void strides(const char *name, const int64_t (&given)[3], long long (&out)[3],
       out[i] = given[i];
   }
   for (int i = p.varlen ? 1 : 0; i < 3; ++i)
-    if (out[i] < 0 || out[i] % 8 != 0)
+    if (out[i] < 0 || out[i] % align != 0)
       argError(std::string(name) + " stride[" + std::to_string(i) +
                "] = " + std::to_string(out[i]) +
-               " must be a non-negative multiple of 8 elements (the kernels "
-               "copy rows 16 bytes at a time); pad the tensor");
+               " must be a non-negative multiple of " + std::to_string(align) +
+               " elements (the kernels copy rows 16 bytes at a time); pad "
+               "the tensor");
 }
 
 void aligned16(const char *name, const void *ptr) {
@@ -123,11 +125,16 @@ Runtime::AttentionChoice Runtime::attentionChoice(const AttentionProblem &p,
     argError("no kernel is loaded yet for this problem and the stream is "
              "being captured into a graph; run the call once before capture");
   ch.kernel = compileSource(emitAttention(p, ch.config, target_), stream);
-  if (ch.config.splits > 1 && backend_ && ch.kernel->function) {
-    // The combine kernel lives in the same binary.
+  if ((ch.config.splits > 1 || isFp8(p.dtype)) && backend_ &&
+      ch.kernel->function) {
+    // The combine and transpose kernels live in the same binary.
     Backend::Module mod = backend_->loadModule(ch.kernel->binary);
-    ch.combine =
-        backend_->getFunction(mod, attentionCombineName(p, ch.config, target_));
+    if (ch.config.splits > 1)
+      ch.combine = backend_->getFunction(
+          mod, attentionCombineName(p, ch.config, target_));
+    if (isFp8(p.dtype))
+      ch.transposeV = backend_->getFunction(
+          mod, attentionTransposeVName(p, ch.config, target_));
   }
   std::lock_guard<std::mutex> lock(mu_);
   attentionDispatch_.emplace(byKernel, ch);
@@ -198,6 +205,9 @@ void Runtime::launchAttention(const AttentionProblem &p,
   if (p.varlen && (!args.cuSeqlensQ || !args.cuSeqlensK))
     argError("the problem has varlen = true but cuSeqlensQ or cuSeqlensK is "
              "null");
+  if (!isFp8(p.dtype) && (args.qDescale || args.kDescale || args.vDescale))
+    argError("descale factors are for fp8 inputs; this problem's dtype is " +
+             std::string(toString(p.dtype)));
   if (p.varlen && p.lse && args.totalQ < 0)
     argError("varlen with LSE needs args.totalQ (cuSeqlensQ[batch]), the "
              "row count of LSE's [headsQ, totalQ] layout");
@@ -218,10 +228,19 @@ void Runtime::launchAttention(const AttentionProblem &p,
   prm.seqlenQ = int(p.seqlenQ);
   prm.seqlenK = int(p.seqlenK);
   prm.splits = ch.config.splits;
-  strides("q", args.strideQ, prm.strideQ, p, p.seqlenQ, p.headsQ, p.headDimQk);
-  strides("k", args.strideK, prm.strideK, p, p.seqlenK, p.headsKv, p.headDimQk);
-  strides("v", args.strideV, prm.strideV, p, p.seqlenK, p.headsKv, p.headDimV);
-  strides("o", args.strideO, prm.strideO, p, p.seqlenQ, p.headsQ, p.headDimV);
+  const int alignIn = 16 / sizeOf(p.dtype),
+            alignOut = 16 / sizeOf(attentionOutputDType(p));
+  strides("q", args.strideQ, prm.strideQ, p, p.seqlenQ, p.headsQ, p.headDimQk,
+          alignIn);
+  strides("k", args.strideK, prm.strideK, p, p.seqlenK, p.headsKv, p.headDimQk,
+          alignIn);
+  strides("v", args.strideV, prm.strideV, p, p.seqlenK, p.headsKv, p.headDimV,
+          alignIn);
+  strides("o", args.strideO, prm.strideO, p, p.seqlenQ, p.headsQ, p.headDimV,
+          alignOut);
+  prm.qDescale = args.qDescale;
+  prm.kDescale = args.kDescale;
+  prm.vDescale = args.vDescale;
   const bool packedBias = args.strideBias[0] == 0 && args.strideBias[1] == 0 &&
                           args.strideBias[2] == 0;
   prm.strideBias[0] =
@@ -241,20 +260,21 @@ void Runtime::launchAttention(const AttentionProblem &p,
   prm.windowLeft = p.windowLeft;
   prm.windowRight = p.windowRight;
 
-  if (ch.config.splits > 1) {
-    const size_t need =
-        attentionWorkspaceBytes(p, ch.config, p.batch, p.seqlenQ);
+  const size_t need =
+      attentionWorkspaceBytes(p, ch.config, p.batch, p.seqlenQ, p.seqlenK);
+  if (need > 0) {
     void *ws = args.workspace;
     if (ws && args.workspaceBytes < need)
       argError("workspace of " + std::to_string(args.workspaceBytes) +
                " B is smaller than the " + std::to_string(need) +
-               " B split-KV needs (attentionWorkspaceBytes)");
+               " B this call needs (attentionWorkspaceBytes)");
     if (!ws) {
       std::lock_guard<std::mutex> lock(mu_);
       if (attentionWorkspaceBytes_ < need) {
         if (stream && backend_->isCapturing(stream))
-          argError("split-KV needs a larger workspace and the stream is being "
-                   "captured; pass args.workspace or run once before capture");
+          argError("the call needs a larger workspace (split-KV partials or "
+                   "fp8's transposed V) and the stream is being captured; "
+                   "pass args.workspace or run once before capture");
         Backend *be = backend_.get();
         attentionWorkspace_ = std::shared_ptr<void>(
             be->alloc(need), [be](void *ptr) { be->free(ptr); });
@@ -262,13 +282,24 @@ void Runtime::launchAttention(const AttentionProblem &p,
       }
       ws = attentionWorkspace_.get();
     }
-    const size_t rows = size_t(ch.config.splits) * size_t(p.batch) *
-                        size_t(p.headsQ) * size_t(p.seqlenQ);
-    prm.partialO = static_cast<float *>(ws);
-    prm.partialLse = prm.partialO + rows * size_t(p.headDimV);
-    if (!ch.combine)
-      throw Error("attention: the combine kernel of " + k.source.name +
-                  " is not loaded");
+    aligned16("workspace", ws);
+    if (ch.config.splits > 1) {
+      const size_t rows = size_t(ch.config.splits) * size_t(p.batch) *
+                          size_t(p.headsQ) * size_t(p.seqlenQ);
+      prm.partialO = static_cast<float *>(ws);
+      prm.partialLse = prm.partialO + rows * size_t(p.headDimV);
+      if (!ch.combine)
+        throw Error("attention: the combine kernel of " + k.source.name +
+                    " is not loaded");
+    }
+    if (isFp8(p.dtype)) {
+      prm.vt = static_cast<char *>(ws) +
+               attentionVtOffset(p, ch.config, p.batch, p.seqlenQ);
+      prm.vtKeys = attentionVtKeys(p.seqlenK);
+      if (!ch.transposeV)
+        throw Error("attention: the V transpose kernel of " + k.source.name +
+                    " is not loaded");
+    }
   }
 
   // The persistent grid: one block per multiprocessor of this device; with
@@ -290,9 +321,11 @@ void Runtime::launchAttention(const AttentionProblem &p,
   void *params[] = {&prm};
   if (ch.config.loop == AttentionLoop::Wgmma) {
     // TMA reads Q, K and V as (dim, head, sequence, batch) through the
-    // call's strides, in boxes of 64 dims (one 128-byte swizzle row) by
-    // one tile of rows; rows past a sequence read as zeros.
+    // call's strides, in boxes of one 128-byte swizzle row of dims (64 or
+    // fp8's 128) by one tile of rows; rows past a sequence read as zeros.
+    // fp8's V is V^T (key, dim, head, batch), written by the pre-pass.
     Backend::TensorMap maps[3];
+    const uint32_t rowElems = uint32_t(128 / sizeOf(p.dtype));
     auto encode = [&](Backend::TensorMap &m, const void *base, int64_t dim,
                       int64_t heads, int64_t seqlen, const long long (&st)[3],
                       int rows) {
@@ -300,15 +333,28 @@ void Runtime::launchAttention(const AttentionProblem &p,
                                 uint64_t(seqlen), uint64_t(p.batch)};
       const uint64_t str[4] = {1, uint64_t(st[2]), uint64_t(st[1]),
                                uint64_t(st[0])};
-      const uint32_t box[4] = {64, 1, uint32_t(rows), 1};
+      const uint32_t box[4] = {rowElems, 1, uint32_t(rows), 1};
       backend_->encodeTensorMap(&m, base, p.dtype, 4, dims, str, box);
     };
     encode(maps[0], prm.q, p.headDimQk, p.headsQ, p.seqlenQ, prm.strideQ,
            ch.config.blockM);
     encode(maps[1], prm.k, p.headDimQk, p.headsKv, p.seqlenK, prm.strideK,
            ch.config.blockN);
-    encode(maps[2], prm.v, p.headDimV, p.headsKv, p.seqlenK, prm.strideV,
-           ch.config.blockN);
+    if (isFp8(p.dtype)) {
+      const uint64_t keys = uint64_t(prm.vtKeys), dv = uint64_t(p.headDimV);
+      const uint64_t dims[4] = {keys, dv, uint64_t(p.headsKv),
+                                uint64_t(p.batch)};
+      const uint64_t str[4] = {1, keys, dv * keys,
+                               uint64_t(p.headsKv) * dv * keys};
+      const uint32_t box[4] = {uint32_t(ch.config.blockN), uint32_t(dv), 1, 1};
+      backend_->encodeTensorMap(&maps[2], prm.vt, p.dtype, 4, dims, str, box);
+      const LaunchDims dt =
+          attentionTransposeVLaunchDims(p, p.batch, p.seqlenK);
+      backend_->launch(ch.transposeV, dt, params, stream);
+    } else {
+      encode(maps[2], prm.v, p.headDimV, p.headsKv, p.seqlenK, prm.strideV,
+             ch.config.blockN);
+    }
     void *wgmmaParams[] = {&maps[0], &maps[1], &maps[2], &prm};
     backend_->launch(k.function, d, wgmmaParams, stream);
   } else {

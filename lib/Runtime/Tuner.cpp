@@ -23,12 +23,14 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <future>
 #include <map>
 #include <mutex>
 #include <random>
 #include <thread>
+#include <tuple>
 
 namespace kgen {
 
@@ -331,15 +333,17 @@ namespace {
 /// sm_90's).
 constexpr size_t kMaxSharedBytes = 163 * 1024;
 
-/// The reference kernel's argument (same layout on host and device).
+/// The reference kernel's argument (same layout on host and device). `in`
+/// is Q's, K's and V's type, `out` O's and the bias's (kgen::reference's
+/// codes: referenceTypeCode); qd, kd, vd the descale factors (null: 1).
 #define KGEN_ATTN_REF_ARGS                                                     \
   struct AttnRefArgs {                                                         \
-    const unsigned short *q, *k, *v, *bias;                                    \
-    const float *slopes;                                                       \
+    const void *q, *k, *v, *bias;                                              \
+    const float *slopes, *qd, *kd, *vd;                                        \
     const int *cuQ, *cuK;                                                      \
     float *refO, *refLse;                                                      \
-    unsigned short *naiveO;                                                    \
-    int f16, batch, hq, hkv, sq, sk, dqk, dv;                                  \
+    void *naiveO;                                                              \
+    int in, out, batch, hq, hkv, sq, sk, dqk, dv;                              \
     int causal, wl, wr, varlen, alibi, hasBias;                                \
     long long sQ[3], sK[3], sV[3];                                             \
     float scale;                                                               \
@@ -349,27 +353,31 @@ KGEN_ATTN_REF_ARGS
 #define KGEN_ATTN_STR(...) KGEN_ATTN_STR2(__VA_ARGS__)
 
 /// ref: the mask built explicitly from the problem's definition, scores and
-/// softmax in fp32 from the exact 16-bit inputs, O and LSE in fp32. naive:
-/// the same-dtype implementation (scores rounded to the dtype, fp32
-/// softmax, P rounded to the dtype, fp32 P V rounded to the dtype). One
-/// block of 128 threads per (row, head, batch); dynamic shared memory 2 * sk
-/// + 128 floats.
+/// softmax in fp32 from the exact (decoded, descaled) inputs, O and LSE in
+/// fp32. naive: the same-dtype implementation, its error the tolerance's
+/// basis:
+///   16-bit inputs: scores rounded to the dtype, fp32 softmax, P rounded
+///     to the dtype, fp32 P V rounded to the dtype;
+///   fp8 inputs: scores (Q K^T * qDescale * kDescale, fp32 from the decoded
+///     values) rounded to O's bf16, as an fp8 scaled matmul into bf16 gives
+///     them; fp32 softmax with bias and masks as above; P rounded to the
+///     inputs' fp8 type, as the kernel feeds it to an fp8 P V; P (V *
+///     vDescale) summed in fp32 and rounded to bf16. P is rounded before
+///     the division by the row sum, exp(s - max) in [0, 1] as the kernel
+///     (and FlashAttention-3's fp8 forward) rounds it: a normalized P of a
+///     long row (1/2048) lies below e4m3's smallest subnormal (2^-9) and
+///     would round to 0, a naive O of 0 bounding nothing.
+/// The conversions are the GEMM reference's (templates/gemm/reference.h),
+/// none of the kernels'. One block of 128 threads per (row, head, batch);
+/// dynamic shared memory 2 * sk + 128 floats.
 const char *kAttnRefBody = R"(
-__device__ float ld(const unsigned short *p, long long i, int f16) {
-  unsigned short b = p[i];
-  if (!f16) return __uint_as_float(((unsigned)b) << 16);
-  float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(b)); return f;
-}
-__device__ unsigned short rnd(float x, int f16) {
-  unsigned short h;
-  if (f16) asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
-  else asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(x));
-  return h;
-}
-__device__ float rt(float x, int f16) {
-  unsigned short h = rnd(x, f16);
-  if (!f16) return __uint_as_float(((unsigned)h) << 16);
-  float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
+using namespace kgen::reference;
+__device__ bool isFp8(int type) { return type == kE4m3 || type == kE5m2; }
+// x rounded to `type` and back; fp8 only for |x| < 2 (roundFp8's range: P).
+__device__ float rt(float x, int type) {
+  if (isFp8(type)) return decodeFp8(roundFp8(x, type), type);
+  if (type == kBf16) return fromBits(u32(roundBf16(x)) << 16);
+  return decodeF16(roundF16(x));
 }
 __device__ float blockMax(float x, float *red) {
   red[threadIdx.x] = x; __syncthreads();
@@ -396,7 +404,10 @@ extern "C" __global__ void kgen_attn_reference(AttnRefArgs a) {
   if (i >= sq) return;
   const int hk = h / (a.hq / a.hkv);
   const long long bq = a.varlen ? 0 : b;
-  const unsigned short *q = a.q + bq * a.sQ[0] + (oq + i) * a.sQ[1] + h * a.sQ[2];
+  const bool fp8 = isFp8(a.in);
+  const float qk = (a.qd ? *a.qd : 1.f) * (a.kd ? *a.kd : 1.f);
+  const float vs = a.vd ? *a.vd : 1.f;
+  const long long q = bq * a.sQ[0] + (oq + i) * a.sQ[1] + h * a.sQ[2];
   const float ninf = __int_as_float(0xff800000);
   float mx = ninf, mxn = ninf;
   for (int j = threadIdx.x; j < sk; j += blockDim.x) {
@@ -407,14 +418,15 @@ extern "C" __global__ void kgen_attn_reference(AttnRefArgs a) {
     if (a.wl >= 0 && j < i + off - a.wl) vis = false;
     float x = ninf, xn = ninf;
     if (vis) {
-      const unsigned short *k = a.k + bq * a.sK[0] + (ok + j) * a.sK[1] + hk * a.sK[2];
+      const long long k = bq * a.sK[0] + (ok + j) * a.sK[1] + hk * a.sK[2];
       float dot = 0.f;
-      for (int d = 0; d < a.dqk; ++d) dot = fmaf(ld(q, d, a.f16), ld(k, d, a.f16), dot);
+      for (int d = 0; d < a.dqk; ++d) dot = fmaf(load(a.q, q + d, a.in), load(a.k, k + d, a.in), dot);
+      dot *= qk; // exact for 16-bit inputs (qk = 1)
       float add = 0.f;
       if (a.alibi) add -= a.slopes[h] * fabsf(float(i + off - j));
-      if (a.hasBias) add += ld(a.bias, (((long long)b * a.hq + h) * a.sq + i) * a.sk + j, a.f16);
+      if (a.hasBias) add += load(a.bias, (((long long)b * a.hq + h) * a.sq + i) * a.sk + j, a.out);
       x = dot * a.scale + add;
-      xn = rt(dot, a.f16) * a.scale + add;
+      xn = rt(dot, a.out) * a.scale + add;
     }
     s[j] = x; sn[j] = xn;
     mx = fmaxf(mx, x); mxn = fmaxf(mxn, xn);
@@ -432,18 +444,29 @@ extern "C" __global__ void kgen_attn_reference(AttnRefArgs a) {
     float o = 0.f, on = 0.f;
     for (int j = 0; j < sk; ++j) {
       if (s[j] == 0.f && sn[j] == 0.f) continue;
-      const float vv = ld(a.v + bq * a.sV[0] + (ok + j) * a.sV[1] + hk * a.sV[2], d, a.f16);
+      const float vv = load(a.v, bq * a.sV[0] + (ok + j) * a.sV[1] + hk * a.sV[2] + d, a.in) * vs;
       o = fmaf(s[j] / l, vv, o);
-      on = fmaf(rt(sn[j] / ln, a.f16), vv, on);
+      on = fmaf(fp8 ? rt(sn[j], a.in) : rt(sn[j] / ln, a.in), vv, on);
     }
     a.refO[row * a.dv + d] = l > 0.f ? o : 0.f;
-    a.naiveO[row * a.dv + d] = rnd(ln > 0.f ? on : 0.f, a.f16);
+    store(a.naiveO, row * a.dv + d, a.out, ln > 0.f ? (fp8 ? on / ln : on) : 0.f);
   }
   if (threadIdx.x == 0) a.refLse[row] = l > 0.f ? mx + logf(l) : ninf;
 }
 )";
 
 } // namespace
+
+KernelSource attentionReferenceSource(Target t) {
+  KernelSource ks;
+  ks.name = "kgen_attn_reference";
+  ks.target = t;
+  ks.headers = {std::string(kHipRuntimeNvidia), "kgen/gemm/reference.h"};
+  ks.source = std::string("#include <hip/hip_runtime.h>\n"
+                          "#include \"kgen/gemm/reference.h\"\n") +
+              KGEN_ATTN_STR(KGEN_ATTN_REF_ARGS) + "\n" + kAttnRefBody;
+  return ks;
+}
 
 AttentionReference::AttentionReference(Runtime &rt) : be_(rt.backend()) {
   const Target t = rt.target();
@@ -454,13 +477,7 @@ AttentionReference::AttentionReference(Runtime &rt) : be_(rt.backend()) {
     throw Error("the attention reference kernel is NVIDIA-only (its dtype "
                 "conversions are inline PTX); tuning attention on " +
                 std::string(toString(t)) + " needs an AMD port of it");
-  KernelSource ks;
-  ks.name = "kgen_attn_reference";
-  ks.target = t;
-  ks.headers = {std::string(kHipRuntimeNvidia)};
-  ks.source = std::string("#include <hip/hip_runtime.h>\n") +
-              KGEN_ATTN_STR(KGEN_ATTN_REF_ARGS) + "\n" + kAttnRefBody;
-  fn_ = rt.compileSource(ks)->function;
+  fn_ = rt.compileSource(attentionReferenceSource(t))->function;
 }
 
 void AttentionReference::run(const AttentionProblem &p, const AttentionArgs &in,
@@ -475,17 +492,21 @@ void AttentionReference::run(const AttentionProblem &p, const AttentionArgs &in,
                 std::to_string(sk) + " is more than it fits (" +
                 std::to_string((kMaxSharedBytes / 4 - 128) / 2) + ")");
   AttnRefArgs a{};
-  a.q = static_cast<const unsigned short *>(in.q);
-  a.k = static_cast<const unsigned short *>(in.k);
-  a.v = static_cast<const unsigned short *>(in.v);
-  a.bias = static_cast<const unsigned short *>(in.bias);
+  a.q = in.q;
+  a.k = in.k;
+  a.v = in.v;
+  a.bias = in.bias;
   a.slopes = in.alibiSlopes;
+  a.qd = in.qDescale;
+  a.kd = in.kDescale;
+  a.vd = in.vDescale;
   a.cuQ = in.cuSeqlensQ;
   a.cuK = in.cuSeqlensK;
   a.refO = refO;
   a.refLse = refLse;
-  a.naiveO = static_cast<unsigned short *>(naiveO);
-  a.f16 = p.dtype == DType::F16;
+  a.naiveO = naiveO;
+  a.in = referenceTypeCode(p.dtype);
+  a.out = referenceTypeCode(attentionOutputDType(p));
   a.batch = int(batch);
   a.hq = int(p.headsQ);
   a.hkv = int(p.headsKv);
@@ -1166,26 +1187,15 @@ void packedStrides(const AttentionProblem &p, int64_t seqlen, int64_t heads,
   }
 }
 
-/// Uniform values in [lo, hi) of `t`, as stored bytes.
+/// Uniform values in [lo, hi) rounded to `t` (nearest even), as stored
+/// bytes.
 std::vector<unsigned char> randomElements(DType t, size_t n, uint64_t seed,
                                           float lo, float hi) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> uni(lo, hi);
   std::vector<unsigned char> out(n * size_t(sizeOf(t)));
-  for (size_t i = 0; i < n; ++i) {
-    float v = uni(rng);
-    uint32_t u;
-    std::memcpy(&u, &v, 4);
-    if (t == DType::F32) {
-      std::memcpy(&out[i * 4], &u, 4);
-    } else if (t == DType::F16) {
-      _Float16 h = static_cast<_Float16>(v);
-      std::memcpy(&out[i * 2], &h, 2);
-    } else { // bf16, nearest even
-      uint16_t b = uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-      std::memcpy(&out[i * 2], &b, 2);
-    }
-  }
+  for (size_t i = 0; i < n; ++i)
+    encodeElement(t, uni(rng), out.data(), i);
   return out;
 }
 
@@ -1235,7 +1245,8 @@ public:
   size_t prepare(Bench &b, const Wait &wait) override {
     const int64_t B = p_.batch, hq = p_.headsQ, hkv = p_.headsKv;
     const int64_t sq = p_.seqlenQ, sk = p_.seqlenK;
-    const size_t es = size_t(sizeOf(p_.dtype));
+    // Q, K, V in the problem's dtype; O and the bias in O's (bf16 for fp8).
+    const size_t es = size_t(sizeOf(p_.dtype)), eo = size_t(sizeOf(outType_));
     // Varlen: every sequence of the batch the problem's lengths.
     const int64_t rowsQ = p_.varlen ? B * sq : sq,
                   rowsK = p_.varlen ? B * sk : sk;
@@ -1253,8 +1264,8 @@ public:
     offK_ = roundUp256(nQ_ * es);
     offV_ = offK_ + roundUp256(nK_ * es);
     offO_ = offV_ + roundUp256(nV_ * es);
-    offBias_ = offO_ + roundUp256(nO_ * es);
-    offLse_ = offBias_ + roundUp256(nBias_ * es);
+    offBias_ = offO_ + roundUp256(nO_ * eo);
+    offLse_ = offBias_ + roundUp256(nBias_ * eo);
     setBytes_ = offLse_ + roundUp256(p_.lse ? lseRows_ * 4 : 0);
     sets_ = rotationSets(setBytes_, be_.l2Bytes(), o_);
     pool_ = static_cast<char *>(bufs_.alloc(sets_ * setBytes_));
@@ -1273,15 +1284,18 @@ public:
     be_.copyToDevice(cuQ_, cuQ.data(), cuQ.size() * 4);
     be_.copyToDevice(cuK_, cuK.data(), cuK.size() * 4);
     // Inputs uniform in [-1, 1): one draw, copied to every set (the sets
-    // exist to keep the L2 cold, not to vary values).
-    const std::pair<size_t, size_t> tensors[] = {
-        {0, nQ_}, {offK_, nK_}, {offV_, nV_}, {offBias_, nBias_}};
+    // exist to keep the L2 cold, not to vary values). fp8 inputs are
+    // checked and timed without descale factors (null: 1).
+    const std::tuple<size_t, size_t, DType> tensors[] = {
+        {0, nQ_, p_.dtype},
+        {offK_, nK_, p_.dtype},
+        {offV_, nV_, p_.dtype},
+        {offBias_, nBias_, outType_}};
     uint64_t seed = o_.seed;
-    for (auto [off, n] : tensors) {
+    for (auto [off, n, type] : tensors) {
       if (!n)
         continue;
-      std::vector<unsigned char> h =
-          randomElements(p_.dtype, n, ++seed, -1.f, 1.f);
+      std::vector<unsigned char> h = randomElements(type, n, ++seed, -1.f, 1.f);
       for (size_t s = 0; s < sets_; ++s)
         be_.copyToDevice(pool_ + s * setBytes_ + off, h.data(), h.size());
     }
@@ -1290,7 +1304,7 @@ public:
     const size_t refRows = size_t(call_.batch * hq * call_.seqlenQ);
     float *refO = static_cast<float *>(bufs_.alloc(refRows * p_.headDimV * 4));
     float *refL = static_cast<float *>(bufs_.alloc(refRows * 4));
-    void *naive = bufs_.alloc(refRows * size_t(p_.headDimV) * es);
+    void *naive = bufs_.alloc(refRows * size_t(p_.headDimV) * eo);
     wait([&] { return isReady(ref_); });
     std::shared_ptr<AttentionReference> reference = ref_.get();
     reference->run(p_, checkArgs(), refO, refL, naive, b.stream);
@@ -1298,13 +1312,13 @@ public:
     std::vector<float> ref(refRows * size_t(p_.headDimV));
     be_.copyToHost(ref.data(), refO, ref.size() * 4);
     refH_.assign(ref.begin(), ref.end());
-    naiveH_.resize(ref.size() * es);
+    naiveH_.resize(ref.size() * eo);
     be_.copyToHost(naiveH_.data(), naive, naiveH_.size());
     return sets_;
   }
 
   void poison(void *stream) override {
-    be_.memsetAsync(pool_ + offO_, 0xff, nO_ * size_t(sizeOf(p_.dtype)),
+    be_.memsetAsync(pool_ + offO_, 0xff, nO_ * size_t(sizeOf(outType_)),
                     stream);
   }
   // Through the runtime's own launch path with the candidate's config
@@ -1318,7 +1332,7 @@ public:
   }
   ReferenceCheck compare() override {
     // Ours is in the problem's layout; the reference's rows are (b, h, i).
-    const size_t es = size_t(sizeOf(p_.dtype));
+    const size_t es = size_t(sizeOf(outType_));
     std::vector<unsigned char> out(nO_ * es), ours(naiveH_.size());
     be_.copyToHost(out.data(), pool_ + offO_, out.size());
     const int64_t hq = p_.headsQ, sq = call_.seqlenQ;
@@ -1332,7 +1346,7 @@ public:
           std::memcpy(&ours[row * size_t(p_.headDimV) * es],
                       &out[size_t(oi) * es], size_t(p_.headDimV) * es);
         }
-    return checkAgainstReference(p_.dtype, int64_t(refH_.size()) / p_.headDimV,
+    return checkAgainstReference(outType_, int64_t(refH_.size()) / p_.headDimV,
                                  p_.headDimV, ours.data(), p_.headDimV,
                                  refH_.data(), naiveH_.data());
   }
@@ -1340,9 +1354,9 @@ public:
     return us > 0 ? attentionFlops() / (us * 1e6) : 0;
   }
   double gbs(double us) const override {
-    const double es = sizeOf(p_.dtype);
-    return us > 0 ? double(nQ_ + nK_ + nV_ + nO_ + nBias_) * es / (us * 1e3)
-                  : 0;
+    const double bytes = double(nQ_ + nK_ + nV_) * sizeOf(p_.dtype) +
+                         double(nO_ + nBias_) * sizeOf(outType_);
+    return us > 0 ? bytes / (us * 1e3) : 0;
   }
   void record(TuneResult &res) const override {
     recordWinner(TuneFamily::Attention, tuningProblemJson(p_), res);
@@ -1354,6 +1368,7 @@ private:
   const TunerOptions &o_;
   Target t_;
   AttentionProblem p_, call_;
+  DType outType_ = attentionOutputDType(p_); ///< O's and the bias's
   std::shared_future<std::shared_ptr<AttentionReference>> ref_;
   std::vector<std::shared_future<Built>> builds_;
   std::vector<AttentionConfig> configs_;

@@ -114,6 +114,7 @@ class _AttentionArgs(ctypes.Structure):
         ("stride_q", ctypes.c_int64 * 3), ("stride_k", ctypes.c_int64 * 3), ("stride_v", ctypes.c_int64 * 3),
         ("stride_o", ctypes.c_int64 * 3), ("stride_bias", ctypes.c_int64 * 3),
         ("scale", ctypes.c_float),
+        ("q_descale", ctypes.c_void_p), ("k_descale", ctypes.c_void_p), ("v_descale", ctypes.c_void_p),
     ]
 
 
@@ -584,24 +585,48 @@ def _gemm_call(a, b, c, *, layout, alpha, beta, static, out_dtype, runtime, bias
 def attention(q, k, v, *, causal: bool = False, window: Optional[Sequence[int]] = None,
               scale: Optional[float] = None, return_lse: bool = False, alibi_slopes=None, bias=None,
               cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q: Optional[int] = None,
-              max_seqlen_k: Optional[int] = None, config=None, out=None, runtime: Optional[Runtime] = None):
+              max_seqlen_k: Optional[int] = None, config=None, out=None, runtime: Optional[Runtime] = None,
+              q_descale=None, k_descale=None, v_descale=None):
     """Flash attention forward with a kgen kernel, on torch's current stream.
 
     q: (B, Sq, Hq, D), k: (B, Sk, Hkv, D), v: (B, Sk, Hkv, Dv), any strides
     with the head dim contiguous (a BHSD tensor passed as .transpose(1, 2)
-    works as is). With cu_seqlens_q/k (int32, B + 1), q is (total_q, Hq, D)
-    and k, v (total_k, Hkv, D) packed, as FlashAttention's varlen API.
+    works as is), of one dtype: bfloat16 or float16 (O the same), or fp8.
+    With cu_seqlens_q/k (int32, B + 1), q is (total_q, Hq, D) and k, v
+    (total_k, Hkv, D) packed, as FlashAttention's varlen API.
     window: (left, right), -1 for an unbounded side; causal is bottom-right
-    aligned. alibi_slopes: (Hq,) float32; bias: (B, Hq, Sq, Sk) of q's dtype
+    aligned. alibi_slopes: (Hq,) float32; bias: (B, Hq, Sq, Sk) of O's dtype
     (last dim contiguous). Returns o, or (o, lse) with lse float32 (B, Hq,
-    Sq) (varlen: (Hq, total_q)), natural log."""
+    Sq) (varlen: (Hq, total_q)), natural log.
+
+    fp8 (q, k, v all float8_e4m3fn or all float8_e5m2; sm_90a, D 128 or 256,
+    Dv 128, no varlen, strides multiples of 16 elements): O (and the bias)
+    is bfloat16 and P enters P V in fp8, as FlashAttention-3's fp8 forward.
+    q_descale, k_descale, v_descale: one-element float32 CUDA tensors, the
+    per-tensor dequantization factors (None: 1): scores are (q k^T) *
+    q_descale * k_descale * scale and o = softmax(...) (v * v_descale). The
+    kernel reads them, so a captured graph follows new values. Other dtypes
+    take none."""
     import torch
 
     rt = runtime if runtime is not None else default_runtime()
     varlen = cu_seqlens_q is not None
     dt = _dtype_name(q.dtype)
+    fp8 = dt in ("e4m3", "e5m2")
     if dt == "f32" or k.dtype != q.dtype or v.dtype != q.dtype:
-        raise Error("kgen.attention: q, k, v must share one dtype, bfloat16 or float16")
+        raise Error(f"kgen.attention: q, k, v must share one dtype, bfloat16, float16 or fp8 (float8_e4m3fn, "
+                    f"float8_e5m2); got {q.dtype}, {k.dtype}, {v.dtype}")
+    odtype = torch.bfloat16 if fp8 else q.dtype
+    descales = {}
+    for name, s in (("q_descale", q_descale), ("k_descale", k_descale), ("v_descale", v_descale)):
+        if s is None:
+            continue
+        if not fp8:
+            raise Error(f"kgen.attention: {name} is for fp8 inputs (float8_e4m3fn, float8_e5m2), not {q.dtype}; "
+                        f"leave it None")
+        if not isinstance(s, torch.Tensor) or s.numel() != 1 or s.dtype != torch.float32 or s.device != q.device:
+            raise Error(f"kgen.attention: {name} must be a one-element float32 tensor on {q.device}")
+        descales[name] = s.data_ptr()
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.dim() != (3 if varlen else 4) or t.stride(-1) != 1:
             raise Error(f"kgen.attention: {name} must be {'3' if varlen else '4'}-D with the head dim contiguous, "
@@ -619,7 +644,11 @@ def attention(q, k, v, *, causal: bool = False, window: Optional[Sequence[int]] 
         sk, hkv, dv = k.shape[1], k.shape[2], v.shape[3]
         total_q = -1
     if out is None:
-        out = torch.empty(q.shape[:-1] + (dv,), dtype=q.dtype, device=q.device)
+        out = torch.empty(q.shape[:-1] + (dv,), dtype=odtype, device=q.device)
+    elif out.dtype != odtype:
+        raise Error(f"kgen.attention: out is {out.dtype}; O of {q.dtype} inputs is {odtype}")
+    if bias is not None and bias.dtype != odtype:
+        raise Error(f"kgen.attention: bias is {bias.dtype}; the bias of {q.dtype} inputs is {odtype}")
     lse = None
     if return_lse:
         shape = (hq, total_q) if varlen else (batch, hq, sq)
@@ -647,6 +676,8 @@ def attention(q, k, v, *, causal: bool = False, window: Optional[Sequence[int]] 
             raise Error("kgen.attention: bias needs its last dim contiguous")
         a.stride_bias[:] = (bias.stride(0), bias.stride(1), bias.stride(2))
     a.scale = float(scale) if scale is not None else 0.0
+    for name, ptr in descales.items():
+        setattr(a, name, ptr)
     stream = torch.cuda.current_stream(q.device).cuda_stream
     _check(rt._lib.kgen_attention(rt.handle, _encode(prob), _encode(config), ctypes.byref(a), stream))
     return (out, lse) if return_lse else out

@@ -113,8 +113,11 @@ template <class Config> struct Shape {
   static constexpr int kSmemBytes =
       (kQElems + Config::kStages * (kKElems + kVElems)) * int(sizeof(T));
 
-  static_assert(IsSame<T, bf16>::value || IsSame<T, f16>::value,
-                "attention inputs are bf16 or f16");
+  static_assert(IsSame<T, bf16>::value || IsSame<T, f16>::value ||
+                    (Config::kWgmma &&
+                     (IsSame<T, e4m3>::value || IsSame<T, e5m2>::value)),
+                "attention inputs are bf16 or f16 (e4m3, e5m2: the wgmma "
+                "loop)");
   // The wgmma loop (attention_sm90.h) adds a producer warpgroup and lays
   // shared memory out its own way; it checks its own layout.
   static_assert(Config::kThreads ==
@@ -183,8 +186,9 @@ KGEN_DEVICE void loadTile(typename Config::T *smem, const typename Config::T *g,
 /// position and query head.
 template <class Config> struct Block {
   using T = typename Config::T;
+  using TO = typename Config::TO; ///< O and the bias: T, or bf16 for fp8
   const T *q, *k, *v;
-  T *o;
+  TO *o;
   long long strideQ, strideK, strideV, strideO; // between rows
   long long headQ, headO;                       // between query heads
   int b, h, seqQ, seqK, rowQ0;
@@ -251,7 +255,7 @@ template <class Config> struct Block {
         hk * p.strideK[2];
     v = static_cast<const T *>(p.v) + bk * p.strideV[0] + offK * p.strideV[1] +
         hk * p.strideV[2];
-    o = static_cast<T *>(p.o) + bq * p.strideO[0] + offQ * p.strideO[1] +
+    o = static_cast<TO *>(p.o) + bq * p.strideO[0] + offQ * p.strideO[1] +
         h * p.strideO[2];
     strideQ = p.strideQ[1];
     strideK = p.strideK[1];
@@ -288,9 +292,9 @@ template <class Config> struct Block {
       x -= p.alibiSlopes[hq] * float(d < 0 ? -d : d);
     }
     if constexpr (Config::kBias) {
-      const T *bp = static_cast<const T *>(p.bias) + b * p.strideBias[0] +
-                    hq * p.strideBias[1] + i * p.strideBias[2] + j;
-      x += Convert<T>::toFloat(*bp);
+      const TO *bp = static_cast<const TO *>(p.bias) + b * p.strideBias[0] +
+                     hq * p.strideBias[1] + i * p.strideBias[2] + j;
+      x += Convert<TO>::toFloat(*bp);
     }
     return x * kLog2e;
   }
@@ -372,7 +376,7 @@ template <class T> struct alignas(2 * sizeof(T)) Pair { T x, y; };
 
 /// Writes output rows' values (or, split, their fp32 partials) and LSE.
 template <class Config> struct RowWriter {
-  using T = typename Config::T;
+  using T = typename Config::TO;
   const Params &p;
   const Block<Config> &blk;
   float *partO = nullptr, *partLse = nullptr;
@@ -456,6 +460,11 @@ template <class Config> struct WarpAttention {
   float m[kFragsM][2], l[kFragsM][2];
   uint32_t sQ;
   int lane, row0; // row0: the warp's first row in the block
+  /// fp8 inputs (the wgmma loop): the descale factors, set by the caller
+  /// after init. S is scaled by scoreScale (Q's times K's) with the softmax
+  /// scale, O by oScale (V's) with 1 / rowsum.
+  static constexpr bool kDescaled = sizeof(T) == 1;
+  float scoreScale = 1.f, oScale = 1.f;
 
   KGEN_DEVICE void init(uint32_t sQAddr, int warp, int laneId) {
     sQ = sQAddr;
@@ -594,7 +603,8 @@ template <class Config> struct WarpAttention {
     // max(scale * s) = scale * max(s) for the positive scale the runtime
     // requires, so S stays raw until exp2(s * scale - m).
     constexpr bool kFold = !Config::kAlibi && !Config::kBias;
-    const float expScale = kFold ? p.scaleLog2 : 1.f;
+    const float scaleLog2 = kDescaled ? p.scaleLog2 * scoreScale : p.scaleLog2;
+    const float expScale = kFold ? scaleLog2 : 1.f;
 #pragma unroll
     for (int i = 0; i < kFragsM; ++i)
 #pragma unroll
@@ -609,7 +619,7 @@ template <class Config> struct WarpAttention {
             const int col = n0 + 8 * j + 2 * t + c;
             float x = s[i][j][2 * r + c];
             if constexpr (!kFold) {
-              x *= p.scaleLog2;
+              x *= scaleLog2;
               if (row < blk.rows && col < blk.seqK)
                 x += blk.bias(p, blk.headOf(row), query, col);
             }
@@ -621,7 +631,7 @@ template <class Config> struct WarpAttention {
         mx = maxOf(mx, shuffleXor(mx, 1));
         mx = maxOf(mx, shuffleXor(mx, 2));
         if constexpr (kFold)
-          mx *= p.scaleLog2; // -inf stays -inf
+          mx *= scaleLog2; // -inf stays -inf
         const float mNew = maxOf(m[i][r], mx);
         const float ref = mNew == negInf() ? 0.f : mNew;
         alpha[i][r] = exp2Of(m[i][r] - ref);
@@ -678,6 +688,8 @@ template <class Config> struct WarpAttention {
     sum += shuffleXor(sum, 1);
     sum += shuffleXor(sum, 2);
     attention::finishRow(m[i][r], sum, inv, lse);
+    if constexpr (kDescaled)
+      inv *= oScale;
   }
 
   KGEN_DEVICE void store(const RowWriter<Config> &w, const Block<Config> &blk,
@@ -1025,7 +1037,7 @@ template <class Config> KGEN_DEVICE void run(const Params &p) {
 /// L2 round trips per split: 21 us of a 25 us decode call on an H200 at
 /// 32 splits.)
 template <class Config> KGEN_DEVICE void combine(const Params &p) {
-  using T = typename Config::T;
+  using T = typename Config::TO;
   constexpr int kSplits = Config::kSplits, kThreads = Config::kCombineThreads;
   const int i = int(blockIdx.x), h = int(blockIdx.y), b = int(blockIdx.z);
   int seqQ = p.seqlenQ, rowQ0 = 0;

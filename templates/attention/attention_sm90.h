@@ -1,4 +1,5 @@
-//===- attention_sm90.h - Flash attention forward on sm_90a (wgmma) -*- C++ -*-===//
+//===- attention_sm90.h - Flash attention forward on sm_90a (wgmma) -*- C++
+//-*-===//
 //
 // The FlashAttention-3 structure on Hopper: one block computes kBlockM query
 // rows of one (batch, query head), warp-specialized:
@@ -7,7 +8,8 @@
 //                       then K and V tiles of kBlockN keys through TMA into
 //                       a ring of kStages stages; K and V have their own
 //                       barriers, so QK^T starts before V has landed;
-//   warpgroups 1..kC    the consumers (1 to 3), 64 rows each: S = Q K^T with wgmma
+//   warpgroups 1..kC    the consumers (1 to 3), 64 rows each: S = Q K^T with
+//   wgmma
 //                       (Q and K from shared memory, K-major), the online
 //                       softmax on S's accumulators in registers, then
 //                       O += P V with wgmma taking P from registers (its
@@ -35,6 +37,16 @@
 // registers); Q has its own "empty" barrier, released once a work tile's
 // last S = Q K^T has completed.
 //
+// fp8 inputs (e4m3, e5m2; Config::T one byte, O bf16): a 128-byte row holds
+// 128 dims, S = Q K^T runs wgmma m64nNk32 on the same swizzled rows, and P
+// enters P V in the inputs' fp8 type, as FlashAttention-3's fp8 forward.
+// fp8 wgmma reads its B operand K-major only, so P V reads V transposed:
+// transposeV (a pre-pass kernel of the same module) writes V^T, a row of
+// keys per head dim, with each 32-key slice's keys permuted so that the
+// fp32 S accumulators pack into wgmma's k32 A registers without a shuffle
+// (packP8 below). The descale factors scale the scores with the softmax
+// scale and O with 1 / rowsum (WarpAttention::scoreScale, oScale).
+//
 // Not here (the dispatcher uses the tiled kernel for them): varlen, GQA
 // packing. Not persistent: split-KV.
 //
@@ -59,11 +71,17 @@ template <class Config> struct Shape {
   static constexpr int kDqk = Config::kHeadDimQk, kDv = Config::kHeadDimV;
   static constexpr int kStages = Config::kStages;
   static constexpr int kConsumers = kBlockM / 64;
-  static constexpr int kRowBytes = 128; ///< one swizzled row: 64 elements
-  /// A tile of R rows and D dims is D / 64 column blocks of R swizzled rows.
-  static constexpr int kQBytes = kBlockM * kDqk * 2;
-  static constexpr int kKBytes = kBlockN * kDqk * 2;
-  static constexpr int kVBytes = kBlockN * kDv * 2;
+  static constexpr bool kFp8 = sizeof(T) == 1;
+  static constexpr int kRowBytes = 128; ///< one swizzled row
+  static constexpr int kRowElems = kRowBytes / int(sizeof(T)); ///< 64 or 128
+  /// A tile of R rows and D dims is D / kRowElems column blocks of R
+  /// swizzled rows. fp8's V tile is V^T: kDv rows of kBlockN (128) keys.
+  static constexpr int kQBytes = kBlockM * kDqk * int(sizeof(T));
+  static constexpr int kKBytes = kBlockN * kDqk * int(sizeof(T));
+  static constexpr int kVBytes = kBlockN * kDv * int(sizeof(T));
+  /// wgmma k-steps: 32 bytes of K each (k16 of 16-bit types, k32 of fp8).
+  static constexpr int kStepsS = kDqk * int(sizeof(T)) / 32;
+  static constexpr int kStepsPv = kBlockN * int(sizeof(T)) / 32;
   static constexpr int kStageBytes = kKBytes + kVBytes;
   /// Q full, K full, V full, K empty, V empty (one per stage each), and
   /// with the persistent grid Q empty and one word of two int slots (the
@@ -95,8 +113,10 @@ template <class Config> struct Shape {
                 "consumers plus the producer warpgroup");
   static_assert(kSmemBytes == Config::kSmemBytes,
                 "kSmemBytes disagrees with the template's smem layout");
-  static_assert(kDqk % 64 == 0 && kDv % 64 == 0,
+  static_assert(kDqk % kRowElems == 0 && kDv % 64 == 0,
                 "head dims are whole 128-byte swizzle rows");
+  static_assert(!kFp8 || (kBlockN == kRowElems && kDv == 128),
+                "fp8: V^T rows of 128 keys, 128 of them (attention.cpp)");
   static_assert(kBlockN % 64 == 0 && kBlockN <= 256 && kDv <= 256,
                 "wgmma N (kBlockN for S, kDv for O) is 64..256");
   static_assert(!Config::kVarlen && !Config::kPackGqa && !Config::kPreloadV,
@@ -163,9 +183,9 @@ KGEN_DEVICE void produce(unsigned char *smem, const Barriers<Config> &bar,
       sm90::barrierWait(bar.qEmpty, uint32_t(at.work & 1) ^ 1u);
     sm90::barrierArriveExpectTx(bar.qFull, S::kQBytes);
 #pragma unroll
-    for (int c = 0; c < S::kDqk / 64; ++c)
+    for (int c = 0; c < S::kDqk / S::kRowElems; ++c)
       sm90::tmaLoad4d(sQ + c * S::kBlockM * S::kRowBytes, &mapQ, bar.qFull,
-                      c * 64, h, m0, b);
+                      c * S::kRowElems, h, m0, b);
   };
   if (!Config::kPersistent || tiles == 0)
     loadQ();
@@ -181,17 +201,20 @@ KGEN_DEVICE void produce(unsigned char *smem, const Barriers<Config> &bar,
     sm90::barrierWait(&bar.kEmpty[stage], phase ^ 1);
     sm90::barrierArriveExpectTx(&bar.kFull[stage], S::kKBytes);
 #pragma unroll
-    for (int c = 0; c < S::kDqk / 64; ++c)
+    for (int c = 0; c < S::kDqk / S::kRowElems; ++c)
       sm90::tmaLoad4d(sK + c * S::kBlockN * S::kRowBytes, &mapK,
-                      &bar.kFull[stage], c * 64, hk, n0, b);
+                      &bar.kFull[stage], c * S::kRowElems, hk, n0, b);
     if (Config::kPersistent && it == 0)
       loadQ();
     sm90::barrierWait(&bar.vEmpty[stage], phase ^ 1);
     sm90::barrierArriveExpectTx(&bar.vFull[stage], S::kVBytes);
+    if constexpr (S::kFp8) // V^T (key, dim, head, batch): one box
+      sm90::tmaLoad4d(sV, &mapV, &bar.vFull[stage], n0, 0, hk, b);
+    else
 #pragma unroll
-    for (int c = 0; c < S::kDv / 64; ++c)
-      sm90::tmaLoad4d(sV + c * S::kBlockN * S::kRowBytes, &mapV,
-                      &bar.vFull[stage], c * 64, hk, n0, b);
+      for (int c = 0; c < S::kDv / 64; ++c)
+        sm90::tmaLoad4d(sV + c * S::kBlockN * S::kRowBytes, &mapV,
+                        &bar.vFull[stage], c * 64, hk, n0, b);
     if (++stage == S::kStages) {
       stage = 0;
       phase ^= 1;
@@ -208,9 +231,9 @@ KGEN_DEVICE void produce(unsigned char *smem, const Barriers<Config> &bar,
 template <class Config>
 KGEN_DEVICE void
 storeStaged(const WarpAttention<Config> &wa, const RowWriter<Config> &w,
-            const Block<Config> &blk, int m0, typename Config::T *slab) {
+            const Block<Config> &blk, int m0, typename Config::TO *slab) {
   using S = Shape<Config>;
-  using T = typename Config::T;
+  using T = typename Config::TO;
   const int lane = wa.lane, g = lane / 4, t = lane % 4;
   float inv[2];
 #pragma unroll
@@ -251,6 +274,105 @@ storeStaged(const WarpAttention<Config> &wa, const RowWriter<Config> &w,
   }
 }
 
+/// Four fp32 values as four fp8 bytes, x0 in the lowest (cvt's pairs put
+/// their first operand in the upper byte).
+template <class T>
+KGEN_DEVICE uint32_t packFp8x4(float x0, float x1, float x2, float x3) {
+  uint16_t lo, hi;
+  if constexpr (IsSame<T, e4m3>::value) {
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;"
+        : "=h"(lo)
+        : "f"(x1), "f"(x0));
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;"
+        : "=h"(hi)
+        : "f"(x3), "f"(x2));
+  } else {
+    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;"
+        : "=h"(lo)
+        : "f"(x1), "f"(x0));
+    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;"
+        : "=h"(hi)
+        : "f"(x3), "f"(x2));
+  }
+  return uint32_t(lo) | uint32_t(hi) << 16;
+}
+
+/// The key at position k (0..31) of a 32-key slice of V^T: wgmma's k32 A
+/// registers give thread t of a quad positions 4t..4t+3 (and 16 + 4t..),
+/// and its S accumulators hold keys 2t, 2t + 1 of each 8-key block, so
+/// position 4t + e holds key 2t + (e & 1) + 8 (e >> 1) (and 16 + that):
+/// P packs from S in place (packP8) and transposeV moves V's keys to match.
+KGEN_DEVICE int vtKeyAt(int k) {
+  const int r = k % 16, t = r / 4, e = r % 4;
+  return k - r + 2 * t + (e & 1) + 8 * (e >> 1);
+}
+
+/// P (S's m64n128 accumulators after the softmax) as P V's k32 fp8 A
+/// registers: slice j's registers are (row g, positions 4t..), (row g + 8,
+/// 4t..), (g, 16 + 4t..), (g + 8, 16 + 4t..) -- 8-key blocks 4j..4j+3 of S,
+/// whose accumulators are (g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1).
+template <class T, int kAccum, int kSteps>
+KGEN_DEVICE void packP8(const float (&s)[kAccum], uint32_t (&a)[kSteps][4]) {
+  static_assert(kAccum == 16 * kSteps, "32 keys a k32 step");
+#pragma unroll
+  for (int j = 0; j < kSteps; ++j) {
+    const float *x = s + 16 * j;
+    a[j][0] = packFp8x4<T>(x[0], x[1], x[4], x[5]);
+    a[j][1] = packFp8x4<T>(x[2], x[3], x[6], x[7]);
+    a[j][2] = packFp8x4<T>(x[8], x[9], x[12], x[13]);
+    a[j][3] = packFp8x4<T>(x[10], x[11], x[14], x[15]);
+  }
+}
+
+/// fp8's pre-pass: V (b, key, hk, d) to V^T [b][hk][d][vtKeys], keys
+/// permuted within each 32-key slice (vtKeyAt), keys past seqlenK zero.
+/// Launch: grid (ceil(vtKeys / 128), headsKv, batch), 256 threads; each
+/// block moves 128 keys of one head through a 16 KB tile.
+template <class Config> KGEN_DEVICE void transposeV(const Params &p) {
+  using S = Shape<Config>;
+  static_assert(S::kFp8, "fp8 inputs only");
+  __shared__ __align__(16) unsigned char tile[128][S::kDv]; // [key][dim]
+  // V may be the previous kernel's output; the attention kernel after
+  // this one waits for all of this one (griddepcontrol.wait).
+  waitForPreviousGrid();
+  allowNextGrid();
+  const int n0 = int(blockIdx.x) * 128, hk = int(blockIdx.y),
+            b = int(blockIdx.z);
+  const unsigned char *v = static_cast<const unsigned char *>(p.v) +
+                           b * p.strideV[0] + hk * p.strideV[2];
+  constexpr int kChunks = S::kDv / 16; // 16-byte chunks a key
+  for (int i = int(threadIdx.x); i < 128 * kChunks; i += int(blockDim.x)) {
+    const int key = i / kChunks, c = i % kChunks;
+    Bytes<16> x{};
+    if (n0 + key < p.seqlenK)
+      x = *reinterpret_cast<const Bytes<16> *>(
+          v + (long long)(n0 + key) * p.strideV[1] + c * 16);
+    *reinterpret_cast<Bytes<16> *>(&tile[key][c * 16]) = x;
+  }
+  __syncthreads();
+  unsigned char *vt = static_cast<unsigned char *>(p.vt) +
+                      ((long long)b * p.headsKv + hk) * S::kDv * p.vtKeys;
+  for (int i = int(threadIdx.x); i < S::kDv * 8; i += int(blockDim.x)) {
+    const int d = i / 8, c = i % 8; // positions 16c..16c+15 of row d
+    if (n0 + 16 * c >= p.vtKeys)
+      continue;
+    uint32_t w[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      uint32_t word = 0;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int pos = 16 * c + 4 * q + e;
+        word |= uint32_t(tile[pos - pos % 32 + vtKeyAt(pos % 32)][d])
+                << (8 * e);
+      }
+      w[q] = word;
+    }
+    *reinterpret_cast<uint4 *>(vt + (long long)d * p.vtKeys + n0 + 16 * c) =
+        make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
 /// One consumer warpgroup: its 64 rows against every key tile, with the
 /// softmax of tile j overlapping the tensor cores' P V of tile j - 1
 /// (FlashAttention-3's intra-warpgroup pipelining): per step, S_j = Q K_j^T
@@ -282,16 +404,26 @@ KGEN_DEVICE void consume(unsigned char *smem, const Barriers<Config> &bar,
   wa.init(0, warp, lane);
   float(&o)[S::kAccumO] = reinterpret_cast<float(&)[S::kAccumO]>(wa.o);
   using MmaS = sm90::Wgmma<T, S::kBlockN, false>;
-  using MmaO = sm90::WgmmaRs<T, S::kDv, true>;
+  // fp8 wgmma reads B K-major only: V^T (transposeV).
+  using MmaO = sm90::WgmmaRs<T, S::kDv, !S::kFp8>;
+  if constexpr (S::kFp8) {
+    if (p.qDescale)
+      wa.scoreScale = *p.qDescale;
+    if (p.kDescale)
+      wa.scoreScale *= *p.kDescale;
+    if (p.vDescale)
+      wa.oScale = *p.vDescale;
+  }
 
   float s[S::kAccumS];
   // P of the previous tile, as P V's A registers: 16-key slices packed in
-  // pairs exactly as W::pv packs them for mma.sync.
-  uint32_t a[S::kBlockN / 16][4];
-  // S = Q K^T: Dqk / 16 k-steps, 4 per 64-dim column block.
+  // pairs exactly as W::pv packs them for mma.sync (fp8: 32-key slices,
+  // packP8).
+  uint32_t a[S::kStepsPv][4];
+  // S = Q K^T: 4 k-steps per 128-byte column block.
   auto issueScores = [&](const unsigned char *sK) {
 #pragma unroll
-    for (int kk = 0; kk < S::kDqk / 16; ++kk) {
+    for (int kk = 0; kk < S::kStepsS; ++kk) {
       const int c = kk / 4, step = kk % 4;
       MmaS::run(s,
                 sm90::matrixDescriptor(
@@ -305,13 +437,18 @@ KGEN_DEVICE void consume(unsigned char *smem, const Barriers<Config> &bar,
   // O += P V: V's k16 steps are 16 swizzled rows (2048 bytes) apart, its
   // 64-dim column blocks kBlockN rows apart (the descriptor's leading
   // offset).
+  // fp8: V^T's kDv rows of 128 keys, K-major as K is for S (32 bytes a
+  // k-step).
   auto issuePv = [&](const unsigned char *sV) {
 #pragma unroll
-    for (int kc = 0; kc < S::kBlockN / 16; ++kc)
-      MmaO::run(o, a[kc],
-                sm90::matrixDescriptor(sV + kc * 2048,
-                                       S::kBlockN * S::kRowBytes, 1024),
-                1);
+    for (int kc = 0; kc < S::kStepsPv; ++kc)
+      if constexpr (S::kFp8)
+        MmaO::run(o, a[kc], sm90::matrixDescriptor(sV + kc * 32, 16, 1024), 1);
+      else
+        MmaO::run(o, a[kc],
+                  sm90::matrixDescriptor(sV + kc * 2048,
+                                         S::kBlockN * S::kRowBytes, 1024),
+                  1);
     sm90::wgmmaCommit();
   };
   // S -> P (log2 domain, masks, running max and sum); O's rescale factors
@@ -324,11 +461,14 @@ KGEN_DEVICE void consume(unsigned char *smem, const Barriers<Config> &bar,
   // P into P V's A registers. wgmma reads them asynchronously: never while
   // a P V that uses them is still running.
   auto packP = [&] {
+    if constexpr (S::kFp8)
+      packP8<T>(s, a);
+    else
 #pragma unroll
-    for (int kc = 0; kc < S::kBlockN / 16; ++kc)
+      for (int kc = 0; kc < S::kStepsPv; ++kc)
 #pragma unroll
-      for (int e = 0; e < 4; ++e)
-        a[kc][e] = W::pack(s[8 * kc + 2 * e], s[8 * kc + 2 * e + 1]);
+        for (int e = 0; e < 4; ++e)
+          a[kc][e] = W::pack(s[8 * kc + 2 * e], s[8 * kc + 2 * e + 1]);
   };
   // Ping-pong between the consumer warpgroups (FlashAttention-3): each
   // issues its wgmmas only after the previous one (cyclically) has issued
@@ -430,9 +570,10 @@ KGEN_DEVICE void consume(unsigned char *smem, const Barriers<Config> &bar,
       sm90::barrierArrive(&vEmpty[stageOf(last)]);
   }
   if constexpr (Config::kStageO)
-    storeStaged<Config>(wa, RowWriter<Config>(p, blk), blk, m0,
-                        reinterpret_cast<T *>(smem + S::kSlabOffset) +
-                            warp * 16 * 64);
+    storeStaged<Config>(
+        wa, RowWriter<Config>(p, blk), blk, m0,
+        reinterpret_cast<typename Config::TO *>(smem + S::kSlabOffset) +
+            warp * 16 * 64);
   else
     wa.store(RowWriter<Config>(p, blk), blk, m0);
 }

@@ -86,8 +86,8 @@ struct alignas(2) bf16 {
 struct alignas(2) f16 {
   uint16_t bits;
 };
-/// The 8-bit floats of sm_90a's fp8 wgmma (GEMM inputs only: the tensor
-/// cores read them from shared memory; no kernel converts them).
+/// The 8-bit floats of sm_90a's fp8 wgmma (GEMM and attention inputs; the
+/// only conversion into them is attention's P, in attention_sm90.h).
 struct e4m3 {
   uint8_t bits;
 };

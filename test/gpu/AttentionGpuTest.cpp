@@ -10,7 +10,11 @@
 // case also each candidate's twin with GQA packing flipped; every sm_90a
 // wgmma config, one block per row block and persistent (WgmmaLoopEveryConfig,
 // WgmmaPersistentSchedules: work tiles fewer than, many times and not a
-// multiple of the SMs).
+// multiple of the SMs). Fp8: e4m3 and e5m2 Q, K, V with a bf16 O (sm_90a):
+// head dims 128 and 256 (V 128), seqlen 1 to 2048 and unequal, causal and
+// not, GQA 4:1 and MQA, both layouts, window, ALiBi, a bf16 bias, with and
+// without descale factors, values across each format's range, and every
+// candidate of a causal GQA prefill and of a split-KV decode.
 //
 // The reference is a plain kernel (kgen::AttentionReference, which the tuner
 // checks attention candidates with; compiled through Runtime::compileSource
@@ -18,14 +22,24 @@
 // query row:
 //
 //   ref    the mask built explicitly from the problem's definition, scores
-//          and softmax in fp32 from the exact 16-bit inputs, O in fp32 and
-//          the LSE in fp32;
-//   naive  the same-dtype implementation: scores rounded to the dtype,
-//          fp32 softmax, P rounded to the dtype, fp32 P V rounded to the
-//          dtype.
+//          and softmax in fp32 from the exact inputs (fp8 ones decoded, and
+//          the scores times qDescale * kDescale, V times vDescale), O in
+//          fp32 and the LSE in fp32;
+//   naive  the same-dtype implementation. 16-bit inputs: scores rounded to
+//          the dtype, fp32 softmax, P rounded to the dtype, fp32 P V
+//          rounded to the dtype. fp8 inputs: scores (fp32 from the decoded
+//          values, times the Q and K descale factors) rounded to O's bf16,
+//          as an fp8 scaled matmul into bf16 gives them; fp32 softmax with
+//          the bias and masks as for 16-bit; P rounded to the inputs' fp8
+//          type, as the kernel feeds it to an fp8 P V, and like the kernel
+//          (FlashAttention-3's fp8 forward) before the division by the row
+//          sum: a normalized P of a long row would fall below e4m3's
+//          subnormals and leave a naive O of 0 that bounds nothing; P (V *
+//          vDescale) summed in fp32, divided by the row sum, rounded to
+//          bf16.
 //
 // Rule (DESIGN.md, FlashAttention's): max|ours - ref| <= 2 * max|naive -
-// ref|, never below half an ulp of the dtype at max|ref|; rows with no
+// ref|, never below half an ulp of O's dtype at max|ref|; rows with no
 // visible key must be exactly 0 with LSE -inf; O and LSE start as NaN, so
 // an element left unwritten fails. Without a GPU every test is skipped.
 //
@@ -38,14 +52,19 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <random>
+#include <thread>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 using namespace kgen;
@@ -76,36 +95,17 @@ struct Dev {
   }
 };
 
-uint16_t encode(DType t, float v) {
-  if (t == DType::F16) {
-    _Float16 h = static_cast<_Float16>(v);
-    uint16_t u;
-    std::memcpy(&u, &h, 2);
-    return u;
-  }
-  uint32_t u;
-  std::memcpy(&u, &v, 4);
-  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
-float decode(DType t, uint16_t b) {
-  if (t == DType::F16) {
-    _Float16 h;
-    std::memcpy(&h, &b, 2);
-    return float(h);
-  }
-  uint32_t u = uint32_t(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
 struct Case {
   std::string name;
   AttentionProblem p;
   std::vector<int> sq, sk; // varlen: per batch entry
   bool allCandidates = false;
   bool packTwins = false; ///< with allCandidates: also packGqa flipped
+  /// Q, K and V uniform in [-range, range] before rounding to the dtype.
+  float range = 1;
+  /// fp8: the descale factors of Q, K and V passed from device memory
+  /// (AttentionArgs::qDescale, ...); 0 passes none (read as 1).
+  float descale[3] = {0, 0, 0};
 };
 
 struct Gpu {
@@ -143,7 +143,9 @@ std::string runCase(const Case &cs, const AttentionConfig *config,
   Gpu &g = Gpu::get();
   Backend *be = g.rt->backend();
   const AttentionProblem &p = cs.p;
-  const DType t = p.dtype;
+  // Q, K, V in the dtype; O and the bias in O's (bf16 for fp8 inputs).
+  const DType t = p.dtype, to = attentionOutputDType(p);
+  const size_t es = size_t(sizeOf(t)), eo = size_t(sizeOf(to));
   const int batch = int(cs.sq.size());
   const int maxSq = *std::max_element(cs.sq.begin(), cs.sq.end());
   const int maxSk = *std::max_element(cs.sk.begin(), cs.sk.end());
@@ -178,21 +180,23 @@ std::string runCase(const Case &cs, const AttentionConfig *config,
       strides(p.varlen ? totQ : maxSq, int(p.headsQ), p.headDimV, sO);
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> uni(-1.f, 1.f);
-  auto fill = [&](size_t n) {
-    std::vector<uint16_t> h(n);
-    for (auto &x : h)
-      x = encode(t, uni(rng));
+  auto fill = [&](size_t n, DType type, float range) {
+    std::vector<unsigned char> h(n * size_t(sizeOf(type)));
+    for (size_t i = 0; i < n; ++i)
+      encodeElement(type, range * uni(rng), h.data(), i);
     return h;
   };
   const size_t nBias = p.bias ? size_t(batch) * p.headsQ * maxSq * maxSk : 1;
-  std::vector<uint16_t> hq = fill(nQ), hk = fill(nK), hv = fill(nV),
-                        hb = fill(nBias);
+  std::vector<unsigned char> hq = fill(nQ, t, cs.range),
+                             hk = fill(nK, t, cs.range),
+                             hv = fill(nV, t, cs.range),
+                             hb = fill(nBias, to, 1);
   std::vector<float> slopes(size_t(p.headsQ));
   for (size_t h = 0; h < slopes.size(); ++h)
     slopes[h] = std::exp2(-8.f * float(h + 1) / float(p.headsQ));
-  Dev dq(be, nQ * 2), dk(be, nK * 2), dv(be, nV * 2), db(be, nBias * 2),
+  Dev dq(be, nQ * es), dk(be, nK * es), dv(be, nV * es), db(be, nBias * eo),
       ds(be, slopes.size() * 4), dcq(be, cuQ.size() * 4),
-      dck(be, cuK.size() * 4), dout(be, nO * 2);
+      dck(be, cuK.size() * 4), dout(be, nO * eo), dds(be, sizeof cs.descale);
   dq.up(hq);
   dk.up(hk);
   dv.up(hv);
@@ -200,14 +204,15 @@ std::string runCase(const Case &cs, const AttentionConfig *config,
   ds.up(slopes);
   dcq.up(cuQ);
   dck.up(cuK);
-  be->memsetAsync(dout.p, 0xff, nO * 2, nullptr); // NaN
+  dds.up(std::vector<float>(cs.descale, cs.descale + 3));
+  be->memsetAsync(dout.p, 0xff, nO * eo, nullptr); // NaN
   const size_t lseRows =
       p.varlen ? size_t(p.headsQ) * totQ : size_t(batch) * p.headsQ * maxSq;
   Dev dlse(be, lseRows * 4);
   be->memsetAsync(dlse.p, 0xff, lseRows * 4, nullptr);
   const size_t refRows = size_t(batch) * p.headsQ * maxSq;
   Dev rO(be, refRows * p.headDimV * 4), rL(be, refRows * 4),
-      nOut(be, refRows * p.headDimV * 2);
+      nOut(be, refRows * p.headDimV * eo);
 
   AttentionArgs a;
   a.q = dq.p;
@@ -223,6 +228,10 @@ std::string runCase(const Case &cs, const AttentionConfig *config,
   a.seqlenQ = maxSq;
   a.seqlenK = maxSk;
   a.totalQ = totQ;
+  const float *descale = static_cast<const float *>(dds.p);
+  a.qDescale = cs.descale[0] != 0 ? descale : nullptr;
+  a.kDescale = cs.descale[1] != 0 ? descale + 1 : nullptr;
+  a.vDescale = cs.descale[2] != 0 ? descale + 2 : nullptr;
   for (int i = 0; i < 3; ++i) {
     a.strideQ[i] = sQ[i];
     a.strideK[i] = sK[i];
@@ -237,11 +246,11 @@ std::string runCase(const Case &cs, const AttentionConfig *config,
     g.rt->attention(p, a, nullptr);
   be->synchronize();
 
-  const auto out = dout.down<uint16_t>(nO);
+  const auto out = dout.down<unsigned char>(nO * eo);
   const auto lse = dlse.down<float>(lseRows);
   const auto ref = rO.down<float>(refRows * p.headDimV);
   const auto refL = rL.down<float>(refRows);
-  const auto naive = nOut.down<uint16_t>(refRows * p.headDimV);
+  const auto naive = nOut.down<unsigned char>(refRows * p.headDimV * eo);
   double errO = 0, errN = 0, maxRef = 0, errL = 0;
   std::string bad;
   auto note = [&](const std::string &m) {
@@ -267,21 +276,22 @@ std::string runCase(const Case &cs, const AttentionConfig *config,
           const long long bo = p.varlen ? 0 : b * sO[0];
           const size_t oi = size_t(
               bo + (cuQ[size_t(b)] * p.varlen + i) * sO[1] + h * sO[2] + d);
-          const float got = decode(t, out[oi]);
+          const double got = decodeElement(to, out.data(), oi);
           const double want = ref[row * p.headDimV + d];
-          if (!std::isfinite(got) || (empty && got != 0.f)) {
+          if (!std::isfinite(got) || (empty && got != 0)) {
             note("O b" + std::to_string(b) + " h" + std::to_string(h) + " i" +
                  std::to_string(i) + " d" + std::to_string(d) + " = " +
                  std::to_string(got) + (empty ? " (empty row)" : ""));
             continue;
           }
           errO = std::max(errO, std::abs(got - want));
-          errN = std::max(
-              errN, std::abs(decode(t, naive[row * p.headDimV + d]) - want));
+          errN = std::max(errN, std::abs(decodeElement(to, naive.data(),
+                                                       row * p.headDimV + d) -
+                                         want));
           maxRef = std::max(maxRef, std::abs(want));
         }
       }
-  const double bound = std::max(2 * errN, halfUlp(t, maxRef));
+  const double bound = std::max(2 * errN, halfUlp(to, maxRef));
   std::printf("[ case     ] %-28s %s: O err %.2e (naive %.2e, %.2fx), LSE err "
               "%.2e\n",
               cs.name.c_str(),
@@ -429,8 +439,7 @@ protected:
 /// KGEN_GPU_TEST_MAX_SEQLEN (e.g. 513) keeps the cases whose sequences are
 /// at most that long: compute-sanitizer is too slow for 8192, and the short
 /// cases run every code path (masks, varlen, splits, ragged tiles).
-std::vector<Case> selectedCases() {
-  std::vector<Case> cases = sweep();
+std::vector<Case> selectedCases(std::vector<Case> cases) {
   const char *limit = std::getenv("KGEN_GPU_TEST_MAX_SEQLEN");
   if (limit && *limit) {
     const int max = std::atoi(limit);
@@ -450,7 +459,7 @@ std::vector<Case> selectedCases() {
 
 TEST_F(AttentionGpu, SweepMatchesReference) {
   unsigned seed = 1;
-  for (const Case &c : selectedCases()) {
+  for (const Case &c : selectedCases(sweep())) {
     const std::string bad = runCase(c, nullptr, seed++);
     EXPECT_TRUE(bad.empty()) << c.name << " (dispatch):\n" << bad;
     if (!c.allCandidates)
@@ -644,6 +653,188 @@ TEST_F(AttentionGpu, WgmmaPersistentSchedules) {
   if (!(limit && *limit))
     EXPECT_GT(more, 0);
   EXPECT_GT(ran, limit && *limit ? 20 : 40);
+}
+
+} // namespace
+
+namespace {
+
+/// An fp8 case (fixed()'s, head dim V 128) with the descale factors of set
+/// `descaled`: 0 none (null, read as 1), 1 {0.5, 1.25, 2} (scores x 0.625,
+/// O x 2), 2 {2, 2, 0.5} (scores x 4: sharper rows; O x 0.5). e5m2's inputs
+/// span [-2, 2], e4m3's [-1, 1]: e5m2 trades a mantissa bit for range, and
+/// its scores (std ~1.3 at [-2, 2], 0.33 at [-1, 1]) give peaked rows,
+/// where P's 2-bit rounding decides the largest terms.
+Case fp8Case(const std::string &name, int b, int hq, int hkv, int sq, int sk,
+             int d, DType t, bool bhsd, int descaled) {
+  static const float kDescales[3][3] = {
+      {0, 0, 0}, {0.5f, 1.25f, 2.0f}, {2.0f, 2.0f, 0.5f}};
+  Case c = fixed(std::string(toString(t)) + " " + name +
+                     (descaled ? " descale" + std::to_string(descaled) : ""),
+                 b, hq, hkv, sq, sk, d, 128, t, bhsd);
+  c.range = t == DType::E5M2 ? 2 : 1;
+  std::copy(kDescales[descaled], kDescales[descaled] + 3, c.descale);
+  return c;
+}
+
+/// fp8 inputs: both formats, head dims 128 and 256, every sequence length
+/// of the sweep and unequal ones, GQA 4:1 and MQA, both layouts, LSE (every
+/// case), window, ALiBi and bias, with and without descale factors, values
+/// across each format's range, and every candidate of a causal GQA prefill
+/// and of a split-KV decode.
+std::vector<Case> fp8Cases() {
+  std::vector<Case> cs;
+  const DType e4m3 = DType::E4M3, e5m2 = DType::E5M2;
+  // Sequence lengths, causal and not, GQA 4:1; head dims, layouts and
+  // descale sets take turns so that each format meets each of them.
+  int turn = 0;
+  for (int s : {1, 17, 128, 513, 2048})
+    for (bool causal : {false, true})
+      for (DType t : {e4m3, e5m2}) {
+        const int d = turn % 8 < 4 ? 128 : 256;
+        Case c = fp8Case("S" + std::to_string(s) + (causal ? " causal" : "") +
+                             " D" + std::to_string(d),
+                         s >= 2048 ? 1 : 2, 8, 2, s, s, d, t, turn % 3 == 0,
+                         turn % 3);
+        c.p.causal = causal;
+        cs.push_back(c);
+        ++turn;
+      }
+  // Unequal q/k (causal with Sq > Sk leaves rows empty), MQA.
+  for (auto [sq, sk] : {std::pair{100, 700}, {700, 100}})
+    for (bool causal : {false, true}) {
+      const DType t = causal ? e5m2 : e4m3;
+      Case c = fp8Case("MQA Sq" + std::to_string(sq) + " Sk" +
+                           std::to_string(sk) + (causal ? " causal" : ""),
+                       2, 8, 1, sq, sk, sq < sk ? 256 : 128, t, !causal,
+                       sq < sk ? 1 : 0);
+      c.p.causal = causal;
+      cs.push_back(c);
+    }
+  cs.push_back(
+      fp8Case("decode Sk4096 MQA", 2, 16, 1, 1, 4096, 128, e4m3, false, 0));
+  // Masks and biases (the bias in bf16, O's type).
+  {
+    Case c = fp8Case("window 64,16", 2, 8, 2, 513, 513, 128, e4m3, false, 1);
+    c.p.windowLeft = 64;
+    c.p.windowRight = 16;
+    cs.push_back(c);
+    c = fp8Case("causal + window 128", 2, 8, 2, 513, 513, 256, e5m2, true, 0);
+    c.p.causal = true;
+    c.p.windowLeft = 128;
+    cs.push_back(c);
+    c = fp8Case("alibi causal", 2, 8, 8, 513, 2048, 128, e5m2, false, 2);
+    c.p.alibi = c.p.causal = true;
+    cs.push_back(c);
+    c = fp8Case("bias", 2, 4, 2, 128, 513, 128, e4m3, true, 1);
+    c.p.bias = true;
+    cs.push_back(c);
+    c = fp8Case("window alibi bias", 2, 4, 2, 257, 513, 256, e5m2, false, 0);
+    c.p.windowLeft = 100;
+    c.p.windowRight = 20;
+    c.p.alibi = c.p.bias = true;
+    cs.push_back(c);
+  }
+  // Values across each format's range, the descale factors bringing the
+  // scores back to the unit case's: e4m3 up to 256 (its largest is 448),
+  // e5m2 up to 16384 (past any e4m3) and down to 2^-6 (its subnormals,
+  // below 2^-14, in reach).
+  for (auto [t, e] : {std::pair{e4m3, 8}, {e5m2, 14}, {e5m2, -6}}) {
+    Case c = fp8Case("values to 2^" + std::to_string(e), 2, 8, 2, 300, 300, 128,
+                     t, false, 0);
+    c.range = std::ldexp(1.f, e);
+    std::fill(c.descale, c.descale + 3, std::ldexp(1.f, -e));
+    c.p.causal = true;
+    cs.push_back(c);
+  }
+  // Every candidate: a causal GQA prefill, a decode (split-KV candidates).
+  {
+    Case c = fp8Case("causal GQA all configs", 2, 8, 2, 513, 513, 128, e4m3,
+                     false, 1);
+    c.p.causal = true;
+    c.allCandidates = true;
+    cs.push_back(c);
+    c = fp8Case("decode Sk4096 GQA 4:1 all configs", 2, 32, 8, 1, 4096, 128,
+                e5m2, false, 2);
+    c.allCandidates = true;
+    cs.push_back(c);
+  }
+  return cs;
+}
+
+/// Builds the kernels of `runs` (a null config: the dispatcher's) on up to
+/// 8 threads before they run: one at a time, a cold cache's builds would
+/// take most of the test's time. Errors are left for the run to report.
+void prebuild(
+    const std::vector<std::pair<const Case *, std::optional<AttentionConfig>>>
+        &runs) {
+  Runtime &rt = *Gpu::get().rt;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::atomic<size_t> next{0};
+  std::atomic<int> failed{0};
+  std::vector<std::thread> pool;
+  const unsigned threads =
+      std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
+  for (unsigned i = 0; i < threads; ++i)
+    pool.emplace_back([&] {
+      for (size_t j; (j = next++) < runs.size();) {
+        const auto &[c, config] = runs[j];
+        try {
+          if (config)
+            rt.compile(c->p, *config);
+          else
+            rt.selectAttention(c->p, AttentionArgs{});
+        } catch (const std::exception &) {
+          ++failed;
+        }
+      }
+    });
+  for (std::thread &th : pool)
+    th.join();
+  std::printf(
+      "[ gpu      ] %zu runs' kernels ready in %.1f s (%d failed to "
+      "build; %u threads)\n",
+      runs.size(),
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count(),
+      failed.load(), threads);
+}
+
+/// fp8 Q, K, V (e4m3, e5m2) with a bf16 O on sm_90a's wgmma loop, through
+/// the dispatcher and, for two problems, every candidate config.
+TEST_F(AttentionGpu, Fp8) {
+  const Target t = Gpu::get().rt->target();
+  if (t != Target::SM90A)
+    GTEST_SKIP() << "fp8 attention needs sm_90a (fp8 wgmma); the GPU is "
+                 << toString(t);
+  const std::vector<Case> cases = selectedCases(fp8Cases());
+  std::vector<std::pair<const Case *, std::optional<AttentionConfig>>> runs;
+  int splitKv = 0;
+  bool decode = false; // KGEN_GPU_TEST_MAX_SEQLEN may leave it out
+  for (const Case &c : cases) {
+    runs.push_back({&c, std::nullopt});
+    if (!c.allCandidates)
+      continue;
+    const std::vector<AttentionConfig> cfgs = enumerateConfigs(c.p, t);
+    EXPECT_FALSE(cfgs.empty()) << c.name;
+    decode |= c.p.seqlenQ == 1;
+    for (const AttentionConfig &cfg : cfgs) {
+      runs.push_back({&c, cfg});
+      splitKv += cfg.splits > 1;
+    }
+  }
+  if (decode)
+    EXPECT_GT(splitKv, 0) << "the decode problem has no split-KV candidate";
+  prebuild(runs);
+  unsigned seed = 7000;
+  for (const auto &[c, config] : runs) {
+    const std::string b = runCase(*c, config ? &*config : nullptr, seed++);
+    EXPECT_TRUE(b.empty()) << c->name << " "
+                           << (config ? attentionKernelName(c->p, *config, t)
+                                      : std::string("(dispatch)"))
+                           << ":\n"
+                           << b;
+  }
 }
 
 } // namespace

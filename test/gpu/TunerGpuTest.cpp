@@ -4,7 +4,8 @@
 // and replay), then one small problem tuned for real: every candidate
 // checked and timed, the winner recorded in a DB at $KGEN_TUNING_DB, and a
 // fresh Runtime's dispatcher choosing the winner's config from it and
-// computing the right answer with it. Without a GPU every test is skipped.
+// computing the right answer with it; and fp8 attention problems tuned
+// (sm_90a). Without a GPU every test is skipped.
 //
 //===----------------------------------------------------------------------===//
 
@@ -336,6 +337,35 @@ TEST_F(TunerGpu, TunesAnAttentionProblemAndTheDispatcherUsesTheWinner) {
   EXPECT_EQ(m.bucketProblem, tuningProblemJson(p));
   EXPECT_EQ(toJson(fresh.selectAttention(ragged, none)),
             r.familyRecord->config);
+}
+
+/// fp8 inputs (sm_90a): every candidate of a causal GQA prefill with a
+/// bias (e4m3, the bias bf16) and of a decode (e5m2, split-KV candidates)
+/// checked against the reference with a bf16 O and timed.
+TEST_F(TunerGpu, TunesFp8AttentionProblems) {
+  if (rt->target() != Target::SM90A)
+    GTEST_SKIP() << "fp8 attention runs on sm_90a only; the GPU is "
+                 << toString(rt->target());
+  AttentionProblem prefill;
+  prefill.batch = 2;
+  prefill.headsQ = 8;
+  prefill.headsKv = 2;
+  prefill.seqlenQ = prefill.seqlenK = 300;
+  prefill.dtype = DType::E4M3;
+  prefill.causal = prefill.bias = prefill.lse = true;
+  AttentionProblem decode;
+  decode.batch = 2;
+  decode.headsQ = 32;
+  decode.headsKv = 8;
+  decode.seqlenQ = 1;
+  decode.seqlenK = 2048;
+  decode.dtype = DType::E5M2;
+  const TunerOptions o = shortTiming();
+  Tuner tuner(*rt, o);
+  for (const AttentionProblem &p : {prefill, decode}) {
+    const TuneResult r = tuner.tune(p);
+    expectFamilyTune(r, o, enumerateConfigs(p, rt->target()).size());
+  }
 }
 
 TEST_F(TunerGpu, TunesAnMlstmProblemAndTheDispatcherUsesTheWinner) {

@@ -11,6 +11,8 @@ Tolerance (DESIGN.md, as FlashAttention): max|ours - ref| <= 2 * max|naive -
 ref|, ref in float64, naive = torch's same-dtype matmul (fp32 accumulation,
 reduced-precision reductions off, rounded once to C's dtype); never below
 half an ulp of C's dtype at max|ref| (see test/gpu/GemmGpuTest.cpp for why).
+Attention's naive side rounds scores and P to the dtype; with fp8 inputs it
+rounds scores to O's bf16 and P to the fp8 type (fp8_attention_ref).
 """
 
 import math
@@ -343,6 +345,123 @@ def test_attention():
             assert ok, f"LSE: {msg}"
 
 
+def fp8_attention_ref(q, k, v, causal, descale, naive):
+    """fp8 (B, S, H, D) tensors and the descale factors (q, k, v) as floats;
+    returns (out, lse). Reference (naive False): float64 from the decoded
+    values, scores (Q K^T) * qd * kd * scale, O = softmax (V * vd). Naive,
+    the definition the rule's bound rests on (AttentionReference in
+    lib/Runtime/Tuner.cpp): scores in fp32 from the decoded values times qd *
+    kd, rounded to bf16 (an fp8 scaled matmul into bf16), then scaled; fp32
+    softmax; P = exp(s - max) rounded to the inputs' fp8 type before the
+    division by the row sum (as the kernel and FlashAttention-3 feed P to
+    the fp8 P V: a normalized P of a long row falls below e4m3's
+    subnormals); P (V * vd) summed in fp32, divided by the row sum and
+    rounded to bf16."""
+    b, sq, hq, d = q.shape
+    sk, hkv = k.shape[1], k.shape[2]
+    dt = torch.float32 if naive else torch.float64
+    qq, kk, vv = (t.transpose(1, 2).to(dt) for t in (q, k, v))  # exact
+    kk = kk.repeat_interleave(hq // hkv, 1)
+    vv = vv.repeat_interleave(hq // hkv, 1) * descale[2]
+    s = (qq @ kk.transpose(-1, -2)) * (descale[0] * descale[1])
+    if naive:
+        s = s.bfloat16().to(dt)
+    s = s / math.sqrt(d)
+    if causal:
+        i = torch.arange(sq, device=q.device)[:, None]
+        j = torch.arange(sk, device=q.device)[None, :]
+        s = s.masked_fill(j > i + sk - sq, float("-inf"))
+    m = s.amax(-1, keepdim=True)
+    m = torch.where(torch.isinf(m), torch.zeros_like(m), m)  # rows with no key
+    e = torch.exp(s - m)
+    rowsum = e.sum(-1, keepdim=True)
+    p = e.to(q.dtype).to(dt) if naive else e
+    out = ((p @ vv) / rowsum).nan_to_num(0.0)
+    lse = (m + torch.log(rowsum)).squeeze(-1)
+    return (out.bfloat16() if naive else out).transpose(1, 2), lse
+
+
+def test_fp8_attention():
+    """kgen.attention on fp8 q, k, v (sm_90a) with per-tensor descale
+    factors (1-element float32 CUDA tensors) or none: a bf16 O against the
+    float64 reference under the rule, the naive side per fp8_attention_ref;
+    a CUDA graph follows new descale values; unsupported fp8 problems (head
+    dim 64, varlen) and descale factors on bf16 inputs are refused."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        print("skip fp8 attention: not an sm_90 GPU")
+        return
+    gen = torch.Generator(device="cuda").manual_seed(13)
+
+    def factors(*xs):
+        return [torch.tensor([x], device="cuda", dtype=torch.float32) for x in xs] if xs else [None] * 3
+
+    def make(b, s, h, d, dt, bhsd):
+        # e5m2 in [-2, 2], e4m3 in [-1, 1] (as AttentionGpuTest's fp8 cases).
+        scale = 2.0 if dt == torch.float8_e5m2 else 1.0
+        x = (uniform((b, h, s, d) if bhsd else (b, s, h, d), torch.float32, gen) * scale).to(dt)
+        return x.transpose(1, 2) if bhsd else x
+
+    e4m3, e5m2 = torch.float8_e4m3fn, torch.float8_e5m2
+    for b, sq, sk, hq, hkv, d, causal, dt, bhsd, ds in [
+            (2, 129, 129, 8, 2, 128, True, e4m3, False, (0.5, 1.25, 2.0)),
+            (1, 100, 700, 4, 1, 256, False, e4m3, True, ()),
+            (2, 300, 17, 4, 4, 128, True, e5m2, False, (2.0, 2.0, 0.5)),  # rows with no key
+            (2, 1, 4096, 32, 8, 128, False, e4m3, False, (0.5, 1.25, 2.0))]:  # decode: split-KV
+        q, k = make(b, sq, hq, d, dt, bhsd), make(b, sk, hkv, d, dt, bhsd)
+        v = make(b, sk, hkv, 128, dt, bhsd)
+        qd, kd, vd = factors(*ds)
+        out, lse = kgen.attention(q, k, v, causal=causal, return_lse=True, q_descale=qd, k_descale=kd,
+                                  v_descale=vd)
+        torch.cuda.synchronize()
+        name = f"fp8 attention {str(dt).split('.')[-1]} B{b} Sq{sq} Sk{sk} H{hq}/{hkv} D{d}" + \
+            (f" descale {ds}" if ds else "")
+        assert out.dtype == torch.bfloat16 and out.shape == (b, sq, hq, 128), (name, out.dtype, out.shape)
+        scales = ds or (1.0, 1.0, 1.0)
+        ref, ref_lse = fp8_attention_ref(q, k, v, causal, scales, naive=False)
+        naive, naive_lse = fp8_attention_ref(q, k, v, causal, scales, naive=True)
+        ok, msg = within_rule(out, ref, naive, torch.bfloat16)
+        assert ok and bool(torch.isfinite(out).all()), f"{name}: {msg}"
+        empty = torch.isinf(ref_lse)
+        assert bool((lse[empty] == float("-inf")).all()), f"{name}: empty rows need LSE -inf"
+        if bool((~empty).any()):
+            ok, lse_msg = within_rule(lse[~empty], ref_lse[~empty], naive_lse[~empty].float(), torch.float32)
+            assert ok, f"{name}: LSE: {lse_msg}"
+        print(f"ok   {name:58s} {msg}")
+
+    # The factors are read from device memory: a graph follows new values.
+    q, k, v = make(1, 200, 4, 128, e4m3, False), make(1, 200, 2, 128, e4m3, False), \
+        make(1, 200, 2, 128, e4m3, False)
+    qd, kd, vd = factors(0.5, 1.25, 2.0)
+    out = torch.empty(1, 200, 4, 128, device="cuda", dtype=torch.bfloat16)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):  # builds the kernel and any workspace before the capture
+        kgen.attention(q, k, v, causal=True, q_descale=qd, k_descale=kd, v_descale=vd, out=out)
+    s.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        kgen.attention(q, k, v, causal=True, q_descale=qd, k_descale=kd, v_descale=vd, out=out)
+    qd.fill_(2.0)
+    vd.fill_(0.25)
+    out.fill_(float("nan"))
+    g.replay()
+    torch.cuda.synchronize()
+    expect_close("fp8 attention graph replay, new descale values", out,
+                 fp8_attention_ref(q, k, v, True, (2.0, 1.25, 0.25), naive=False)[0],
+                 fp8_attention_ref(q, k, v, True, (2.0, 1.25, 0.25), naive=True)[0], torch.bfloat16)
+    print("ok   fp8 attention in a CUDA graph follows new descale values")
+
+    q64 = make(1, 64, 2, 64, e4m3, False)
+    expect_error("fp8 attention head dim 64", lambda: kgen.attention(q64, q64, q64), "128")
+    qv = uniform((40, 2, 128), torch.float32, gen).to(e4m3)
+    cu = torch.tensor([0, 15, 40], device="cuda", dtype=torch.int32)
+    expect_error("fp8 attention varlen", lambda: kgen.attention(qv, qv, qv, cu_seqlens_q=cu, cu_seqlens_k=cu,
+                                                                max_seqlen_q=25, max_seqlen_k=25), "varlen")
+    qb = make(1, 64, 2, 128, torch.bfloat16, False)
+    expect_error("descale factors on bf16 attention",
+                 lambda: kgen.attention(qb, qb, qb, q_descale=factors(0.5)[0]), "fp8")
+
+
 def mlstm_recurrent(q, k, v, i, f, C, n, m, eps=1e-6):
     """The mLSTM recurrent form in torch ops, in the dtype of C (fp64 or fp32)."""
     dt = C.dtype
@@ -443,6 +562,7 @@ def main():
     for name, fn in [("shapes", test_shapes), ("layout from strides", test_layout_from_strides),
                      ("streams and graphs", test_streams_and_graphs), ("errors", test_errors),
                      ("fp8", test_fp8), ("attention", test_attention),
+                     ("fp8 attention", test_fp8_attention),
                      ("mlstm", test_mlstm)]:
         run(name, fn)
     finish()

@@ -513,3 +513,161 @@ TEST(AttentionCandidates, PersistentTwinsForPrefillOnly) {
   for (const AttentionConfig &c : enumerateConfigs(decode, Target::SM90A))
     EXPECT_FALSE(c.persistent);
 }
+
+namespace {
+
+/// causalGqa in e4m3: fp8 Q, K and V, a bf16 O.
+AttentionProblem fp8Gqa() {
+  AttentionProblem p = causalGqa();
+  p.dtype = DType::E4M3;
+  return p;
+}
+
+/// The one fp8 tile family: the wgmma loop with 128-key tiles.
+AttentionConfig fp8Config() {
+  AttentionConfig c;
+  c.loop = AttentionLoop::Wgmma;
+  c.blockM = 128;
+  c.blockN = 128;
+  c.warps = 8;
+  return c;
+}
+
+} // namespace
+
+TEST(AttentionFp8, ChecksNameTheRule) {
+  const AttentionProblem p = fp8Gqa();
+  const AttentionConfig c = fp8Config();
+  EXPECT_FALSE(checkProblem(p));
+  EXPECT_FALSE(checkProblemOnTarget(p, Target::SM90A));
+  EXPECT_FALSE(checkConfig(p, c, Target::SM90A));
+  AttentionProblem e5 = p;
+  e5.dtype = DType::E5M2;
+  e5.headDimQk = 256;
+  EXPECT_FALSE(checkConfig(e5, c, Target::SM90A));
+  // fp8 wgmma is sm_90a's.
+  for (Target t : {Target::SM80, Target::GFX90A, Target::GFX942}) {
+    EXPECT_FALSE(checkProblem(p));
+    ASSERT_TRUE(checkProblemOnTarget(p, t)) << toString(t);
+    EXPECT_EQ(*checkProblemOnTarget(p, t),
+              "attention: dtype e4m3 needs sm_90a (fp8 wgmma), not " +
+                  std::string(toString(t)));
+    AttentionConfig tiled;
+    EXPECT_TRUE(contains(*checkConfig(p, tiled, t), "needs sm_90a"));
+  }
+  AttentionProblem q = p;
+  q.headDimQk = q.headDimV = 64;
+  ASSERT_TRUE(checkProblem(q));
+  EXPECT_TRUE(
+      contains(*checkProblem(q), "dtype e4m3 needs headDimQk = 128 or 256"));
+  q = p;
+  q.headDimQk = q.headDimV = 256;
+  ASSERT_TRUE(checkProblem(q));
+  EXPECT_TRUE(contains(*checkProblem(q), "dtype e4m3 needs headDimV = 128"));
+  q = p;
+  q.varlen = true;
+  ASSERT_TRUE(checkProblem(q));
+  EXPECT_TRUE(contains(*checkProblem(q), "does not take varlen problems"));
+  AttentionConfig tiled;
+  tiled.blockN = 128;
+  tiled.warps = 4;
+  ASSERT_TRUE(checkConfig(p, tiled, Target::SM90A));
+  EXPECT_TRUE(contains(*checkConfig(p, tiled, Target::SM90A),
+                       "dtype e4m3 runs on loop = wgmma only"));
+  AttentionConfig n64 = c;
+  n64.blockN = 64;
+  ASSERT_FALSE(checkConfig(causalGqa(), n64, Target::SM90A)) << "bf16 takes it";
+  ASSERT_TRUE(checkConfig(p, n64, Target::SM90A));
+  EXPECT_TRUE(contains(*checkConfig(p, n64, Target::SM90A),
+                       "fp8 inputs take blockN = 128"));
+}
+
+TEST(AttentionFp8, CandidatesAreWgmmaWith128KeyTiles) {
+  AttentionProblem prefill = fp8Gqa();
+  AttentionProblem decode = fp8Gqa();
+  decode.seqlenQ = 1;
+  decode.seqlenK = 32768;
+  AttentionProblem d256 = fp8Gqa();
+  d256.dtype = DType::E5M2;
+  d256.headDimQk = 256;
+  for (const AttentionProblem &p : {prefill, decode, d256}) {
+    SCOPED_TRACE("Sq " + std::to_string(p.seqlenQ) + " D " +
+                 std::to_string(p.headDimQk) + " " +
+                 std::string(toString(p.dtype)));
+    const std::vector<AttentionConfig> cs = enumerateConfigs(p, Target::SM90A);
+    ASSERT_FALSE(cs.empty());
+    for (const AttentionConfig &c : cs) {
+      const std::string name = attentionKernelName(p, c, Target::SM90A);
+      EXPECT_EQ(c.loop, AttentionLoop::Wgmma) << name;
+      EXPECT_EQ(c.blockN, 128) << name;
+      EXPECT_FALSE(checkConfig(p, c, Target::SM90A)) << name;
+      EXPECT_TRUE(contains(name, std::string(toString(p.dtype)))) << name;
+    }
+    EXPECT_EQ(defaultConfig(p, Target::SM90A), cs.front());
+  }
+  for (Target t : {Target::SM80, Target::GFX90A, Target::GFX942})
+    EXPECT_TRUE(enumerateConfigs(prefill, t).empty()) << toString(t);
+}
+
+TEST(AttentionFp8, OutputTypeAndJson) {
+  AttentionProblem p = causalGqa();
+  EXPECT_EQ(attentionOutputDType(p), DType::BF16);
+  p.dtype = DType::F16;
+  EXPECT_EQ(attentionOutputDType(p), DType::F16);
+  p.dtype = DType::E4M3;
+  EXPECT_EQ(attentionOutputDType(p), DType::BF16);
+  p.dtype = DType::E5M2;
+  EXPECT_EQ(attentionOutputDType(p), DType::BF16);
+  EXPECT_EQ(attentionProblemFromJson(toJson(p)), p);
+  EXPECT_EQ(toJson(p).at("dtype"), "e5m2");
+  // torch's names, as the GEMM's "ab" takes them.
+  EXPECT_EQ(attentionProblemFromJson(
+                nlohmann::json::parse(R"({"dtype": "float8_e4m3fn"})"))
+                .dtype,
+            DType::E4M3);
+  try {
+    attentionProblemFromJson(nlohmann::json::parse(R"({"dtype": "fp8"})"));
+    ADD_FAILURE() << "an unknown dtype was accepted";
+  } catch (const Error &e) {
+    EXPECT_TRUE(contains(e.what(), "e4m3, e5m2")) << e.what();
+  }
+}
+
+TEST(AttentionFp8, WorkspaceHoldsTransposedV) {
+  // V transposed for P V: [batch, headsKv, headDimV, keys rounded to 32].
+  EXPECT_EQ(attentionVtKeys(1), 32);
+  EXPECT_EQ(attentionVtKeys(32), 32);
+  EXPECT_EQ(attentionVtKeys(33), 64);
+  EXPECT_EQ(attentionVtKeys(4097), 4128);
+  AttentionProblem p = fp8Gqa(); // 8 KV heads, Sk 4096
+  const AttentionConfig c = fp8Config();
+  ASSERT_FALSE(checkConfig(p, c, Target::SM90A));
+  EXPECT_EQ(attentionVtOffset(p, c, 4, 4096), 0u);
+  EXPECT_EQ(attentionWorkspaceBytes(p, c, 4, 4096), size_t(4 * 8 * 128 * 4096));
+  // The call's seqlenK, else the problem's.
+  EXPECT_EQ(attentionWorkspaceBytes(p, c, 3, 100, 4097),
+            size_t(3 * 8 * 128 * 4128));
+  // bf16 needs none without split-KV.
+  EXPECT_EQ(attentionWorkspaceBytes(causalGqa(), c, 4, 4096), 0u);
+  // Split-KV: the fp32 partials first (6 rows of O and LSE: 3096 bytes),
+  // then V at the next 16-byte boundary.
+  AttentionProblem d = p;
+  d.batch = 1;
+  d.headsQ = 2;
+  d.headsKv = 1;
+  d.seqlenQ = 1;
+  d.seqlenK = 1000;
+  AttentionConfig split = c;
+  split.splits = 3;
+  ASSERT_FALSE(checkConfig(d, split, Target::SM90A));
+  const size_t partials = 3 * 1 * 2 * 1 * (128 + 1) * sizeof(float);
+  ASSERT_EQ(partials, 3096u);
+  EXPECT_EQ(attentionVtOffset(d, split, 1, 1), 3104u);
+  EXPECT_EQ(attentionWorkspaceBytes(d, split, 1, 1),
+            3104u + size_t(1 * 1 * 128 * 1024));
+  // bf16: the partials alone.
+  AttentionProblem b = d;
+  b.dtype = DType::BF16;
+  EXPECT_EQ(attentionWorkspaceBytes(b, split, 1, 1),
+            attentionVtOffset(b, split, 1, 1));
+}

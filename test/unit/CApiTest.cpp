@@ -38,6 +38,7 @@ struct Api {
   KGEN_FN(kgen_emit)
   KGEN_FN(kgen_compile)
   KGEN_FN(kgen_free)
+  KGEN_FN(kgen_attention)
 #undef KGEN_FN
 };
 
@@ -71,6 +72,7 @@ const Api &api() {
     KGEN_FN(kgen_emit)
     KGEN_FN(kgen_compile)
     KGEN_FN(kgen_free)
+    KGEN_FN(kgen_attention)
 #undef KGEN_FN
     if (!a.error.empty())
       a.error = path + " does not export:" + a.error;
@@ -241,6 +243,32 @@ TEST_F(CApi, GemmWithoutADeviceIsACleanError) {
   expectError(c.kgen_gemm(nullptr, kProblem, fake, fake, fake, 532, 0, 0, 0,
                           1.0f, 0.0f, nullptr),
               KGEN_ERROR_INVALID_ARGUMENT, "runtime is NULL");
+  c.kgen_runtime_destroy(rt);
+}
+
+TEST_F(CApi, AttentionArgumentErrorsComeFirst) {
+  // Pointers that would crash if anything touched them; no kernel is built.
+  void *fake = reinterpret_cast<void *>(0x1000);
+  kgen_attention_args_t args{};
+  args.q = args.k = args.v = args.o = fake;
+  args.batch = args.seqlen_q = args.seqlen_k = -1;
+  const char *fp8 = R"({"family": "attention", "heads": [8, 2],
+                        "seqlen": 256, "head_dim": 128, "dtype": "e4m3"})";
+  const char *bf16 = R"({"family": "attention", "heads": [8, 2],
+                         "seqlen": 256, "head_dim": 128, "dtype": "bf16"})";
+  kgen_runtime_t *rt = nullptr;
+  ASSERT_EQ(c.kgen_runtime_create("sm_80", &rt), KGEN_OK)
+      << c.kgen_last_error();
+  expectError(c.kgen_attention(rt, fp8, nullptr, &args, nullptr),
+              KGEN_ERROR_INVALID_ARGUMENT,
+              "attention: dtype e4m3 needs sm_90a (fp8 wgmma), not sm_80");
+  c.kgen_runtime_destroy(rt);
+  ASSERT_EQ(c.kgen_runtime_create("sm_90a", &rt), KGEN_OK)
+      << c.kgen_last_error();
+  args.k_descale = reinterpret_cast<const float *>(fake);
+  expectError(c.kgen_attention(rt, bf16, nullptr, &args, nullptr),
+              KGEN_ERROR_INVALID_ARGUMENT,
+              "are the per-tensor factors of fp8 inputs");
   c.kgen_runtime_destroy(rt);
 }
 

@@ -4,8 +4,9 @@
 // has to tune (resume, --force), the save-after-every-problem loop and what
 // an interruption (an exception, or the process killed) leaves in the DB,
 // ranking and the winner record (a candidate failing its check never wins),
-// the tolerance rule, the timing statistics, and the reference's source
-// (compiled through nvrtc/hiprtc when they are installed).
+// the tolerance rule and the host's element conversions, the timing
+// statistics, and the references' source (compiled through nvrtc/hiprtc
+// when they are installed).
 //
 //===----------------------------------------------------------------------===//
 
@@ -482,6 +483,67 @@ TEST_F(TunerTest, DecodeElementIsExact) {
   EXPECT_EQ(decodeElement(DType::F32, f, 0), double(0.1f));
 }
 
+TEST_F(TunerTest, EncodeElementRoundsToNearestEven) {
+  auto fp8 = [](DType t, double v) {
+    unsigned char b = 0;
+    encodeElement(t, v, &b, 0);
+    return unsigned(b);
+  };
+  auto half = [](DType t, double v) {
+    uint16_t h = 0;
+    encodeElement(t, v, &h, 0);
+    return unsigned(h);
+  };
+  // e4m3: 448 the largest (464 a tie, to the even 448; past it NaN, no
+  // infinity), subnormals down to 2^-9 (2^-10 a tie, to the even 0).
+  EXPECT_EQ(fp8(DType::E4M3, 1.0), 0x38u);
+  EXPECT_EQ(fp8(DType::E4M3, -1.0625), 0xb8u); // a tie, to even
+  EXPECT_EQ(fp8(DType::E4M3, 1.1875), 0x3au);  // a tie, up to even
+  EXPECT_EQ(fp8(DType::E4M3, 448), 0x7eu);
+  EXPECT_EQ(fp8(DType::E4M3, 464), 0x7eu);
+  EXPECT_EQ(fp8(DType::E4M3, 470), 0x7fu);
+  EXPECT_EQ(fp8(DType::E4M3, -1e9), 0xffu);
+  EXPECT_EQ(fp8(DType::E4M3, INFINITY), 0x7fu);
+  EXPECT_EQ(fp8(DType::E4M3, std::ldexp(1.0, -9)), 0x01u);
+  EXPECT_EQ(fp8(DType::E4M3, std::ldexp(1.0, -10)), 0x00u);
+  EXPECT_EQ(fp8(DType::E4M3, -std::ldexp(1.5, -10)), 0x81u);
+  EXPECT_EQ(fp8(DType::E4M3, std::ldexp(0.96875, -6)), 0x08u); // up to normal
+  // e5m2: IEEE-like, 57344 the largest, 61440 a tie up to infinity.
+  EXPECT_EQ(fp8(DType::E5M2, 1.0), 0x3cu);
+  EXPECT_EQ(fp8(DType::E5M2, 57344), 0x7bu);
+  EXPECT_EQ(fp8(DType::E5M2, 61440), 0x7cu);
+  EXPECT_EQ(fp8(DType::E5M2, -INFINITY), 0xfcu);
+  const unsigned char nan = static_cast<unsigned char>(fp8(DType::E5M2, NAN));
+  EXPECT_TRUE(std::isnan(decodeElement(DType::E5M2, &nan, 0)));
+  EXPECT_EQ(fp8(DType::E5M2, std::ldexp(1.0, -16)), 0x01u);
+  // Every finite fp8 value encodes to itself.
+  for (DType t : {DType::E4M3, DType::E5M2})
+    for (unsigned b = 0; b < 256; ++b) {
+      const unsigned char x = static_cast<unsigned char>(b);
+      const double v = decodeElement(t, &x, 0);
+      if (std::isfinite(v))
+        EXPECT_EQ(fp8(t, v), b) << toString(t) << " " << b;
+    }
+  // bf16 and f16 as the hardware's round-to-nearest-even conversions.
+  EXPECT_EQ(half(DType::BF16, 1 + std::ldexp(1.0, -8)), 0x3f80u);
+  EXPECT_EQ(half(DType::BF16, 1 + std::ldexp(3.0, -8)), 0x3f82u);
+  EXPECT_EQ(half(DType::BF16, -3.0), 0xc040u);
+  EXPECT_EQ(half(DType::F16, 65504), 0x7bffu);
+  EXPECT_EQ(half(DType::F16, 65520), 0x7c00u);
+  EXPECT_EQ(half(DType::F16, std::ldexp(1.0, -25)), 0x0000u);
+  EXPECT_EQ(half(DType::F16, std::ldexp(3.0, -26)), 0x0001u);
+  EXPECT_EQ(half(DType::F16, NAN), 0x7e00u);
+  for (float v : {0.1f, -0.7f, 3.3e-5f, 1234.5f}) {
+    _Float16 h = static_cast<_Float16>(v);
+    uint16_t u;
+    std::memcpy(&u, &h, 2);
+    EXPECT_EQ(half(DType::F16, v), unsigned(u)) << v;
+  }
+  float f = 0;
+  encodeElement(DType::F32, 0.1, &f, 0);
+  EXPECT_EQ(f, 0.1f);
+}
+
 //===----------------------------------------------------------------------===//
 // Timing statistics
 //===----------------------------------------------------------------------===//
@@ -584,6 +646,25 @@ TEST_F(TunerTest, ReferenceCompilesForEveryTarget) {
       } catch (const Error &e) {
         ADD_FAILURE() << s.name << " for " << toString(t) << ": " << e.what();
       }
+    }
+  }
+}
+
+TEST_F(TunerTest, AttentionReferenceCompilesForNvidiaTargets) {
+  std::string why;
+  std::unique_ptr<Compiler> cc = openCompiler(Vendor::NVIDIA, &why);
+  if (!cc)
+    GTEST_SKIP() << "nvrtc not available: " << why;
+  for (Target t : {Target::SM80, Target::SM90A}) {
+    KernelSource s = attentionReferenceSource(t);
+    EXPECT_EQ(s.name, "kgen_attn_reference");
+    EXPECT_EQ(s.headers,
+              (std::vector<std::string>{"kgen/common/hip_runtime_nvidia.h",
+                                        "kgen/gemm/reference.h"}));
+    try {
+      EXPECT_FALSE(cc->compile(s).empty());
+    } catch (const Error &e) {
+      ADD_FAILURE() << s.name << " for " << toString(t) << ": " << e.what();
     }
   }
 }

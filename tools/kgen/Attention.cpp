@@ -28,7 +28,9 @@ const char *kAttentionHelp =
   --heads HQ[,HKV]   query heads and KV heads (GQA/MQA; default HQ)
   --seqlen SQ[,SK]   sequence lengths (run time; hints for the config)
   --head-dim D[,DV]  head dims of Q/K and of V: 32 64 96 128 192 256
-  --dtype T          bf16 | f16 (default bf16)
+  --dtype T          bf16 | f16 | e4m3 | e5m2 (default bf16; fp8 is Q, K
+                     and V with a bf16 O: sm_90a's wgmma loop, head dims
+                     128 or 256 (V 128), blockN 128, no varlen)
   --layout L         bshd | bhsd (the packed strides' default)
   --causal           causal mask, bottom-right aligned
   --window L,R       sliding window (-1: unbounded side)
@@ -101,7 +103,8 @@ AttentionProblem attnProblemFromArgs(Args &args) {
   if (auto v = args.value("dtype")) {
     auto d = parseDType(*v);
     if (!d)
-      throw Error("option --dtype: unknown dtype '" + *v + "' (bf16, f16)");
+      throw Error("option --dtype: unknown dtype '" + *v +
+                  "' (bf16, f16, e4m3, e5m2)");
     p.dtype = *d;
   }
   if (auto v = args.value("layout")) {
@@ -221,6 +224,8 @@ int cmdAttention(Args &args, const std::string &verb) {
     if (targets.size() > 1)
       throw Error("emit takes one target");
     const Target t = targets.empty() ? Target::SM90A : targets[0];
+    if (auto e = checkProblemOnTarget(p, t))
+      throw Error(*e);
     const AttentionConfig c = forced.value_or(defaultConfig(p, t));
     if (auto e = checkConfig(p, c, t))
       throw Error(*e);
@@ -230,8 +235,14 @@ int cmdAttention(Args &args, const std::string &verb) {
   const bool candidates = args.flag("candidates");
   const bool asJson = args.flag("json");
   args.finish(verb);
-  if (targets.empty())
+  // fp8 problems are sm_90a's only: by default built for it alone.
+  if (targets.empty() && isFp8(p.dtype))
+    targets = {Target::SM90A};
+  else if (targets.empty())
     targets = {Target::SM90A, Target::GFX90A};
+  for (Target t : targets)
+    if (auto e = checkProblemOnTarget(p, t))
+      throw Error(*e);
   RuntimeOptions opts;
   opts.target = targets[0];
   Runtime rt(opts);

@@ -12,6 +12,9 @@
 //   {"loop": "wgmma", "block": [128, 128], "warps": 8, "stages": 2,
 //    "persistent": true}   ("loop" and "persistent" only when not default)
 //
+// "dtype" is Q's, K's and V's: bf16 or f16 (O's too), or e4m3 / e5m2 (also
+// torch's float8_e4m3fn / float8_e5m2) with a bf16 O (attentionOutputDType).
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef KGEN_CODEGEN_ATTENTIONJSON_H

@@ -64,6 +64,9 @@ std::string inlineTemplateHeaders(const std::vector<std::string> &headers);
 /// form, to paste into a kernel's own file after the header.
 bool headerHasWgmma(DType ab, int n);
 std::string wgmmaAtom(DType ab, int n);
+/// The fp8 m64nNk32 atom with A from registers (WgmmaRs; attention's P V),
+/// written into the kernel's file as wgmmaAtom's.
+std::string wgmmaRsAtom(DType ab, int n);
 
 /// `computeUnits` sizes persistent grids (GemmLoop::Wgmma: one block per
 /// multiprocessor); 0 means one block per tile. The tiled loop's grid is

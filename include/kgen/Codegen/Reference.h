@@ -54,6 +54,11 @@ int referenceTypeCode(DType t);
 
 /// Element `i` of a buffer of `t` values, exactly, as a double.
 double decodeElement(DType t, const void *buf, size_t i);
+/// Its inverse: stores `v` rounded to the nearest `t` value (ties to even)
+/// as element `i` of `buf`. Past the largest finite value: infinity, or NaN
+/// for e4m3, which has none (as torch's non-saturating .to(float8_e4m3fn));
+/// NaN stays NaN.
+void encodeElement(DType t, double v, void *buf, size_t i);
 /// Half the spacing of `t`'s values at magnitude `x` (0 for 0).
 double halfUlp(DType t, double x);
 

@@ -87,12 +87,15 @@ def Kgen_AttentionOp : Kgen_Op<"attention", [Symbol]> {
 
     Attributes: `batch`, `heads_q`, `heads_kv` (GQA/MQA: heads_q a multiple
     of heads_kv), `seqlen_q`, `seqlen_k`, `head_dim_qk`, `head_dim_v` (32,
-    64, 96, 128, 192 or 256), `dtype` (bf16 or f16), optional `layout`
-    ("bshd" or "bhsd"), unit attributes `causal` (bottom-right aligned),
-    `varlen`, `alibi`, `bias` and `lse`, optional `window = [left, right]`
-    (-1: unbounded side), `target` and `config` (a
-    `#kgen.attention_config`). The verifier runs kgen::checkProblem and, with
-    a target, kgen::checkConfig.
+    64, 96, 128, 192 or 256), `dtype` (Q, K and V: `bf16` or `f16`, or fp8
+    `f8E4M3FN` / `f8E5M2` on sm_90a's wgmma loop with head dims 128 or 256
+    and a V head dim of 128), optional `o_dtype` (O and the bias: `dtype`,
+    `bf16` for fp8 inputs; kgen::attentionOutputDType, the only value
+    taken), optional `layout` ("bshd" or "bhsd"), unit attributes `causal`
+    (bottom-right aligned), `varlen`, `alibi`, `bias` and `lse`, optional
+    `window = [left, right]` (-1: unbounded side), `target` and `config` (a
+    `#kgen.attention_config`). The verifier runs kgen::checkProblem and,
+    with a target, kgen::checkProblemOnTarget and kgen::checkConfig.
 
     Example:
 
@@ -102,6 +105,9 @@ def Kgen_AttentionOp : Kgen_Op<"attention", [Symbol]> {
         dtype = bf16, causal, lse, target = "sm_90a",
         config = #kgen.attention_config<block = [128, 64], warps = 8,
                                         stages = 2, preload_v = 0, splits = 1>}
+    kgen.attention @prefill_fp8 {batch = 4, heads_q = 32, heads_kv = 8,
+        seqlen_q = 4096, seqlen_k = 4096, head_dim_qk = 128, head_dim_v = 128,
+        dtype = f8E4M3FN, o_dtype = bf16, causal, target = "sm_90a"}
     ```
   }];
 
@@ -111,6 +117,7 @@ def Kgen_AttentionOp : Kgen_Op<"attention", [Symbol]> {
     I64Attr:$seqlen_q, I64Attr:$seqlen_k,
     I64Attr:$head_dim_qk, I64Attr:$head_dim_v,
     TypeAttr:$dtype,
+    OptionalAttr<TypeAttr>:$o_dtype,
     OptionalAttr<StrAttr>:$layout,
     UnitAttr:$causal,
     OptionalAttr<I64ArrayAttr>:$window,

@@ -257,17 +257,22 @@ private:
 
 /// The plain attention reference, one block per query row: `ref` with the
 /// mask built explicitly from the problem's definition, scores, softmax, O
-/// and LSE in fp32 from the exact 16-bit inputs; `naive` the same-dtype
-/// implementation (scores and P rounded to the dtype). Built through
-/// Runtime::compileSource; NVIDIA only (its conversions are inline PTX).
-/// Holds a row's scores in shared memory: seqlen_k up to 16384 or so.
+/// and LSE in fp32 from the exact inputs (fp8 ones decoded and descaled);
+/// `naive` the same-dtype implementation: for 16-bit inputs scores and P
+/// rounded to the dtype; for fp8 inputs scores rounded to O's bf16 and P
+/// (before the division by the row sum, as the kernel) to the inputs' fp8
+/// type, P (V * vDescale) summed in fp32 and rounded to bf16 (Tuner.cpp has
+/// the whole definition). Built through Runtime::compileSource; NVIDIA
+/// only. Holds a row's scores in shared memory: seqlen_k up to 16384 or so.
 class AttentionReference {
 public:
   explicit AttentionReference(Runtime &rt);
   /// For the call `in` of `p` (sizes from `in` where set, strides as given:
-  /// none may be 0): refO [batch, headsQ, seqlenQ, headDimV] fp32, refLse
-  /// [batch, headsQ, seqlenQ] fp32 (-inf for a row with no visible key),
-  /// naiveO like refO in the problem's dtype.
+  /// none may be 0; the bias packed; the descale factors read from
+  /// in.qDescale, kDescale, vDescale, null as 1): refO [batch, headsQ,
+  /// seqlenQ, headDimV] fp32, refLse [batch, headsQ, seqlenQ] fp32 (-inf for
+  /// a row with no visible key), naiveO like refO in O's dtype
+  /// (attentionOutputDType: bf16 for fp8 inputs).
   void run(const AttentionProblem &p, const AttentionArgs &in, float *refO,
            float *refLse, void *naiveO, void *stream = nullptr) const;
 
@@ -275,6 +280,11 @@ private:
   Backend *be_;
   Backend::Function fn_ = nullptr;
 };
+
+/// AttentionReference's module for `t` (an NVIDIA target): the kernel
+/// kgen_attn_reference, on the GEMM reference's conversions
+/// (kgen/gemm/reference.h). Needs no GPU: the unit tests compile it.
+KernelSource attentionReferenceSource(Target t);
 
 //===----------------------------------------------------------------------===//
 // The tuner
