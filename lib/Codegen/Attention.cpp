@@ -39,9 +39,15 @@ std::optional<std::string> checkWgmmaConfig(const AttentionProblem &p,
     return std::string("config: loop = wgmma does not take varlen problems "
                        "(its tensor maps address whole sequences); use "
                        "loop = tiled");
-  if (c.packGqa)
-    return std::string("config: loop = wgmma does not pack GQA heads; use "
-                       "pack_gqa = 0 or loop = tiled");
+  if (c.packGqa && c.persistent)
+    return std::string("config: loop = wgmma packs GQA heads on the "
+                       "one-block-per-row-block grid only; use persistent = 0 "
+                       "or pack_gqa = 0");
+  if (c.packGqa && c.blockM % (p.headsQ / p.headsKv) != 0)
+    return "config: loop = wgmma with pack_gqa loads Q as (dims, g heads, "
+           "blockM / g queries): blockM = " +
+           str(c.blockM) + " must be a multiple of g = headsQ / headsKv = " +
+           str(p.headsQ / p.headsKv) + "; use pack_gqa = 0";
   if (c.preloadV)
     return std::string("config: loop = wgmma waits for V on its own barrier; "
                        "use preload_v = 0");

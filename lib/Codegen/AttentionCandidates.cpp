@@ -279,15 +279,23 @@ std::vector<AttentionConfig> enumerateConfigs(const AttentionProblem &p,
           c.warps = bm / 16;
           c.blockN = bn;
           c.stages = stages;
-          for (int sp : {1, bestSplits(p, c, t)}) {
-            c.splits = sp;
-            if (checkConfig(p, c, t))
+          // GQA packing for fp8, whose only loop this is (16-bit decode
+          // has the tiled loop's packed configs, measured; the wgmma twins
+          // are not yet).
+          for (bool pack : {false, true}) {
+            if (pack && !(isFp8(p.dtype) && p.headsQ > p.headsKv))
               continue;
-            bool dup = false;
-            for (auto &r : ranked)
-              dup |= r.second == c;
-            if (!dup)
-              ranked.push_back({modelCost(p, c, t), c});
+            c.packGqa = pack;
+            for (int sp : {1, bestSplits(p, c, t)}) {
+              c.splits = sp;
+              if (checkConfig(p, c, t))
+                continue;
+              bool dup = false;
+              for (auto &r : ranked)
+                dup |= r.second == c;
+              if (!dup)
+                ranked.push_back({modelCost(p, c, t), c});
+            }
           }
         }
   // Prefill on sm_90a (a full m64 slice of query rows): the wgmma loop

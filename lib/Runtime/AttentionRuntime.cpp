@@ -327,17 +327,20 @@ void Runtime::launchAttention(const AttentionProblem &p,
     Backend::TensorMap maps[3];
     const uint32_t rowElems = uint32_t(128 / sizeOf(p.dtype));
     auto encode = [&](Backend::TensorMap &m, const void *base, int64_t dim,
-                      int64_t heads, int64_t seqlen, const long long (&st)[3],
-                      int rows) {
+                      int64_t heads, int64_t seqlen, const long long(&st)[3],
+                      int rows, int boxHeads = 1) {
       const uint64_t dims[4] = {uint64_t(dim), uint64_t(heads),
                                 uint64_t(seqlen), uint64_t(p.batch)};
       const uint64_t str[4] = {1, uint64_t(st[2]), uint64_t(st[1]),
                                uint64_t(st[0])};
-      const uint32_t box[4] = {rowElems, 1, uint32_t(rows), 1};
+      const uint32_t box[4] = {rowElems, uint32_t(boxHeads), uint32_t(rows), 1};
       backend_->encodeTensorMap(&m, base, p.dtype, 4, dims, str, box);
     };
+    // GQA packing: Q's box holds the g heads of a KV head for blockM / g
+    // queries, packed row r = query r / g of head r % g.
+    const int g = ch.config.packGqa ? int(p.headsQ / p.headsKv) : 1;
     encode(maps[0], prm.q, p.headDimQk, p.headsQ, p.seqlenQ, prm.strideQ,
-           ch.config.blockM);
+           ch.config.blockM / g, g);
     encode(maps[1], prm.k, p.headDimQk, p.headsKv, p.seqlenK, prm.strideK,
            ch.config.blockN);
     if (isFp8(p.dtype)) {

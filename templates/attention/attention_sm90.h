@@ -47,8 +47,14 @@
 // (packP8 below). The descale factors scale the scores with the softmax
 // scale and O with 1 / rowsum (WarpAttention::scoreScale, oScale).
 //
-// Not here (the dispatcher uses the tiled kernel for them): varlen, GQA
-// packing. Not persistent: split-KV.
+// GQA packing (Config::kPackGqa, not persistent): a block's rows are the g
+// = headsQ / headsKv query heads of one KV head, row r being query r / g of
+// head hk * g + r % g (Block::queryOf, headOf); Q's box is then (dims, g
+// heads, kBlockM / g queries), which lands in exactly that order, and each
+// K/V tile serves all g heads (decode: one row per head).
+//
+// Not here (the dispatcher uses the tiled kernel for it): varlen. Not
+// persistent: split-KV, GQA packing.
 //
 //===----------------------------------------------------------------------===//
 
@@ -119,7 +125,9 @@ template <class Config> struct Shape {
                 "fp8: V^T rows of 128 keys, 128 of them (attention.cpp)");
   static_assert(kBlockN % 64 == 0 && kBlockN <= 256 && kDv <= 256,
                 "wgmma N (kBlockN for S, kDv for O) is 64..256");
-  static_assert(!Config::kVarlen && !Config::kPackGqa && !Config::kPreloadV,
+  static_assert(!Config::kPersistent || !Config::kPackGqa,
+                "GQA packing takes the one-block-per-row-block grid");
+  static_assert(!Config::kVarlen && !Config::kPreloadV,
                 "varlen, GQA packing and preloaded V are the tiled loop's");
   static_assert(!Config::kPersistent || Config::kSplits == 1,
                 "split-KV keeps one block per (row block, head, split)");
@@ -166,15 +174,16 @@ struct Progress {
   int work = 0;
 };
 
-/// The producer's single thread for one work tile: Q, then K and V of every
-/// key tile. With the persistent grid Q waits for the previous work tile's
-/// consumers to release it, and goes after the first K: at a work tile's
-/// boundary that K stage frees first (once S of key tile n - kStages is
-/// done), Q next (once the last S is done), V last (once its P V is done).
+/// The producer's single thread for one work tile: Q (its box from query
+/// q0 of head h), then K and V of every key tile (KV head hk). With the
+/// persistent grid Q waits for the previous work tile's consumers to release
+/// it, and goes after the first K: at a work tile's boundary that K stage frees
+/// first (once S of key tile n - kStages is done), Q next (once the last S is
+/// done), V last (once its P V is done).
 template <class Config>
 KGEN_DEVICE void produce(unsigned char *smem, const Barriers<Config> &bar,
                          const TensorMap &mapQ, const TensorMap &mapK,
-                         const TensorMap &mapV, int m0, int h, int hk, int b,
+                         const TensorMap &mapV, int q0, int h, int hk, int b,
                          int tile0, int tiles, const Progress &at) {
   using S = Shape<Config>;
   unsigned char *sQ = smem, *sKV = smem + S::kQBytes;
@@ -185,7 +194,7 @@ KGEN_DEVICE void produce(unsigned char *smem, const Barriers<Config> &bar,
 #pragma unroll
     for (int c = 0; c < S::kDqk / S::kRowElems; ++c)
       sm90::tmaLoad4d(sQ + c * S::kBlockM * S::kRowBytes, &mapQ, bar.qFull,
-                      c * S::kRowElems, h, m0, b);
+                      c * S::kRowElems, h, q0, b);
   };
   if (!Config::kPersistent || tiles == 0)
     loadQ();
@@ -633,7 +642,10 @@ KGEN_DEVICE void run(const TensorMap &mapQ, const TensorMap &mapK,
     sm90::setMaxRegsDec<24>();
     if (threadIdx.x == 0) {
       const int g = p.headsQ / p.headsKv;
-      produce<Config>(smem, bar, mapQ, mapK, mapV, m0, blk.h, blk.h / g, blk.b,
+      // Q's box starts at query m0, or with GQA packing (rows of the g
+      // heads of KV head h / g, kBlockM a multiple of g) at query m0 / g.
+      produce<Config>(smem, bar, mapQ, mapK, mapV,
+                      Config::kPackGqa ? m0 / g : m0, blk.h, blk.h / g, blk.b,
                       tile0, tiles, start);
     }
   } else {

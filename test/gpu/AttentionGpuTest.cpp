@@ -8,7 +8,8 @@
 // Runtime::launchAttention: causal GQA prefill and decode with GQA 4:1,
 // 8:1 and MQA (GQA-packed, split-KV), and for the prefill and a varlen
 // case also each candidate's twin with GQA packing flipped; every sm_90a
-// wgmma config, one block per row block and persistent (WgmmaLoopEveryConfig,
+// wgmma config, one block per row block, GQA-packed and persistent
+// (WgmmaLoopEveryConfig,
 // WgmmaPersistentSchedules: work tiles fewer than, many times and not a
 // multiple of the SMs). Fp8: e4m3 and e5m2 Q, K, V with a bf16 O (sm_90a):
 // head dims 128 and 256 (V 128), seqlen 1 to 2048 and unequal, causal and
@@ -531,7 +532,7 @@ TEST_F(AttentionGpu, WgmmaLoopEveryConfig) {
       for (int bn : {64, 128})
         for (int stages : {2, 3})
           for (int splits : {1, 3})
-            for (bool persistent : {false, true}) {
+            for (int grid : {0, 1, 2}) { // per row block, persistent, packed
               AttentionConfig cfg;
               cfg.loop = AttentionLoop::Wgmma;
               cfg.blockM = bm;
@@ -539,8 +540,12 @@ TEST_F(AttentionGpu, WgmmaLoopEveryConfig) {
               cfg.blockN = bn;
               cfg.stages = stages;
               cfg.splits = splits;
-              cfg.persistent = persistent; // refused with splits: skipped
-              if (checkConfig(c.p, cfg, t))
+              cfg.persistent = grid == 1; // refused with splits: skipped
+              // GQA packing: the GQA cases only (MHA has g = 1, the
+              // unpacked kernel's rows).
+              cfg.packGqa = grid == 2;
+              if ((cfg.packGqa && c.p.headsQ == c.p.headsKv) ||
+                  checkConfig(c.p, cfg, t))
                 continue;
               const std::string b = runCase(c, &cfg, seed++);
               EXPECT_TRUE(b.empty())

@@ -322,9 +322,19 @@ TEST(AttentionWgmma, LimitsNameTheRule) {
   // (192 is three consumer warpgroups: fine for D = 64 with 128-key tiles.)
   EXPECT_TRUE(
       contains(*checkConfig(p, w, Target::SM90A), "blockM = 64, 128 or 192"));
+  // GQA packing: on the one-block-per-row-block grid, with whole groups of
+  // g = headsQ / headsKv rows in a block.
   w = c;
   w.packGqa = true;
-  EXPECT_TRUE(contains(*checkConfig(p, w, Target::SM90A), "pack_gqa"));
+  EXPECT_FALSE(checkConfig(p, w, Target::SM90A));
+  w.persistent = true;
+  EXPECT_TRUE(contains(*checkConfig(p, w, Target::SM90A),
+                       "one-block-per-row-block grid only"));
+  AttentionProblem g3 = p;
+  g3.headsQ = 3 * g3.headsKv;
+  w.persistent = false;
+  EXPECT_TRUE(contains(*checkConfig(g3, w, Target::SM90A),
+                       "must be a multiple of g = headsQ / headsKv = 3"));
   w = c;
   w.preloadV = true;
   EXPECT_TRUE(contains(*checkConfig(p, w, Target::SM90A), "preload_v = 0"));
