@@ -230,6 +230,15 @@ std::vector<AttentionConfig> enumerateConfigs(const AttentionProblem &p,
   if (p.headsQ > p.headsKv)
     packs.push_back(true);
   std::vector<std::pair<double, AttentionConfig>> ranked;
+  // A valid config not offered yet, with its model cost.
+  auto offer = [&](const AttentionConfig &c) {
+    if (checkConfig(p, c, t))
+      return;
+    for (auto &r : ranked)
+      if (r.second == c)
+        return;
+    ranked.push_back({modelCost(p, c, t), c});
+  };
   // Decode (at most one atom of rows, packed): also one-warp blocks of one
   // atom, half the idle rows of a 32-row block and more blocks per SM; with
   // 32-key tiles only (H200: b16x32 won 4 of the 8 decode shapes of
@@ -257,14 +266,8 @@ std::vector<AttentionConfig> enumerateConfigs(const AttentionProblem &p,
               for (int sp :
                    {1, bestSplits(p, c, t), chooseSplits(p, c, t, 1)}) {
                 c.splits = sp;
-                if (c.warps < 1 || c.warps > 8 || (bm == 16 && bn > 32) ||
-                    checkConfig(p, c, t))
-                  continue;
-                bool dup = false;
-                for (auto &r : ranked)
-                  dup |= r.second == c;
-                if (!dup)
-                  ranked.push_back({modelCost(p, c, t), c});
+                if (c.warps >= 1 && c.warps <= 8 && !(bm == 16 && bn > 32))
+                  offer(c);
               }
             }
   // sm_90a: the warp-specialized wgmma loop (its own rules: blockM 64, 128
@@ -288,13 +291,7 @@ std::vector<AttentionConfig> enumerateConfigs(const AttentionProblem &p,
             c.packGqa = pack;
             for (int sp : {1, bestSplits(p, c, t)}) {
               c.splits = sp;
-              if (checkConfig(p, c, t))
-                continue;
-              bool dup = false;
-              for (auto &r : ranked)
-                dup |= r.second == c;
-              if (!dup)
-                ranked.push_back({modelCost(p, c, t), c});
+              offer(c);
             }
           }
         }

@@ -283,27 +283,21 @@ storeStaged(const WarpAttention<Config> &wa, const RowWriter<Config> &w,
   }
 }
 
-/// Four fp32 values as four fp8 bytes, x0 in the lowest (cvt's pairs put
+/// Two fp32 values as two fp8 bytes, `lo` in the lower (cvt's pairs put
 /// their first operand in the upper byte).
+template <class T> KGEN_DEVICE uint32_t packFp8x2(float lo, float hi) {
+  uint16_t r;
+  if constexpr (IsSame<T, e4m3>::value)
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  else
+    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+/// Four fp32 values as four fp8 bytes, x0 in the lowest.
 template <class T>
 KGEN_DEVICE uint32_t packFp8x4(float x0, float x1, float x2, float x3) {
-  uint16_t lo, hi;
-  if constexpr (IsSame<T, e4m3>::value) {
-    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;"
-        : "=h"(lo)
-        : "f"(x1), "f"(x0));
-    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;"
-        : "=h"(hi)
-        : "f"(x3), "f"(x2));
-  } else {
-    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;"
-        : "=h"(lo)
-        : "f"(x1), "f"(x0));
-    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;"
-        : "=h"(hi)
-        : "f"(x3), "f"(x2));
-  }
-  return uint32_t(lo) | uint32_t(hi) << 16;
+  return packFp8x2<T>(x0, x1) | packFp8x2<T>(x2, x3) << 16;
 }
 
 /// The key at position k (0..31) of a 32-key slice of V^T: wgmma's k32 A
