@@ -147,7 +147,9 @@ KernelSource emitAttention(const AttentionProblem &p, const AttentionConfig &c,
                    std::to_string(c.blockN) + (fp8 ? "k32" : "k16") +
                    " (S = Q K^T) and m64n" + std::to_string(p.headDimV) +
                    (fp8 ? "k32" : "k16") + " with P from registers (O += P V" +
-                   (fp8 ? ", V transposed by " + ks.name + "_vt" : "") +
+                   (fp8 ? ", V transposed by " +
+                              attentionTransposeVName(p, c, t)
+                        : "") +
                    ") in " + std::to_string(c.blockM / 64) +
                    " consumer warpgroup(s), setmaxnreg "
                    "(kgen/common/wgmma_sm90.h)"

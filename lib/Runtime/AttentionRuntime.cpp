@@ -319,6 +319,11 @@ void Runtime::launchAttention(const AttentionProblem &p,
     argError("heads * splits = " + std::to_string(d.grid[1]) + " or batch = " +
              std::to_string(d.grid[2]) + " exceeds the grid limit 65535");
   void *params[] = {&prm};
+  // fp8: V^T for P V first (the main kernel waits for it).
+  if (isFp8(p.dtype))
+    backend_->launch(ch.transposeV,
+                     attentionTransposeVLaunchDims(p, p.batch, p.seqlenK),
+                     params, stream);
   if (ch.config.loop == AttentionLoop::Wgmma) {
     // TMA reads Q, K and V as (dim, head, sequence, batch) through the
     // call's strides, in boxes of one 128-byte swizzle row of dims (64 or
@@ -351,9 +356,6 @@ void Runtime::launchAttention(const AttentionProblem &p,
                                uint64_t(p.headsKv) * dv * keys};
       const uint32_t box[4] = {uint32_t(ch.config.blockN), uint32_t(dv), 1, 1};
       backend_->encodeTensorMap(&maps[2], prm.vt, p.dtype, 4, dims, str, box);
-      const LaunchDims dt =
-          attentionTransposeVLaunchDims(p, p.batch, p.seqlenK);
-      backend_->launch(ch.transposeV, dt, params, stream);
     } else {
       encode(maps[2], prm.v, p.headDimV, p.headsKv, p.seqlenK, prm.strideV,
              ch.config.blockN);

@@ -47,17 +47,11 @@ namespace kgen::mlstm_ref {
 
 /// The bits of fp32 `v` rounded to `t` (nearest, ties to even).
 inline uint32_t encode(DType t, float v) {
-  uint32_t u;
-  std::memcpy(&u, &v, 4);
-  if (t == DType::F32)
-    return u;
-  if (t == DType::F16) {
-    _Float16 h = static_cast<_Float16>(v);
-    uint16_t b;
-    std::memcpy(&b, &h, 2);
-    return b;
-  }
-  return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  unsigned char b[4] = {};
+  encodeElement(t, v, b, 0);
+  uint32_t bits;
+  std::memcpy(&bits, b, 4);
+  return bits;
 }
 
 inline double roundTo(DType t, double x) {

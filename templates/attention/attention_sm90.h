@@ -283,23 +283,6 @@ storeStaged(const WarpAttention<Config> &wa, const RowWriter<Config> &w,
   }
 }
 
-/// Two fp32 values as two fp8 bytes, `lo` in the lower (cvt's pairs put
-/// their first operand in the upper byte).
-template <class T> KGEN_DEVICE uint32_t packFp8x2(float lo, float hi) {
-  uint16_t r;
-  if constexpr (IsSame<T, e4m3>::value)
-    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
-  else
-    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-
-/// Four fp32 values as four fp8 bytes, x0 in the lowest.
-template <class T>
-KGEN_DEVICE uint32_t packFp8x4(float x0, float x1, float x2, float x3) {
-  return packFp8x2<T>(x0, x1) | packFp8x2<T>(x2, x3) << 16;
-}
-
 /// The key at position k (0..31) of a 32-key slice of V^T: wgmma's k32 A
 /// registers give thread t of a quad positions 4t..4t+3 (and 16 + 4t..),
 /// and its S accumulators hold keys 2t, 2t + 1 of each 8-key block, so
@@ -320,10 +303,10 @@ KGEN_DEVICE void packP8(const float (&s)[kAccum], uint32_t (&a)[kSteps][4]) {
 #pragma unroll
   for (int j = 0; j < kSteps; ++j) {
     const float *x = s + 16 * j;
-    a[j][0] = packFp8x4<T>(x[0], x[1], x[4], x[5]);
-    a[j][1] = packFp8x4<T>(x[2], x[3], x[6], x[7]);
-    a[j][2] = packFp8x4<T>(x[8], x[9], x[12], x[13]);
-    a[j][3] = packFp8x4<T>(x[10], x[11], x[14], x[15]);
+    a[j][0] = sm90::packFp8x4<T>(x[0], x[1], x[4], x[5]);
+    a[j][1] = sm90::packFp8x4<T>(x[2], x[3], x[6], x[7]);
+    a[j][2] = sm90::packFp8x4<T>(x[8], x[9], x[12], x[13]);
+    a[j][3] = sm90::packFp8x4<T>(x[10], x[11], x[14], x[15]);
   }
 }
 

@@ -10,7 +10,8 @@
 //   wgmma    mma_async m64nNk16, f32 accumulators in registers, A and B
 //            read from shared memory through 64-bit matrix descriptors
 //            (128-byte swizzle, the layout TMA writes with SWIZZLE_128B);
-//   wgmma    the same with A from registers (WgmmaRs);
+//   wgmma    the same with A from registers (WgmmaRs); fp8 A registers
+//            packed from fp32 by cvt.rn.satfinite.{e4m3,e5m2}x2 (packFp8x4);
 //   setmaxnreg, to move registers from the producer to the consumers.
 //
 // Descriptor layouts (PTX ISA "Shared Memory Matrix Layout", 16-byte units):
@@ -247,6 +248,23 @@ KGEN_DEVICE void wgmmaCommit() {
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
 /// Waits until at most kPending committed groups are still running.
+/// Two fp32 values as two fp8 bytes, `lo` in the lower (cvt's pairs put
+/// their first operand in the upper byte).
+template <class T> KGEN_DEVICE uint32_t packFp8x2(float lo, float hi) {
+  uint16_t r;
+  if constexpr (IsSame<T, e4m3>::value)
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  else
+    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+/// Four fp32 values as four fp8 bytes, x0 in the lowest.
+template <class T>
+KGEN_DEVICE uint32_t packFp8x4(float x0, float x1, float x2, float x3) {
+  return packFp8x2<T>(x0, x1) | packFp8x2<T>(x2, x3) << 16;
+}
+
 template <int kPending> KGEN_DEVICE void wgmmaWait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending)
                : "memory");

@@ -27,6 +27,17 @@ bool contains(const std::string &s, const std::string &what) {
   return s.find(what) != std::string::npos;
 }
 
+/// The wgmma loop's 128x128 tile (two consumer warpgroups), the one fp8
+/// tile family too.
+AttentionConfig wgmma128x128() {
+  AttentionConfig c;
+  c.loop = AttentionLoop::Wgmma;
+  c.blockM = 128;
+  c.blockN = 128;
+  c.warps = 8;
+  return c;
+}
+
 } // namespace
 
 TEST(AttentionJson, ProblemAndConfigRoundTrip) {
@@ -302,11 +313,7 @@ TEST(AttentionCandidates, DecodePacksGqaAndSplitsToCoverTheMachine) {
 
 TEST(AttentionWgmma, LimitsNameTheRule) {
   AttentionProblem p = causalGqa(); // D 128, bf16
-  AttentionConfig c;
-  c.loop = AttentionLoop::Wgmma;
-  c.blockM = 128;
-  c.blockN = 128;
-  c.warps = 8;
+  const AttentionConfig c = wgmma128x128();
   EXPECT_FALSE(checkConfig(p, c, Target::SM90A));
   EXPECT_TRUE(
       contains(*checkConfig(p, c, Target::SM80), "loop = wgmma needs sm_90a"));
@@ -428,11 +435,7 @@ TEST(AttentionWgmma, CandidatesJsonAndName) {
 
 TEST(AttentionEmitter, PersistentWgmmaConfig) {
   AttentionProblem p = causalGqa(); // B4, 32 query heads, S 4096
-  AttentionConfig c;
-  c.loop = AttentionLoop::Wgmma;
-  c.blockM = 128;
-  c.blockN = 128;
-  c.warps = 8;
+  AttentionConfig c = wgmma128x128();
   c.persistent = true;
   ASSERT_FALSE(checkConfig(p, c, Target::SM90A));
   EXPECT_EQ(attentionConfigFromJson(toJson(c)), c);
@@ -533,21 +536,11 @@ AttentionProblem fp8Gqa() {
   return p;
 }
 
-/// The one fp8 tile family: the wgmma loop with 128-key tiles.
-AttentionConfig fp8Config() {
-  AttentionConfig c;
-  c.loop = AttentionLoop::Wgmma;
-  c.blockM = 128;
-  c.blockN = 128;
-  c.warps = 8;
-  return c;
-}
-
 } // namespace
 
 TEST(AttentionFp8, ChecksNameTheRule) {
   const AttentionProblem p = fp8Gqa();
-  const AttentionConfig c = fp8Config();
+  const AttentionConfig c = wgmma128x128();
   EXPECT_FALSE(checkProblem(p));
   EXPECT_FALSE(checkProblemOnTarget(p, Target::SM90A));
   EXPECT_FALSE(checkConfig(p, c, Target::SM90A));
@@ -650,7 +643,7 @@ TEST(AttentionFp8, WorkspaceHoldsTransposedV) {
   EXPECT_EQ(attentionVtKeys(33), 64);
   EXPECT_EQ(attentionVtKeys(4097), 4128);
   AttentionProblem p = fp8Gqa(); // 8 KV heads, Sk 4096
-  const AttentionConfig c = fp8Config();
+  const AttentionConfig c = wgmma128x128();
   ASSERT_FALSE(checkConfig(p, c, Target::SM90A));
   EXPECT_EQ(attentionVtOffset(p, c, 4, 4096), 0u);
   EXPECT_EQ(attentionWorkspaceBytes(p, c, 4, 4096), size_t(4 * 8 * 128 * 4096));

@@ -224,8 +224,6 @@ int cmdAttention(Args &args, const std::string &verb) {
     if (targets.size() > 1)
       throw Error("emit takes one target");
     const Target t = targets.empty() ? Target::SM90A : targets[0];
-    if (auto e = checkProblemOnTarget(p, t))
-      throw Error(*e);
     const AttentionConfig c = forced.value_or(defaultConfig(p, t));
     if (auto e = checkConfig(p, c, t))
       throw Error(*e);
