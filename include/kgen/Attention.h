@@ -145,12 +145,6 @@ std::string attentionKernelName(const AttentionProblem &p,
 /// The combine kernel of a split-KV variant lives in the same module.
 std::string attentionCombineName(const AttentionProblem &p,
                                  const AttentionConfig &c, Target t);
-/// fp8 inputs: the V transpose pre-pass kernel, in the same module.
-std::string attentionTransposeVName(const AttentionProblem &p,
-                                    const AttentionConfig &c, Target t);
-/// Its grid (ceil(seqlenK / 128), headsKv, batch) of 256 threads.
-LaunchDims attentionTransposeVLaunchDims(const AttentionProblem &p,
-                                         int64_t batch, int64_t seqlenK);
 
 KernelSource emitAttention(const AttentionProblem &p, const AttentionConfig &c,
                            Target t, bool inlineTemplates = false);
@@ -180,18 +174,10 @@ LaunchDims attentionCombineLaunchDims(const AttentionProblem &p,
 
 /// The workspace a launch needs (0 for most): with split-KV the fp32
 /// partials, O [splits, batch, headsQ, seqlenQ, headDimV] and LSE [splits,
-/// batch, headsQ, seqlenQ]; with fp8 inputs, after them (16-byte aligned),
-/// V transposed for P V, [batch, headsKv, headDimV, attentionVtKeys(seqlenK)]
-/// fp8 (attention_sm90.h, transposeV); seqlenK -1: the problem's.
+/// batch, headsQ, seqlenQ].
 size_t attentionWorkspaceBytes(const AttentionProblem &p,
                                const AttentionConfig &c, int64_t batch,
-                               int64_t seqlenQ, int64_t seqlenK = -1);
-/// Keys per row of the transposed V of fp8 inputs: seqlenK rounded up to
-/// the 32-key slices wgmma's k32 steps permute (attention_sm90.h).
-int64_t attentionVtKeys(int64_t seqlenK);
-/// Its offset in the workspace (after the split-KV partials).
-size_t attentionVtOffset(const AttentionProblem &p, const AttentionConfig &c,
-                         int64_t batch, int64_t seqlenQ);
+                               int64_t seqlenQ);
 
 } // namespace kgen
 

@@ -296,7 +296,6 @@ private:
     AttentionConfig config;
     std::shared_ptr<Kernel> kernel;
     Backend::Function combine = nullptr;
-    Backend::Function transposeV = nullptr; ///< fp8 inputs' pre-pass
   };
   std::map<std::string, AttentionChoice> attentionDispatch_;
   std::shared_ptr<void> attentionWorkspace_;

@@ -123,11 +123,16 @@ AttentionTraits attentionTraits(const AttentionProblem &p,
     // after 1024 B of alignment slack, then 1 + 4 * stages mbarriers.
     tr.threads = (c.warps + 4) * 32;
     // The persistent grid's Q has an "empty" barrier as well, and two
-    // 4-byte slots for the work tile's index (the dynamic schedule).
+    // 4-byte slots for the work tile's index (the dynamic schedule). fp8's
+    // stages hold V as loaded beside V^T (transposeV), with a barrier
+    // each, and a 4-byte stop flag each (two to an 8-byte slot).
+    const bool fp8 = isFp8(p.dtype);
     const int64_t barriers =
-        8 * (1 + 4 * int64_t(c.stages) + (c.persistent ? 2 : 0));
+        8 * (1 + 4 * int64_t(c.stages) + (c.persistent ? 2 : 0) +
+             (fp8 ? c.stages + (c.stages + 1) / 2 : 0));
     int64_t smem = 1024 + int64_t(c.blockM) * p.headDimQk * sizeOf(p.dtype) +
-                   int64_t(c.stages) * c.blockN * (p.headDimQk + p.headDimV) *
+                   int64_t(c.stages) * c.blockN *
+                       (p.headDimQk + p.headDimV * (fp8 ? 2 : 1)) *
                        sizeOf(p.dtype) +
                    (barriers + 15) / 16 * 16;
     // Without split-KV, and where they fit, each consumer warp's 2 KB slab
@@ -301,25 +306,14 @@ std::optional<std::string> checkConfig(const AttentionProblem &p,
   return std::nullopt;
 }
 
-size_t attentionVtOffset(const AttentionProblem &p, const AttentionConfig &c,
-                         int64_t batch, int64_t seqlenQ) {
+size_t attentionWorkspaceBytes(const AttentionProblem &p,
+                               const AttentionConfig &c, int64_t batch,
+                               int64_t seqlenQ) {
   if (c.splits <= 1)
     return 0;
   size_t rows =
       size_t(c.splits) * size_t(batch) * size_t(p.headsQ) * size_t(seqlenQ);
-  return (rows * (size_t(p.headDimV) + 1) * sizeof(float) + 15) / 16 * 16;
-}
-
-int64_t attentionVtKeys(int64_t seqlenK) { return (seqlenK + 31) / 32 * 32; }
-
-size_t attentionWorkspaceBytes(const AttentionProblem &p,
-                               const AttentionConfig &c, int64_t batch,
-                               int64_t seqlenQ, int64_t seqlenK) {
-  size_t bytes = attentionVtOffset(p, c, batch, seqlenQ);
-  if (isFp8(p.dtype))
-    bytes += size_t(batch) * size_t(p.headsKv) * size_t(p.headDimV) *
-             size_t(attentionVtKeys(seqlenK < 0 ? p.seqlenK : seqlenK));
-  return bytes;
+  return rows * (size_t(p.headDimV) + 1) * sizeof(float);
 }
 
 DType attentionOutputDType(const AttentionProblem &p) {

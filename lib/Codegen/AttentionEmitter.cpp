@@ -64,24 +64,6 @@ std::string attentionCombineName(const AttentionProblem &p,
   return attentionKernelName(p, c, t) + "_combine";
 }
 
-std::string attentionTransposeVName(const AttentionProblem &p,
-                                    const AttentionConfig &c, Target t) {
-  return attentionKernelName(p, c, t) + "_vt";
-}
-
-LaunchDims attentionTransposeVLaunchDims(const AttentionProblem &p,
-                                         int64_t batch, int64_t seqlenK) {
-  LaunchDims d{};
-  d.grid[0] = unsigned((attentionVtKeys(seqlenK) + 127) / 128);
-  d.grid[1] = unsigned(p.headsKv);
-  d.grid[2] = unsigned(batch);
-  d.block[0] = 256;
-  d.block[1] = d.block[2] = 1;
-  d.smemBytes = 0;           // a static 128 x headDimV tile
-  d.overlapsPrevious = true; // sm_90a only, and it waits first
-  return d;
-}
-
 KernelSource emitAttention(const AttentionProblem &p, const AttentionConfig &c,
                            Target t, bool inlineTemplates) {
   const AttentionTraits tr = attentionTraits(p, c, t);
@@ -147,8 +129,8 @@ KernelSource emitAttention(const AttentionProblem &p, const AttentionConfig &c,
                    std::to_string(c.blockN) + (fp8 ? "k32" : "k16") +
                    " (S = Q K^T) and m64n" + std::to_string(p.headDimV) +
                    (fp8 ? "k32" : "k16") + " with P from registers (O += P V" +
-                   (fp8 ? ", V transposed by " +
-                              attentionTransposeVName(p, c, t)
+                   (fp8 ? ", V transposed in shared memory by 3 producer "
+                          "warps (ldmatrix.trans, stmatrix)"
                         : "") +
                    ") in " + std::to_string(c.blockM / 64) +
                    " consumer warpgroup(s), setmaxnreg "
@@ -220,11 +202,6 @@ KernelSource emitAttention(const AttentionProblem &p, const AttentionConfig &c,
        << ")\n"
        << ks.name << "(kgen::attention::Params p) {\n"
        << "  kgen::attention::run<Config>(p);\n"
-       << "}\n";
-  if (fp8)
-    os << "\nextern \"C\" __global__ void __launch_bounds__(256)\n"
-       << attentionTransposeVName(p, c, t) << "(kgen::attention::Params p) {\n"
-       << "  kgen::attention_sm90::transposeV<Config>(p);\n"
        << "}\n";
   if (c.splits > 1)
     os << "\nextern \"C\" __global__ void __launch_bounds__(" << p.headDimV

@@ -125,16 +125,11 @@ Runtime::AttentionChoice Runtime::attentionChoice(const AttentionProblem &p,
     argError("no kernel is loaded yet for this problem and the stream is "
              "being captured into a graph; run the call once before capture");
   ch.kernel = compileSource(emitAttention(p, ch.config, target_), stream);
-  if ((ch.config.splits > 1 || isFp8(p.dtype)) && backend_ &&
-      ch.kernel->function) {
-    // The combine and transpose kernels live in the same binary.
+  if (ch.config.splits > 1 && backend_ && ch.kernel->function) {
+    // The combine kernel lives in the same binary.
     Backend::Module mod = backend_->loadModule(ch.kernel->binary);
-    if (ch.config.splits > 1)
-      ch.combine = backend_->getFunction(
-          mod, attentionCombineName(p, ch.config, target_));
-    if (isFp8(p.dtype))
-      ch.transposeV = backend_->getFunction(
-          mod, attentionTransposeVName(p, ch.config, target_));
+    ch.combine =
+        backend_->getFunction(mod, attentionCombineName(p, ch.config, target_));
   }
   std::lock_guard<std::mutex> lock(mu_);
   attentionDispatch_.emplace(byKernel, ch);
@@ -260,8 +255,7 @@ void Runtime::launchAttention(const AttentionProblem &p,
   prm.windowLeft = p.windowLeft;
   prm.windowRight = p.windowRight;
 
-  const size_t need =
-      attentionWorkspaceBytes(p, ch.config, p.batch, p.seqlenQ, p.seqlenK);
+  const size_t need = attentionWorkspaceBytes(p, ch.config, p.batch, p.seqlenQ);
   if (need > 0) {
     void *ws = args.workspace;
     if (ws && args.workspaceBytes < need)
@@ -272,9 +266,9 @@ void Runtime::launchAttention(const AttentionProblem &p,
       std::lock_guard<std::mutex> lock(mu_);
       if (attentionWorkspaceBytes_ < need) {
         if (stream && backend_->isCapturing(stream))
-          argError("the call needs a larger workspace (split-KV partials or "
-                   "fp8's transposed V) and the stream is being captured; "
-                   "pass args.workspace or run once before capture");
+          argError("the call needs a larger workspace (split-KV partials) "
+                   "and the stream is being captured; pass args.workspace "
+                   "or run once before capture");
         Backend *be = backend_.get();
         attentionWorkspace_ = std::shared_ptr<void>(
             be->alloc(need), [be](void *ptr) { be->free(ptr); });
@@ -283,23 +277,14 @@ void Runtime::launchAttention(const AttentionProblem &p,
       ws = attentionWorkspace_.get();
     }
     aligned16("workspace", ws);
-    if (ch.config.splits > 1) {
-      const size_t rows = size_t(ch.config.splits) * size_t(p.batch) *
-                          size_t(p.headsQ) * size_t(p.seqlenQ);
-      prm.partialO = static_cast<float *>(ws);
-      prm.partialLse = prm.partialO + rows * size_t(p.headDimV);
-      if (!ch.combine)
-        throw Error("attention: the combine kernel of " + k.source.name +
-                    " is not loaded");
-    }
-    if (isFp8(p.dtype)) {
-      prm.vt = static_cast<char *>(ws) +
-               attentionVtOffset(p, ch.config, p.batch, p.seqlenQ);
-      prm.vtKeys = attentionVtKeys(p.seqlenK);
-      if (!ch.transposeV)
-        throw Error("attention: the V transpose kernel of " + k.source.name +
-                    " is not loaded");
-    }
+    // Split-KV's partials (the only workspace).
+    const size_t rows = size_t(ch.config.splits) * size_t(p.batch) *
+                        size_t(p.headsQ) * size_t(p.seqlenQ);
+    prm.partialO = static_cast<float *>(ws);
+    prm.partialLse = prm.partialO + rows * size_t(p.headDimV);
+    if (!ch.combine)
+      throw Error("attention: the combine kernel of " + k.source.name +
+                  " is not loaded");
   }
 
   // The persistent grid: one block per multiprocessor of this device; with
@@ -319,16 +304,10 @@ void Runtime::launchAttention(const AttentionProblem &p,
     argError("heads * splits = " + std::to_string(d.grid[1]) + " or batch = " +
              std::to_string(d.grid[2]) + " exceeds the grid limit 65535");
   void *params[] = {&prm};
-  // fp8: V^T for P V first (the main kernel waits for it).
-  if (isFp8(p.dtype))
-    backend_->launch(ch.transposeV,
-                     attentionTransposeVLaunchDims(p, p.batch, p.seqlenK),
-                     params, stream);
   if (ch.config.loop == AttentionLoop::Wgmma) {
     // TMA reads Q, K and V as (dim, head, sequence, batch) through the
     // call's strides, in boxes of one 128-byte swizzle row of dims (64 or
     // fp8's 128) by one tile of rows; rows past a sequence read as zeros.
-    // fp8's V is V^T (key, dim, head, batch), written by the pre-pass.
     Backend::TensorMap maps[3];
     const uint32_t rowElems = uint32_t(128 / sizeOf(p.dtype));
     auto encode = [&](Backend::TensorMap &m, const void *base, int64_t dim,
@@ -348,18 +327,8 @@ void Runtime::launchAttention(const AttentionProblem &p,
            ch.config.blockM / g, g);
     encode(maps[1], prm.k, p.headDimQk, p.headsKv, p.seqlenK, prm.strideK,
            ch.config.blockN);
-    if (isFp8(p.dtype)) {
-      const uint64_t keys = uint64_t(prm.vtKeys), dv = uint64_t(p.headDimV);
-      const uint64_t dims[4] = {keys, dv, uint64_t(p.headsKv),
-                                uint64_t(p.batch)};
-      const uint64_t str[4] = {1, keys, dv * keys,
-                               uint64_t(p.headsKv) * dv * keys};
-      const uint32_t box[4] = {uint32_t(ch.config.blockN), uint32_t(dv), 1, 1};
-      backend_->encodeTensorMap(&maps[2], prm.vt, p.dtype, 4, dims, str, box);
-    } else {
-      encode(maps[2], prm.v, p.headDimV, p.headsKv, p.seqlenK, prm.strideV,
-             ch.config.blockN);
-    }
+    encode(maps[2], prm.v, p.headDimV, p.headsKv, p.seqlenK, prm.strideV,
+           ch.config.blockN);
     void *wgmmaParams[] = {&maps[0], &maps[1], &maps[2], &prm};
     backend_->launch(k.function, d, wgmmaParams, stream);
   } else {

@@ -41,11 +41,13 @@
 // 128 dims, S = Q K^T runs wgmma m64nNk32 on the same swizzled rows, and P
 // enters P V in the inputs' fp8 type, as FlashAttention-3's fp8 forward.
 // fp8 wgmma reads its B operand K-major only, so P V reads V transposed:
-// transposeV (a pre-pass kernel of the same module) writes V^T, a row of
-// keys per head dim, with each 32-key slice's keys permuted so that the
-// fp32 S accumulators pack into wgmma's k32 A registers without a shuffle
-// (packP8 below). The descale factors scale the scores with the softmax
-// scale and O with 1 / rowsum (WarpAttention::scoreScale, oScale).
+// V's tile lands by TMA in a raw buffer of its stage, and warps 1..3 of
+// the producer warpgroup (idle otherwise) transpose it in shared memory
+// into V^T, a row of keys per head dim, with each 16-key group's keys
+// permuted so that the fp32 S accumulators pack into wgmma's k32 A
+// registers without a shuffle (transposeV, packP8 below), as
+// FlashAttention-3 does. The descale factors scale the scores with the
+// softmax scale and O with 1 / rowsum (WarpAttention::scoreScale, oScale).
 //
 // GQA packing (Config::kPackGqa, not persistent): a block's rows are the g
 // = headsQ / headsKv query heads of one KV head, row r being query r / g of
@@ -81,19 +83,25 @@ template <class Config> struct Shape {
   static constexpr int kRowBytes = 128; ///< one swizzled row
   static constexpr int kRowElems = kRowBytes / int(sizeof(T)); ///< 64 or 128
   /// A tile of R rows and D dims is D / kRowElems column blocks of R
-  /// swizzled rows. fp8's V tile is V^T: kDv rows of kBlockN (128) keys.
+  /// swizzled rows. fp8's V tile is V^T: kDv rows of kBlockN (128) keys,
+  /// and the stage holds V as loaded (kBlockN rows of kDv dims) after it.
   static constexpr int kQBytes = kBlockM * kDqk * int(sizeof(T));
   static constexpr int kKBytes = kBlockN * kDqk * int(sizeof(T));
   static constexpr int kVBytes = kBlockN * kDv * int(sizeof(T));
+  static constexpr int kRawVBytes = kFp8 ? kVBytes : 0;
   /// wgmma k-steps: 32 bytes of K each (k16 of 16-bit types, k32 of fp8).
   static constexpr int kStepsS = kDqk * int(sizeof(T)) / 32;
   static constexpr int kStepsPv = kBlockN * int(sizeof(T)) / 32;
-  static constexpr int kStageBytes = kKBytes + kVBytes;
-  /// Q full, K full, V full, K empty, V empty (one per stage each), and
-  /// with the persistent grid Q empty and one word of two int slots (the
-  /// work tile's index, Barriers::tileSlot).
-  static constexpr int kBarriers =
-      1 + 4 * kStages + (Config::kPersistent ? 2 : 0);
+  static constexpr int kStageBytes = kKBytes + kVBytes + kRawVBytes;
+  /// fp8: the producer warps that transpose V (transposeV).
+  static constexpr int kTransposeWarps = 3;
+  /// Q full, K full, V full, K empty, V empty (one per stage each); with
+  /// the persistent grid Q empty and one word of two int slots (the work
+  /// tile's index, Barriers::tileSlot); with fp8 raw V full (one per
+  /// stage) and a stop flag per stage (Barriers::stop).
+  static constexpr int kBarriers = 1 + 4 * kStages +
+                                   (Config::kPersistent ? 2 : 0) +
+                                   (kFp8 ? kStages + (kStages + 1) / 2 : 0);
   /// With Config::kStageO (no split-KV, and room left in shared memory),
   /// each consumer warp's slab of 16 rows of 64 values for the stores of O
   /// (storeStaged), after the barriers.
@@ -108,11 +116,17 @@ template <class Config> struct Shape {
   static_assert(Config::kWgmma, "the wgmma loop's Config");
   static_assert(kBlockM % 64 == 0 && kConsumers >= 1 && kConsumers <= 3,
                 "one to three consumer warpgroups of 64 rows");
-  /// setmaxnreg: the producer keeps 24 registers, the consumers share the
-  /// rest of the 64K (multiples of 8): 240 each for one or two, 160 for
-  /// three.
-  static constexpr int kConsumerRegs = kConsumers == 3 ? 160 : 240;
-  static_assert(128 * (24 + kConsumers * kConsumerRegs) <= 65536,
+  /// setmaxnreg: the producer keeps 24 registers (fp8's transposing warps
+  /// 32: with 24 they spilled), the consumers share the rest of what the
+  /// launch allocated, 168 a thread (64K over 384 threads, in multiples of
+  /// 8) for two consumers, 128 for three: 240 each for one or two (fp8:
+  /// 232), 160 for three. (A setmaxnreg.inc past the pool waits forever.)
+  static constexpr int kProducerRegs = kFp8 ? 32 : 24;
+  static constexpr int kConsumerRegs =
+      kConsumers == 3 ? 160 : (kFp8 ? 232 : 240);
+  static_assert(kProducerRegs + kConsumers * kConsumerRegs <=
+                    (kConsumers + 1) *
+                        (65536 / (128 * (kConsumers + 1)) / 8 * 8),
                 "the register file holds the warpgroups' registers");
   static_assert(Config::kWarps == kConsumers * 4, "kWarps: consumer warps");
   static_assert(Config::kThreads == 128 * (kConsumers + 1),
@@ -138,7 +152,7 @@ template <class Config> struct Shape {
 /// The mbarriers, in shared memory after the tiles.
 template <class Config> struct Barriers {
   using S = Shape<Config>;
-  uint64_t *qFull, *kFull, *vFull, *kEmpty, *vEmpty, *qEmpty;
+  uint64_t *qFull, *kFull, *vFull, *kEmpty, *vEmpty, *qEmpty, *rawVFull;
   /// Persistent grid: the work tile's index for the consumers, two slots
   /// (work tiles w and w + 1 may be in flight together). The producer
   /// writes slot w % 2 before its arrival on qFull for tile w, which the
@@ -148,10 +162,18 @@ template <class Config> struct Barriers {
   KGEN_DEVICE int *tileSlot() const {
     return reinterpret_cast<int *>(qEmpty + 1);
   }
+  /// fp8: one int flag per stage, zero until the producer sets the one of
+  /// its last ring position before its arrival on that stage's rawVFull
+  /// (stopTransposing): the transposing warps read it after that barrier
+  /// (as the consumers read tileSlot), so no read races the write.
+  KGEN_DEVICE int *stop() const {
+    return reinterpret_cast<int *>(rawVFull + S::kStages);
+  }
   KGEN_DEVICE explicit Barriers(uint64_t *bars)
       : qFull(bars), kFull(bars + 1), vFull(kFull + S::kStages),
         kEmpty(vFull + S::kStages), vEmpty(kEmpty + S::kStages),
-        qEmpty(vEmpty + S::kStages) {}
+        qEmpty(vEmpty + S::kStages),
+        rawVFull(qEmpty + (Config::kPersistent ? 2 : 0)) {}
 };
 
 /// Where a block's work stands in the barriers' phases. Every mbarrier
@@ -216,14 +238,17 @@ KGEN_DEVICE void produce(unsigned char *smem, const Barriers<Config> &bar,
     if (Config::kPersistent && it == 0)
       loadQ();
     sm90::barrierWait(&bar.vEmpty[stage], phase ^ 1);
-    sm90::barrierArriveExpectTx(&bar.vFull[stage], S::kVBytes);
-    if constexpr (S::kFp8) // V^T (key, dim, head, batch): one box
-      sm90::tmaLoad4d(sV, &mapV, &bar.vFull[stage], n0, 0, hk, b);
-    else
+    if constexpr (S::kFp8) { // into the raw buffer, one box (transposeV)
+      sm90::barrierArriveExpectTx(&bar.rawVFull[stage], S::kVBytes);
+      sm90::tmaLoad4d(sV + S::kVBytes, &mapV, &bar.rawVFull[stage], 0, hk, n0,
+                      b);
+    } else {
+      sm90::barrierArriveExpectTx(&bar.vFull[stage], S::kVBytes);
 #pragma unroll
       for (int c = 0; c < S::kDv / 64; ++c)
         sm90::tmaLoad4d(sV + c * S::kBlockN * S::kRowBytes, &mapV,
                         &bar.vFull[stage], c * 64, hk, n0, b);
+    }
     if (++stage == S::kStages) {
       stage = 0;
       phase ^= 1;
@@ -283,16 +308,11 @@ storeStaged(const WarpAttention<Config> &wa, const RowWriter<Config> &w,
   }
 }
 
-/// The key at position k (0..31) of a 32-key slice of V^T: wgmma's k32 A
-/// registers give thread t of a quad positions 4t..4t+3 (and 16 + 4t..),
-/// and its S accumulators hold keys 2t, 2t + 1 of each 8-key block, so
-/// position 4t + e holds key 2t + (e & 1) + 8 (e >> 1) (and 16 + that):
-/// P packs from S in place (packP8) and transposeV moves V's keys to match.
-KGEN_DEVICE int vtKeyAt(int k) {
-  const int r = k % 16, t = r / 4, e = r % 4;
-  return k - r + 2 * t + (e & 1) + 8 * (e >> 1);
-}
-
+/// V^T's key order: wgmma's k32 A registers give thread t of a quad the
+/// positions 4t..4t+3 (and 16 + 4t..) of a 32-key slice, and its S
+/// accumulators hold keys 2t, 2t + 1 of each 8-key block, so position
+/// 4t + e of each 16-key group holds key 2t + (e & 1) + 8 (e >> 1): P packs
+/// from S in place (packP8) and transposeV moves V's keys to match.
 /// P (S's m64n128 accumulators after the softmax) as P V's k32 fp8 A
 /// registers: slice j's registers are (row g, positions 4t..), (row g + 8,
 /// 4t..), (g, 16 + 4t..), (g + 8, 16 + 4t..) -- 8-key blocks 4j..4j+3 of S,
@@ -310,52 +330,72 @@ KGEN_DEVICE void packP8(const float (&s)[kAccum], uint32_t (&a)[kSteps][4]) {
   }
 }
 
-/// fp8's pre-pass: V (b, key, hk, d) to V^T [b][hk][d][vtKeys], keys
-/// permuted within each 32-key slice (vtKeyAt), keys past seqlenK zero.
-/// Launch: grid (ceil(vtKeys / 128), headsKv, batch), 256 threads; each
-/// block moves 128 keys of one head through a 16 KB tile.
-template <class Config> KGEN_DEVICE void transposeV(const Params &p) {
+/// fp8: warps 1..3 of the producer warpgroup turn each V tile, as it lands
+/// in its stage's raw buffer ([key][dim] rows), into V^T ([dim][key] rows,
+/// each 16-key group's keys in the order above), then arrive on the stage's
+/// V full barrier (one arrival per warp), until a stage says stop. A unit is 16
+/// keys by 32 dims: ldmatrix .trans gives lane (g, t) = (lane / 4, lane % 4)
+/// the dims 2g, 2g + 1 of keys 2t, 2t + 1 (r0; r1 the keys 8 further; r2, r3
+/// the next 16 dims), two byte permutes make the words of dim 2g and 2g + 1
+/// holding keys 2t, 2t + 1, 2t + 8, 2t + 9 -- positions 4t .. 4t + 3 of the
+/// group -- and stmatrix writes them as rows of V^T. Lanes 16..31 put the odd
+/// dim's word in the first matrix, so that each matrix's 8 rows (dims) meet the
+/// 128-byte swizzle in 8 different 16-byte chunks: neither side conflicts on a
+/// bank.
+template <class Config>
+KGEN_DEVICE void transposeV(unsigned char *smem, const Barriers<Config> &bar) {
   using S = Shape<Config>;
-  static_assert(S::kFp8, "fp8 inputs only");
-  __shared__ __align__(16) unsigned char tile[128][S::kDv]; // [key][dim]
-  // V may be the previous kernel's output; the attention kernel after
-  // this one waits for all of this one (griddepcontrol.wait).
-  waitForPreviousGrid();
-  allowNextGrid();
-  const int n0 = int(blockIdx.x) * 128, hk = int(blockIdx.y),
-            b = int(blockIdx.z);
-  const unsigned char *v = static_cast<const unsigned char *>(p.v) +
-                           b * p.strideV[0] + hk * p.strideV[2];
-  constexpr int kChunks = S::kDv / 16; // 16-byte chunks a key
-  for (int i = int(threadIdx.x); i < 128 * kChunks; i += int(blockDim.x)) {
-    const int key = i / kChunks, c = i % kChunks;
-    Bytes<16> x{};
-    if (n0 + key < p.seqlenK)
-      x = *reinterpret_cast<const Bytes<16> *>(
-          v + (long long)(n0 + key) * p.strideV[1] + c * 16);
-    *reinterpret_cast<Bytes<16> *>(&tile[key][c * 16]) = x;
-  }
-  __syncthreads();
-  unsigned char *vt = static_cast<unsigned char *>(p.vt) +
-                      ((long long)b * p.headsKv + hk) * S::kDv * p.vtKeys;
-  for (int i = int(threadIdx.x); i < S::kDv * 8; i += int(blockDim.x)) {
-    const int d = i / 8, c = i % 8; // positions 16c..16c+15 of row d
-    if (n0 + 16 * c >= p.vtKeys)
-      continue;
-    uint32_t w[4];
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      uint32_t word = 0;
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int pos = 16 * c + 4 * q + e;
-        word |= uint32_t(tile[pos - pos % 32 + vtKeyAt(pos % 32)][d])
-                << (8 * e);
-      }
-      w[q] = word;
+  static_assert(S::kFp8 && S::kBlockN == 128 && S::kDv == 128,
+                "fp8: 128 keys of 128 dims a tile");
+  const int warp = int(threadIdx.x / 32u) - 1, lane = int(threadIdx.x % 32u);
+  const int i = lane / 8, j = lane % 8; // the row of a matrix this lane names
+  const int ldKey = 8 * (i & 1) + j, ldChunk = i >> 1;
+  const int stDim = 16 * (i >> 1) + 2 * j + ((i & 1) ^ (j >> 2));
+  const bool odd = lane >= 16;
+  const uint32_t sel0 = odd ? 0x7531u : 0x6420u, sel1 = odd ? 0x6420u : 0x7531u;
+  const uint32_t tiles = sm90::smemAddress(smem + S::kQBytes);
+  int stage = 0;
+  uint32_t phase = 0;
+  for (;;) {
+    sm90::barrierWait(&bar.rawVFull[stage], phase);
+    if (*static_cast<volatile int *>(&bar.stop()[stage]))
+      break;
+    const uint32_t vt = tiles + stage * S::kStageBytes + S::kKBytes,
+                   raw = vt + S::kVBytes;
+    for (int u = warp; u < 32; u += S::kTransposeWarps) {
+      const int group = u % 8, pair = u / 8; // keys 16 group.., dims 32 pair..
+      const int key = 16 * group + ldKey, chunk = 2 * pair + ldChunk;
+      uint32_t r[4];
+      sm80::ldmatrixX4<true>(r, raw + key * 128 + ((chunk ^ (key & 7)) << 4));
+      const int dim = 32 * pair + stDim;
+      sm90::stmatrixX4(
+          vt + dim * 128 + ((group ^ (dim & 7)) << 4),
+          __byte_perm(r[0], r[1], sel0), __byte_perm(r[0], r[1], sel1),
+          __byte_perm(r[2], r[3], sel0), __byte_perm(r[2], r[3], sel1));
     }
-    *reinterpret_cast<uint4 *>(vt + (long long)d * p.vtKeys + n0 + 16 * c) =
-        make_uint4(w[0], w[1], w[2], w[3]);
+    sm90::fenceProxyAsync(); // V^T, for the consumers' wgmmas
+    __syncwarp();
+    if (lane == 0)
+      sm90::barrierArrive(&bar.vFull[stage]);
+    if (++stage == S::kStages) {
+      stage = 0;
+      phase ^= 1u;
+    }
+  }
+}
+
+/// fp8: the producer's end, after its last loads, at ring position `ring`:
+/// once that position's stage is free (as a load waits for it), its stop
+/// flag says so and its raw V barrier completes the phase without a load.
+template <class Config>
+KGEN_DEVICE void stopTransposing(const Barriers<Config> &bar, int ring) {
+  using S = Shape<Config>;
+  if constexpr (S::kFp8) {
+    const int stage = ring % S::kStages;
+    sm90::barrierWait(&bar.vEmpty[stage],
+                      (uint32_t(ring / S::kStages) & 1u) ^ 1u);
+    bar.stop()[stage] = 1;
+    sm90::barrierArrive(&bar.rawVFull[stage]);
   }
 }
 
@@ -579,12 +619,18 @@ template <class Config> KGEN_DEVICE uint64_t *setUp(unsigned char *&smem) {
     sm90::barrierInit(bar.qFull, 1);
     for (int s = 0; s < S::kStages; ++s) {
       sm90::barrierInit(&bar.kFull[s], 1);
-      sm90::barrierInit(&bar.vFull[s], 1);
+      // fp8: one arrival per transposing warp (transposeV).
+      sm90::barrierInit(&bar.vFull[s], S::kFp8 ? S::kTransposeWarps : 1);
       sm90::barrierInit(&bar.kEmpty[s], S::kConsumers * 4); // one per warp
       sm90::barrierInit(&bar.vEmpty[s], S::kConsumers * 4);
     }
     if constexpr (Config::kPersistent)
       sm90::barrierInit(bar.qEmpty, S::kConsumers * 4);
+    if constexpr (S::kFp8)
+      for (int s = 0; s < S::kStages; ++s) {
+        sm90::barrierInit(&bar.rawVFull[s], 1);
+        bar.stop()[s] = 0;
+      }
     sm90::fenceBarrierInit();
   }
   __syncthreads();
@@ -616,7 +662,7 @@ KGEN_DEVICE void run(const TensorMap &mapQ, const TensorMap &mapK,
   const Barriers<Config> bar(setUp<Config>(smem));
   const Progress start;
   if (threadIdx.x < 128) {
-    sm90::setMaxRegsDec<24>();
+    sm90::setMaxRegsDec<Shape<Config>::kProducerRegs>();
     if (threadIdx.x == 0) {
       const int g = p.headsQ / p.headsKv;
       // Q's box starts at query m0, or with GQA packing (rows of the g
@@ -624,6 +670,10 @@ KGEN_DEVICE void run(const TensorMap &mapQ, const TensorMap &mapK,
       produce<Config>(smem, bar, mapQ, mapK, mapV,
                       Config::kPackGqa ? m0 / g : m0, blk.h, blk.h / g, blk.b,
                       tile0, tiles, start);
+      stopTransposing(bar, tiles);
+    } else if constexpr (Shape<Config>::kFp8) {
+      if (threadIdx.x >= 32) // warps 1..3
+        transposeV<Config>(smem, bar);
     }
   } else {
     sm90::setMaxRegsInc<Shape<Config>::kConsumerRegs>();
@@ -679,7 +729,7 @@ KGEN_DEVICE void runPersistent(const TensorMap &mapQ, const TensorMap &mapK,
     ++at.work;
   };
   if (threadIdx.x < 128) {
-    sm90::setMaxRegsDec<24>();
+    sm90::setMaxRegsDec<Shape<Config>::kProducerRegs>();
     if (threadIdx.x == 0) {
       const int g = p.headsQ / p.headsKv;
       auto work = [&](const Block<Config> &blk, int m0, int tile0, int tiles,
@@ -705,6 +755,7 @@ KGEN_DEVICE void runPersistent(const TensorMap &mapQ, const TensorMap &mapK,
         step(t, at, work);
         t = next;
       }
+      stopTransposing(bar, at.ring);
       if (dynamic) {
         // The end: once Q's previous use is released (as loadQ waits), the
         // slot says so and Q's full barrier completes without a load.
@@ -720,6 +771,9 @@ KGEN_DEVICE void runPersistent(const TensorMap &mapQ, const TensorMap &mapK,
           p.tileCounter[1] = 0u;
         }
       }
+    } else if constexpr (Shape<Config>::kFp8) {
+      if (threadIdx.x >= 32) // warps 1..3
+        transposeV<Config>(smem, bar);
     }
   } else {
     using S = Shape<Config>;

@@ -42,12 +42,8 @@ struct Params {
   /// the static schedule.
   unsigned *tileCounter;
   /// fp8 inputs: the per-tensor descale factors (device fp32; null reads
-  /// as 1), and V transposed for P V by transposeV (attention_sm90.h):
-  /// [batch][headsKv][headDimV][vtKeys] bytes, vtKeys = seqlenK rounded up
-  /// to 32.
+  /// as 1).
   const float *qDescale, *kDescale, *vDescale;
-  void *vt;
-  long long vtKeys;
 };
 
 } // namespace kgen::attention

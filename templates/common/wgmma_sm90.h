@@ -227,6 +227,13 @@ KGEN_DEVICE uint64_t matrixDescriptor(const void *smem, uint32_t lboBytes,
   return d;
 }
 
+/// Makes this thread's shared-memory writes (stores, stmatrix) visible to
+/// the async proxy (wgmma, TMA stores) that reads them after the next
+/// barrier or mbarrier arrival.
+KGEN_DEVICE void fenceProxyAsync() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
 /// Stores four 8x8 matrices of 16-bit elements (stmatrix .x4): lane l gives
 /// the address of row l % 8 of matrix l / 8 (16 contiguous bytes), and
 /// register m holds this lane's pair of matrix m in the mma / wgmma

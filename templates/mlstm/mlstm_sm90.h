@@ -425,9 +425,7 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
   /// Makes this thread's shared-memory writes (stores, landed cp.async)
   /// visible to the wgmmas (the async proxy) that read them after the
   /// next barrier.
-  static KGEN_DEVICE void fenceForWgmma() {
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-  }
+  static KGEN_DEVICE void fenceForWgmma() { sm90::fenceProxyAsync(); }
 
   /// Chunk k (tokens t0 .. t0 + len), after the barrier that publishes its
   /// tokens and Terms: h's rows for this slice, then the state update. The

@@ -636,24 +636,23 @@ TEST(AttentionFp8, OutputTypeAndJson) {
   }
 }
 
-TEST(AttentionFp8, WorkspaceHoldsTransposedV) {
-  // V transposed for P V: [batch, headsKv, headDimV, keys rounded to 32].
-  EXPECT_EQ(attentionVtKeys(1), 32);
-  EXPECT_EQ(attentionVtKeys(32), 32);
-  EXPECT_EQ(attentionVtKeys(33), 64);
-  EXPECT_EQ(attentionVtKeys(4097), 4128);
-  AttentionProblem p = fp8Gqa(); // 8 KV heads, Sk 4096
-  const AttentionConfig c = wgmma128x128();
+TEST(AttentionFp8, StagesHoldVAndItsTranspose) {
+  // V lands in each stage as loaded and is transposed beside it in shared
+  // memory (attention_sm90.h transposeV): a stage is K, V^T and V, and the
+  // barriers add a raw-V barrier per stage and the stop word.
+  AttentionProblem p = fp8Gqa(); // D 128, V 128
+  AttentionConfig c = wgmma128x128();
+  c.stages = 2;
   ASSERT_FALSE(checkConfig(p, c, Target::SM90A));
-  EXPECT_EQ(attentionVtOffset(p, c, 4, 4096), 0u);
-  EXPECT_EQ(attentionWorkspaceBytes(p, c, 4, 4096), size_t(4 * 8 * 128 * 4096));
-  // The call's seqlenK, else the problem's.
-  EXPECT_EQ(attentionWorkspaceBytes(p, c, 3, 100, 4097),
-            size_t(3 * 8 * 128 * 4128));
-  // bf16 needs none without split-KV.
-  EXPECT_EQ(attentionWorkspaceBytes(causalGqa(), c, 4, 4096), 0u);
-  // Split-KV: the fp32 partials first (6 rows of O and LSE: 3096 bytes),
-  // then V at the next 16-byte boundary.
+  const AttentionTraits tr = attentionTraits(p, c, Target::SM90A);
+  const int barriers = 8 * (1 + 4 * 2 + 2 + 1); // 96 bytes, 16-aligned
+  // (2 stages: 2 raw-V barriers, 2 stop flags in one slot)
+  const int slabs = 8 * 16 * 64 * 2; // O's staging, bf16
+  EXPECT_EQ(tr.smemBytes,
+            1024 + 128 * 128 + 2 * 128 * (128 + 2 * 128) + barriers + slabs);
+  EXPECT_TRUE(tr.stageO);
+  // No workspace without split-KV; with it, the fp32 partials alone.
+  EXPECT_EQ(attentionWorkspaceBytes(p, c, 4, 4096), 0u);
   AttentionProblem d = p;
   d.batch = 1;
   d.headsQ = 2;
@@ -663,14 +662,11 @@ TEST(AttentionFp8, WorkspaceHoldsTransposedV) {
   AttentionConfig split = c;
   split.splits = 3;
   ASSERT_FALSE(checkConfig(d, split, Target::SM90A));
-  const size_t partials = 3 * 1 * 2 * 1 * (128 + 1) * sizeof(float);
-  ASSERT_EQ(partials, 3096u);
-  EXPECT_EQ(attentionVtOffset(d, split, 1, 1), 3104u);
   EXPECT_EQ(attentionWorkspaceBytes(d, split, 1, 1),
-            3104u + size_t(1 * 1 * 128 * 1024));
-  // bf16: the partials alone.
-  AttentionProblem b = d;
-  b.dtype = DType::BF16;
-  EXPECT_EQ(attentionWorkspaceBytes(b, split, 1, 1),
-            attentionVtOffset(b, split, 1, 1));
+            size_t(3 * 1 * 2 * 1 * (128 + 1) * sizeof(float)));
+  // The kernel's source: the raw V's load and the transposing warps, no
+  // pre-pass kernel.
+  const KernelSource ks = emitAttention(p, c, Target::SM90A);
+  EXPECT_TRUE(contains(ks.source, "V transposed in shared memory"));
+  EXPECT_FALSE(contains(ks.source, "_vt("));
 }
