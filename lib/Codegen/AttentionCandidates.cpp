@@ -99,6 +99,23 @@ bool isMeasuredWgmmaTile(const AttentionProblem &p, const AttentionConfig &c) {
   return c.blockM == 128 && c.blockN == 64 && c.stages == 2;
 }
 
+/// GQA decode on sm_90a: where a KV head's query rows (Sq * g) fit one
+/// m64 block, the packed wgmma loop goes first, with 64-key tiles and 3
+/// stages. Measured on an H100 (bench/attention.py --only decode --config,
+/// 2026-11-24, bf16 D 128, H 32 over 8, 4 and 1 KV heads, B 1 and 16, Sk
+/// 4096 and 32768): against the tiled loop's packed configs that the model
+/// ranks first (b16x32, one warp) it ran every decode shape as fast or
+/// faster: B16 Sk4096 90.2 against 104.8 us, B16 Sk32768 694 against 760,
+/// B1 Sk32768 49.8 against 58.0, B1 Sk4096 10.5 against 12.6; 64-key tiles
+/// won 6 of the 8 shapes over 128 (the others within 1%). Its splits:
+/// chooseSplits' cover for the wgmma loop.
+bool isMeasuredDecodeTile(const AttentionProblem &p, Target t,
+                          const AttentionConfig &c) {
+  return t == Target::SM90A && c.loop == AttentionLoop::Wgmma && c.packGqa &&
+         !c.persistent && c.blockM == 64 && c.blockN == 64 && c.stages == 3 &&
+         p.seqlenQ * (p.headsQ / p.headsKv) <= 64;
+}
+
 } // namespace
 
 /// The dynamic schedule pays where the static one piles long causal tiles
@@ -125,25 +142,31 @@ int64_t unsplitBlocks(const AttentionProblem &p, const AttentionConfig &c) {
 /// packed: 8 for one sequence of a 32/8 GQA model) leaves most of the 132
 /// SMs of an H200 idle. When the unsplit grid is under one block per
 /// unit, cut each row's keys so that blocks * splits covers the units
-/// kCover times over (two resident blocks per unit, and a second round
-/// that evens out the tail), keeping at least kMinTiles key tiles per
-/// split (2, so the K/V pipeline still has a tile in flight behind the one
-/// being used; the enumerator also offers 1 for the tuner), and at most 128
-/// splits (checkConfig). The combine kernel re-reads splits * rows * Dv fp32
-/// values, which stays small next to K/V while rows (batch * headsQ * Sq) are
-/// few. bestSplits then rounds the count down (to no less than half) where
-/// whole waves come out: 640 equal blocks on 264 resident slots take 3 rounds,
-/// 512 take 2.
+/// 4 times over (two resident blocks per unit, and a second round that
+/// evens out the tail; the wgmma loop: half a block per unit), keeping at least
+/// kMinTiles key tiles per split (2, so the K/V pipeline still has a tile in
+/// flight behind the one being used; the enumerator also offers 1 for the
+/// tuner), and at most 128 splits (checkConfig). The combine kernel re-reads
+/// splits * rows * Dv fp32 values, which stays small next to K/V while rows
+/// (batch * headsQ * Sq) are few. bestSplits then rounds the count down (to no
+/// less than half) where whole waves come out: 640 equal blocks on 264 resident
+/// slots take 3 rounds, 512 take 2.
 int chooseSplits(const AttentionProblem &p, const AttentionConfig &c, Target t,
                  int64_t kMinTiles = 2) {
-  constexpr int64_t kCover = 4;
-  const int64_t blocks = unsplitBlocks(p, c);
+  // The wgmma loop's blocks hold a whole multiprocessor each (registers)
+  // and have up to 3 tiles of 64 or 128 keys in flight: half a block per
+  // unit measured best (H100, 2026-11-24, isMeasuredDecodeTile's shapes:
+  // B1 H32/8 Sk4096 10.5 us with 8 splits of 8 blocks, 11.8 with 16; H32/4
+  // 8.8 with 16 of 4 blocks, 10.2 with 32).
+  const bool wgmma = c.loop == AttentionLoop::Wgmma;
   const int64_t units = targetInfo(t).computeUnits;
-  if (blocks >= units || p.varlen)
+  const int64_t cover = wgmma ? (units + 1) / 2 : 4 * units;
+  const int64_t blocks = unsplitBlocks(p, c);
+  if (blocks >= (wgmma ? cover : units) || p.varlen)
     return 1;
   const int64_t tiles = (p.seqlenK + c.blockN - 1) / c.blockN;
   const int64_t maxByKeys = std::max<int64_t>(1, tiles / kMinTiles);
-  const int64_t want = (kCover * units + blocks - 1) / blocks;
+  const int64_t want = (cover + blocks - 1) / blocks;
   return int(std::clamp<int64_t>(std::min(want, maxByKeys), 1, 128));
 }
 
@@ -282,11 +305,13 @@ std::vector<AttentionConfig> enumerateConfigs(const AttentionProblem &p,
           c.warps = bm / 16;
           c.blockN = bn;
           c.stages = stages;
-          // GQA packing for fp8, whose only loop this is (16-bit decode
-          // has the tiled loop's packed configs, measured; the wgmma twins
-          // are not yet).
+          // GQA packing: for fp8, whose only loop this is, and for 16-bit
+          // decode whose packed rows fit one m64 block (measured:
+          // isMeasuredDecodeTile); elsewhere the tiled loop's packed configs
+          // stay the measured ones.
           for (bool pack : {false, true}) {
-            if (pack && !(isFp8(p.dtype) && p.headsQ > p.headsKv))
+            if (pack && (p.headsQ == p.headsKv ||
+                         !(isFp8(p.dtype) || packedRows <= 64)))
               continue;
             c.packGqa = pack;
             for (int sp : {1, bestSplits(p, c, t)}) {
@@ -303,6 +328,10 @@ std::vector<AttentionConfig> enumerateConfigs(const AttentionProblem &p,
   // wgmma configs the measured tile goes first (measuredWgmmaTile).
   const bool wgmmaFirst = t == Target::SM90A && p.seqlenQ >= 64;
   std::stable_sort(ranked.begin(), ranked.end(), [&](auto &a, auto &b) {
+    const bool da = isMeasuredDecodeTile(p, t, a.second),
+               db = isMeasuredDecodeTile(p, t, b.second);
+    if (da != db)
+      return da;
     if (wgmmaFirst) {
       const bool wa = a.second.loop == AttentionLoop::Wgmma,
                  wb = b.second.loop == AttentionLoop::Wgmma;

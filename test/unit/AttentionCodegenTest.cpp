@@ -276,15 +276,31 @@ TEST(AttentionCandidates, DecodePacksGqaAndSplitsToCoverTheMachine) {
       d.headsKv = 8;
       d.seqlenQ = 1;
       d.seqlenK = sk;
+      // sm_90a: the packed wgmma loop (isMeasuredDecodeTile), one block a
+      // multiprocessor; batch * headsKv * splits covers about half of the
+      // 132 SMs (8 blocks: 8 or 9 splits as the model rounds; 128: none).
       const AttentionConfig c = defaultConfig(d, Target::SM90A);
       const std::string name = attentionKernelName(d, c, Target::SM90A);
       EXPECT_TRUE(c.packGqa) << name;
-      // batch * headsKv * splits covers the 132 SMs, without splitting a
-      // row's keys below two tiles.
+      EXPECT_EQ(c.loop, AttentionLoop::Wgmma) << name;
+      EXPECT_EQ(c.blockM, 64) << name;
+      EXPECT_EQ(c.blockN, 64) << name;
       const int64_t blocks = batch * d.headsKv * c.splits;
-      EXPECT_GE(blocks, 132) << name;
+      EXPECT_GE(blocks, 64) << name;
+      EXPECT_EQ(c.splits, batch == 1 ? (sk == 4096 ? 8 : 9) : 1) << name;
       EXPECT_GE(sk / c.splits, 2 * c.blockN) << name;
-      EXPECT_LE(c.splits, 128) << name;
+      // sm_80: the tiled loop's packed configs, split so that batch *
+      // headsKv * splits covers the 108 SMs, without splitting a row's
+      // keys below two tiles.
+      const AttentionConfig t = defaultConfig(d, Target::SM80);
+      const std::string tname = attentionKernelName(d, t, Target::SM80);
+      EXPECT_TRUE(t.packGqa) << tname;
+      EXPECT_EQ(t.loop, AttentionLoop::Tiled) << tname;
+      EXPECT_GE(batch * d.headsKv * t.splits,
+                targetInfo(Target::SM80).computeUnits)
+          << tname;
+      EXPECT_GE(sk / t.splits, 2 * t.blockN) << tname;
+      EXPECT_LE(t.splits, 128) << tname;
     }
   // MQA: one KV head for 8 query heads.
   AttentionProblem m;
