@@ -31,7 +31,8 @@
 // ties otherwise, where a 1% factor for its per-row index arithmetic keeps
 // the plain layout. The best kMaxCandidates are kept, and for prefill each
 // kept wgmma config's persistent twin. On sm_90a prefill two measured rules
-// override the model's order (isMeasuredWgmmaTile, persistentFirst).
+// override the model's order (isMeasuredWgmmaTile, persistentFirst), and on
+// GQA decode a third (isMeasuredDecodeTile).
 //
 //===----------------------------------------------------------------------===//
 

@@ -313,6 +313,7 @@ storeStaged(const WarpAttention<Config> &wa, const RowWriter<Config> &w,
 /// accumulators hold keys 2t, 2t + 1 of each 8-key block, so position
 /// 4t + e of each 16-key group holds key 2t + (e & 1) + 8 (e >> 1): P packs
 /// from S in place (packP8) and transposeV moves V's keys to match.
+///
 /// P (S's m64n128 accumulators after the softmax) as P V's k32 fp8 A
 /// registers: slice j's registers are (row g, positions 4t..), (row g + 8,
 /// 4t..), (g, 16 + 4t..), (g + 8, 16 + 4t..) -- 8-key blocks 4j..4j+3 of S,
@@ -330,18 +331,18 @@ KGEN_DEVICE void packP8(const float (&s)[kAccum], uint32_t (&a)[kSteps][4]) {
   }
 }
 
-/// fp8: warps 1..3 of the producer warpgroup turn each V tile, as it lands
-/// in its stage's raw buffer ([key][dim] rows), into V^T ([dim][key] rows,
-/// each 16-key group's keys in the order above), then arrive on the stage's
-/// V full barrier (one arrival per warp), until a stage says stop. A unit is 16
-/// keys by 32 dims: ldmatrix .trans gives lane (g, t) = (lane / 4, lane % 4)
-/// the dims 2g, 2g + 1 of keys 2t, 2t + 1 (r0; r1 the keys 8 further; r2, r3
-/// the next 16 dims), two byte permutes make the words of dim 2g and 2g + 1
-/// holding keys 2t, 2t + 1, 2t + 8, 2t + 9 -- positions 4t .. 4t + 3 of the
-/// group -- and stmatrix writes them as rows of V^T. Lanes 16..31 put the odd
-/// dim's word in the first matrix, so that each matrix's 8 rows (dims) meet the
-/// 128-byte swizzle in 8 different 16-byte chunks: neither side conflicts on a
-/// bank.
+/// fp8: warps 1..3 of the producer warpgroup turn each V tile, as it
+/// lands in its stage's raw buffer ([key][dim] rows), into V^T ([dim][key]
+/// rows, each 16-key group's keys in the order above), then arrive on the
+/// stage's V full barrier (one arrival per warp), until a stage says stop.
+/// A unit is 16 keys by 32 dims: ldmatrix .trans gives lane (g, t) =
+/// (lane / 4, lane % 4) the dims 2g, 2g + 1 of keys 2t, 2t + 1 (r0; r1 the
+/// keys 8 further; r2, r3 the next 16 dims), two byte permutes make the
+/// words of dim 2g and 2g + 1 holding keys 2t, 2t + 1, 2t + 8, 2t + 9 --
+/// positions 4t .. 4t + 3 of the group -- and stmatrix writes them as rows
+/// of V^T. Lanes 16..31 put the odd dim's word in the first matrix, so that
+/// each matrix's 8 rows (dims) meet the 128-byte swizzle in 8 different
+/// 16-byte chunks: neither side conflicts on a bank.
 template <class Config>
 KGEN_DEVICE void transposeV(unsigned char *smem, const Barriers<Config> &bar) {
   using S = Shape<Config>;
