@@ -172,6 +172,11 @@ LaunchDims attentionCombineLaunchDims(const AttentionProblem &p,
                                       const AttentionConfig &c, Target t,
                                       int64_t batch, int64_t seqlenQ);
 
+/// Whether a call may pass descale factors: only with fp8 inputs (given:
+/// any of q/k/v's is non-null). The runtime and the C API both ask.
+std::optional<std::string> checkAttentionDescales(const AttentionProblem &p,
+                                                  bool given);
+
 /// The workspace a launch needs (0 for most): with split-KV the fp32
 /// partials, O [splits, batch, headsQ, seqlenQ, headDimV] and LSE [splits,
 /// batch, headsQ, seqlenQ].

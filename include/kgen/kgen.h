@@ -87,9 +87,8 @@ struct AttentionArgs {
   /// reads as 1. Scores are (Q K^T) * qDescale * kDescale * scale and O is
   /// softmax(...) (V * vDescale). Must be null for bf16 and f16.
   const float *qDescale = nullptr, *kDescale = nullptr, *vDescale = nullptr;
-  /// Split-KV partials and, with fp8 inputs, V transposed
-  /// (attentionWorkspaceBytes); null: the runtime's own buffer, allocated
-  /// on first need (never during graph capture).
+  /// Split-KV partials (attentionWorkspaceBytes); null: the runtime's own
+  /// buffer, allocated on first need (never during graph capture).
   void *workspace = nullptr;
   size_t workspaceBytes = 0;
 };

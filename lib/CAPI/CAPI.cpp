@@ -299,14 +299,10 @@ kgen_status_t kgen_attention(kgen_runtime_t *rt, const char *problem_json,
       throw InvalidArgument(*e);
     if (!args)
       throw InvalidArgument("kgen_attention: args is NULL");
-    // The caller's mistake, classified before the runtime checks it again.
-    if ((args->q_descale || args->k_descale || args->v_descale) &&
-        !kgen::isFp8(p.dtype))
-      throw InvalidArgument(
-          "kgen_attention: q_descale, k_descale and v_descale are the "
-          "per-tensor factors of fp8 inputs (\"dtype\": \"e4m3\" or "
-          "\"e5m2\"), not of " +
-          std::string(kgen::toString(p.dtype)) + " ones; pass NULL");
+    // The caller's mistake, classified before the device check below.
+    if (auto e = kgen::checkAttentionDescales(
+            p, args->q_descale || args->k_descale || args->v_descale))
+      throw InvalidArgument(*e);
     if (!r.rt.backend())
       throw NoDevice("kgen_attention: no GPU runtime with a device was "
                      "found, so nothing can run");

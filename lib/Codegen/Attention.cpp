@@ -316,6 +316,15 @@ size_t attentionWorkspaceBytes(const AttentionProblem &p,
   return rows * (size_t(p.headDimV) + 1) * sizeof(float);
 }
 
+std::optional<std::string> checkAttentionDescales(const AttentionProblem &p,
+                                                  bool given) {
+  if (!given || isFp8(p.dtype))
+    return std::nullopt;
+  return "attention: q_descale, k_descale and v_descale are the per-tensor "
+         "factors of fp8 inputs (dtype e4m3 or e5m2), not of " +
+         std::string(toString(p.dtype)) + " ones; pass null";
+}
+
 DType attentionOutputDType(const AttentionProblem &p) {
   return isFp8(p.dtype) ? DType::BF16 : p.dtype;
 }

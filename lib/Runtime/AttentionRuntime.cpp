@@ -200,9 +200,9 @@ void Runtime::launchAttention(const AttentionProblem &p,
   if (p.varlen && (!args.cuSeqlensQ || !args.cuSeqlensK))
     argError("the problem has varlen = true but cuSeqlensQ or cuSeqlensK is "
              "null");
-  if (!isFp8(p.dtype) && (args.qDescale || args.kDescale || args.vDescale))
-    argError("descale factors are for fp8 inputs; this problem's dtype is " +
-             std::string(toString(p.dtype)));
+  if (auto e = checkAttentionDescales(p, args.qDescale || args.kDescale ||
+                                             args.vDescale))
+    throw Error(*e);
   if (p.varlen && p.lse && args.totalQ < 0)
     argError("varlen with LSE needs args.totalQ (cuSeqlensQ[batch]), the "
              "row count of LSE's [headsQ, totalQ] layout");
@@ -255,20 +255,20 @@ void Runtime::launchAttention(const AttentionProblem &p,
   prm.windowLeft = p.windowLeft;
   prm.windowRight = p.windowRight;
 
-  const size_t need = attentionWorkspaceBytes(p, ch.config, p.batch, p.seqlenQ);
-  if (need > 0) {
+  if (ch.config.splits > 1) {
+    const size_t need =
+        attentionWorkspaceBytes(p, ch.config, p.batch, p.seqlenQ);
     void *ws = args.workspace;
     if (ws && args.workspaceBytes < need)
       argError("workspace of " + std::to_string(args.workspaceBytes) +
                " B is smaller than the " + std::to_string(need) +
-               " B this call needs (attentionWorkspaceBytes)");
+               " B split-KV needs (attentionWorkspaceBytes)");
     if (!ws) {
       std::lock_guard<std::mutex> lock(mu_);
       if (attentionWorkspaceBytes_ < need) {
         if (stream && backend_->isCapturing(stream))
-          argError("the call needs a larger workspace (split-KV partials) "
-                   "and the stream is being captured; pass args.workspace "
-                   "or run once before capture");
+          argError("split-KV needs a larger workspace and the stream is being "
+                   "captured; pass args.workspace or run once before capture");
         Backend *be = backend_.get();
         attentionWorkspace_ = std::shared_ptr<void>(
             be->alloc(need), [be](void *ptr) { be->free(ptr); });
@@ -276,8 +276,6 @@ void Runtime::launchAttention(const AttentionProblem &p,
       }
       ws = attentionWorkspace_.get();
     }
-    aligned16("workspace", ws);
-    // Split-KV's partials (the only workspace).
     const size_t rows = size_t(ch.config.splits) * size_t(p.batch) *
                         size_t(p.headsQ) * size_t(p.seqlenQ);
     prm.partialO = static_cast<float *>(ws);

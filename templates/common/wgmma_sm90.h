@@ -254,7 +254,6 @@ KGEN_DEVICE void wgmmaFence() {
 KGEN_DEVICE void wgmmaCommit() {
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
-/// Waits until at most kPending committed groups are still running.
 /// Two fp32 values as two fp8 bytes, `lo` in the lower (cvt's pairs put
 /// their first operand in the upper byte).
 template <class T> KGEN_DEVICE uint32_t packFp8x2(float lo, float hi) {
@@ -272,6 +271,7 @@ KGEN_DEVICE uint32_t packFp8x4(float x0, float x1, float x2, float x3) {
   return packFp8x2<T>(x0, x1) | packFp8x2<T>(x2, x3) << 16;
 }
 
+/// Waits until at most kPending committed groups are still running.
 template <int kPending> KGEN_DEVICE void wgmmaWait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending)
                : "memory");
