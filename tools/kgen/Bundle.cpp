@@ -50,8 +50,8 @@ read-only with no compiler and compiles nothing at run time:
   --preset NAME      a built-in problem list: llama3-8b (the GEMMs of one
                      Llama-3-8B layer, as kgen run), gemm-bench (the shapes
                      kgen is benchmarked and tuned on; gemm-fp8-bench in
-                     e4m3), attention-bench or
-                     mlstm-bench (the shapes of bench/attention.py and
+                     e4m3), attention-bench (attention-fp8-bench in e4m3)
+                     or mlstm-bench (the shapes of bench/attention.py and
                      bench/mlstm.py; see kgen tune --help)
   --problem FILE     a .json list may mix families ("family": "attention" or
                      "mlstm"); their entries carry the family's problem and

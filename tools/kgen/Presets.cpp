@@ -92,7 +92,7 @@ std::vector<ProblemSpec> presetProblems(const std::string &name) {
     return llama3LayerProblems();
   throw Error("unknown preset '" + name +
               "' (presets: llama3-8b, gemm-bench, gemm-fp8-bench, "
-              "attention-bench, "
+              "attention-bench, attention-fp8-bench, "
               "mlstm-bench)");
 }
 
@@ -126,6 +126,21 @@ std::vector<AttentionSpec> attentionBenchProblems() {
       add("decode", b, 32, 8, 1, sk, 128, false, DType::BF16);
     for (int64_t hkv : {4, 1})
       add("decode", b, 32, hkv, 1, 4096, 128, false, DType::BF16);
+  }
+  return out;
+}
+
+std::vector<AttentionSpec> attentionFp8BenchProblems() {
+  std::vector<AttentionSpec> out;
+  for (AttentionSpec s : attentionBenchProblems()) {
+    AttentionProblem &p = s.problem;
+    // fp8 attention's head dims (attention.cpp): D 128 or 256, Dv 128.
+    if ((p.headDimQk != 128 && p.headDimQk != 256) || p.headDimV != 128)
+      continue;
+    p.dtype = DType::E4M3;
+    s.label =
+        "attention-fp8-bench" + s.label.substr(std::strlen("attention-bench"));
+    out.push_back(std::move(s));
   }
   return out;
 }
@@ -165,7 +180,8 @@ std::vector<MlstmSpec> mlstmBenchProblems() {
 }
 
 bool isFamilyPreset(const std::string &name) {
-  return name == "attention-bench" || name == "mlstm-bench";
+  return name == "attention-bench" || name == "attention-fp8-bench" ||
+         name == "mlstm-bench";
 }
 
 } // namespace kgen::cli
@@ -174,8 +190,10 @@ namespace kgen::cli {
 
 std::vector<AnySpec> anyPresetProblems(const std::string &name) {
   std::vector<AnySpec> out;
-  if (name == "attention-bench")
-    for (AttentionSpec &s : attentionBenchProblems())
+  if (name == "attention-bench" || name == "attention-fp8-bench")
+    for (AttentionSpec &s : name == "attention-bench"
+                                ? attentionBenchProblems()
+                                : attentionFp8BenchProblems())
       out.push_back({s.label, s.problem, std::nullopt, std::nullopt});
   else if (name == "mlstm-bench")
     for (MlstmSpec &s : mlstmBenchProblems())

@@ -49,13 +49,18 @@ struct MlstmSpec {
 /// D = 128, B = 1 and 16: Hkv = 8 with Sk = 4096 and 32768, Hkv = 4 and 1
 /// with Sk = 4096. Labels "attention-bench.<group>...".
 std::vector<AttentionSpec> attentionBenchProblems();
+/// "attention-fp8-bench": those of them fp8 attention takes (D 128, Dv 128:
+/// the prefill D=128 and decode shapes) in e4m3 into a bf16 O, as
+/// bench/attention.py --dtype e4m3 runs them. Labels
+/// "attention-fp8-bench.<group>...".
+std::vector<AttentionSpec> attentionFp8BenchProblems();
 /// "mlstm-bench": the shapes of bench/mlstm.py (bf16): (B, NH, S, DQK, DV)
 /// = (8, 8, 8192, 256, 512), (32, 8, 2048, 256, 512), (1, 8, 8192, 256,
 /// 512), (4, 16, 8192, 128, 256); DQK = DV = 64 and 128 with B = 1, 2, 4,
 /// S = 2048 and 4096, NH = 8; and the decoding step S = 1, B = 1, 16, 64,
 /// NH = 8, DQK = 256, DV = 512 with states in and out.
 std::vector<MlstmSpec> mlstmBenchProblems();
-/// Whether `name` is one of the two presets above.
+/// Whether `name` is one of the three presets above.
 bool isFamilyPreset(const std::string &name);
 
 /// A problem of any family, with its label and (from .mlir) target.

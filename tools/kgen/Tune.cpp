@@ -55,6 +55,9 @@ Usage: kgen tune [--preset NAME]... [problem options] [--misses] [--db PATH]
                                    (seed causal f16 D=256; prefill bf16
                                    D=64/128, S=512..16384; decode Sq=1,
                                    GQA 32:8/4/1, Sk=4096/32768)
+                       attention-fp8-bench  those with D=128 in e4m3
+                                   into bf16, as bench/attention.py
+                                   --dtype e4m3
                        mlstm-bench the shapes of bench/mlstm.py (xLSTM-7B
                                    heads, small heads, the decoding step)
   --problem FILE     as below; a .json list may mix families: an object
@@ -459,7 +462,8 @@ int cmdTune(Args &args) {
   for (const std::string &name : args.values("preset")) {
     if (name.empty())
       throw Error("option --preset needs a name (gemm-bench, gemm-fp8-bench, "
-                  "llama3-8b, attention-bench, mlstm-bench)");
+                  "llama3-8b, attention-bench, attention-fp8-bench, "
+                  "mlstm-bench)");
     for (AnySpec &s : anyPresetProblems(name))
       specs.push_back(std::move(s));
   }
