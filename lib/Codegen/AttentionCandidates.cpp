@@ -82,7 +82,10 @@ bool persistentFirst(const AttentionProblem &p) {
 ///             2026-11-22, persistent 128x128 forced in bench/attention.py:
 ///             2 stages ahead at all 8 D128 shapes, S 512 136.4 against
 ///             172.5 us, S 1024 266.0 against 287.0, causal 1024 172.6
-///             against 189.6)
+///             against 189.6); fp8, whose stages also hold V as loaded,
+///             3 stages there (H100, 2026-11-24, kgen tune --preset
+///             attention-fp8-bench: 3 won all 4 S <= 1024 shapes, by 5.3-
+///             8.8% over 2, and causal S 4096 by 0.7%)
 ///   D <= 256: 128x64, 8 warps, 2 stages (won all 4 D256 shapes; also the
 ///             model's pick)
 /// Stages are left to the model where they were within 1.5% of each other.
@@ -96,7 +99,7 @@ bool isMeasuredWgmmaTile(const AttentionProblem &p, const AttentionConfig &c) {
     return c.blockM == 192 && c.blockN == 128 && c.stages == 2;
   if (d <= 128)
     return c.blockM == 128 && c.blockN == 128 &&
-           (!persistentFirst(p) || c.stages == 2);
+           (!persistentFirst(p) || c.stages == (isFp8(p.dtype) ? 3 : 2));
   return c.blockM == 128 && c.blockN == 64 && c.stages == 2;
 }
 
