@@ -28,7 +28,8 @@ other shapes are skipped with a note. The check then compares against the
 fp32 reference on the dequantized inputs, with a same-dtype naive
 implementation (scores rounded to bf16, P rounded to the fp8 type for P V,
 as FlashAttention-3 feeds it, O rounded to bf16; fp8_naive) in place of
-torch's SDPA.
+torch's SDPA. `kgen tune --preset attention-fp8-bench` tunes these shapes
+(in e4m3).
 
 TFLOP/s counts 4*B*H*Sq*Sk*D (halved for causal); decode also reports GB/s
 over the bytes of K and V. Timing as bench/gemm.py: CUDA graph replay over
@@ -279,7 +280,8 @@ def main():
 
 def report_compiles():
     """The dispatcher reads the tuning DB (KGEN_TUNE, default offline): after
-    `kgen tune --preset attention-bench` a second run compiles nothing."""
+    `kgen tune --preset attention-bench` (attention-fp8-bench for --dtype
+    e4m3) a second run compiles nothing."""
     import kgen
     policy = os.environ.get("KGEN_TUNE", "offline")
     db = os.environ.get("KGEN_TUNING_DB", "<kernel cache>/tuning.json")
