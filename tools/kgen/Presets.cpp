@@ -2,6 +2,7 @@
 
 #include "Presets.h"
 
+#include "kgen/Attention.h"
 #include "kgen/Codegen/AttentionJson.h"
 #include "kgen/Codegen/Json.h"
 #include "kgen/Error.h"
@@ -133,11 +134,10 @@ std::vector<AttentionSpec> attentionBenchProblems() {
 std::vector<AttentionSpec> attentionFp8BenchProblems() {
   std::vector<AttentionSpec> out;
   for (AttentionSpec s : attentionBenchProblems()) {
-    AttentionProblem &p = s.problem;
-    // fp8 attention's head dims (attention.cpp): D 128 or 256, Dv 128.
-    if ((p.headDimQk != 128 && p.headDimQk != 256) || p.headDimV != 128)
+    // The shapes fp8 attention takes (checkProblem's head-dim rule).
+    s.problem.dtype = DType::E4M3;
+    if (checkProblem(s.problem))
       continue;
-    p.dtype = DType::E4M3;
     s.label =
         "attention-fp8-bench" + s.label.substr(std::strlen("attention-bench"));
     out.push_back(std::move(s));
