@@ -111,11 +111,9 @@ double kernelCycles(const MlstmProblem &p, const MlstmConfig &c, MlstmKernel k,
   // Tensor-core products per chunk and block, as FMAs.
   double mmaFmas = 0, mmaRate = 1;
   if (c.wgmma && k == MlstmKernel::Fused) {
-    // mlstm_sm90.h: both warpgroups compute the whole 64 x 64 scores; the
-    // rest as the mma.sync kernel's products, at wgmma's rate (2048 FMAs a
-    // cycle per SM).
-    mmaFmas =
-        chunks * (2 * L * L * dqk + L * vb * dqk + L * L * vb + dqk * vb * L);
+    // mlstm_sm90.h: the output warpgroup's scores, Q C and P V, the state
+    // warpgroups' update, at wgmma's rate (2048 FMAs a cycle per SM).
+    mmaFmas = chunks * (L * L * dqk + L * vb * dqk + L * L * vb + dqk * vb * L);
     outFmasOverride = chunks * (L * dqk + 2 * L * L + 2 * L * vb + L * dqk);
     mmaRate = 2048;
   } else if (mlstmUsesMma(p, c, k, t)) {
@@ -239,7 +237,7 @@ bool chunkParallelPays(const MlstmProblem &p, const MlstmConfig &c, Target t) {
 
 /// The fused chunkwise kernel on wgmma (its one shape, MlstmConfig::wgmma).
 MlstmConfig wgmmaFused() {
-  return MlstmConfig{MlstmVariant::Fused, 64, 128, 8, true};
+  return MlstmConfig{MlstmVariant::Fused, 64, 128, 12, true};
 }
 
 } // namespace

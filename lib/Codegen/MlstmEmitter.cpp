@@ -114,7 +114,8 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
       k != MlstmKernel::Gates) {
     os << "// matrix work: ";
     if (wgmmaWalk)
-      os << "wgmma m64nNk16 (two warpgroups), fp32 accumulators; C, P and "
+      os << "wgmma m64nNk16 (two state warpgroups, one output warpgroup), "
+         << "fp32 accumulators; C, P and "
          << "diag(w) V rounded to " << toString(p.dtype)
          << " as operands; the fp32 state C in registers\n";
     else if (mma)

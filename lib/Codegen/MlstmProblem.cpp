@@ -194,7 +194,7 @@ bool fitSplits(const MlstmProblem &p, const MlstmConfig &c, MlstmKernel k,
 
 /// Must match ChunkWgmma<>::kBytes: up to 1008 bytes of slack to a
 /// 1024-byte boundary, Q and K (L x dqk; K with 8 rows more a 64-dim
-/// block: n), V and diag(w) V (L x 128), C's 16-bit copy (dqk x 128),
+/// block: n), V twice and diag(w) V (L x 128), C's 16-bit copy (dqk x 128),
 /// h's staging (L x 128), w's parts (8 x L), all 16-bit; then Chunk's
 /// fp32 front without C.
 int64_t wgmmaSmemBytes(const MlstmProblem &p, const MlstmConfig &c) {
@@ -202,7 +202,7 @@ int64_t wgmmaSmemBytes(const MlstmProblem &p, const MlstmConfig &c) {
   // Chunk's fp32 front, its P region holding ChunkWgmma's scratch.
   const int64_t floats = p.dqk + mlstm::wgmmaScratchFloats(int(L)) + 8 * L + 8;
   return 1024 +
-         2 * (2 * L * p.dqk + 8 * p.dqk + 3 * L * c.blockDV +
+         2 * (2 * L * p.dqk + 8 * p.dqk + 4 * L * c.blockDV +
               p.dqk * c.blockDV + 8 * L) +
          (4 * floats + 15) / 16 * 16;
 }
@@ -320,7 +320,8 @@ std::optional<std::string> checkConfig(const MlstmProblem &p,
       p.dv % c.blockDV != 0)
     return "config: blockDV = " + str(c.blockDV) +
            " must be a power of two >= 8 that divides dv = " + str(p.dv);
-  if (!isPow2(c.warps) || c.warps > 16)
+  // The wgmma kernel's three warpgroups are checked below.
+  if (!(c.wgmma && c.warps == 12) && (!isPow2(c.warps) || c.warps > 16))
     return "config: warps = " + str(c.warps) +
            " must be a power of two between 1 and 16";
   if (c.variant != MlstmVariant::Recurrent &&
@@ -336,14 +337,14 @@ std::optional<std::string> checkConfig(const MlstmProblem &p,
              std::string(toString(c.variant)) + " has none";
     if (p.dtype == DType::F32)
       return "config: wgmma = true takes bf16 or f16 inputs, not f32";
-    if (c.chunk != 64 || c.blockDV != 128 || c.warps != 8)
-      return "config: wgmma = true runs chunk 64, blockDV 128 and 8 warps "
-             "(two warpgroups), not chunk " +
+    if (c.chunk != 64 || c.blockDV != 128 || c.warps != 12)
+      return "config: wgmma = true runs chunk 64, blockDV 128 and 12 warps "
+             "(two state warpgroups and an output one), not chunk " +
              str(c.chunk) + ", blockDV " + str(c.blockDV) + ", warps " +
              str(c.warps);
     if (p.dqk % 64 != 0 || p.dqk > 256)
       return "config: wgmma = true needs dqk a multiple of 64 up to 256 (C's "
-             "64-row tiles in two warpgroups' registers), not " +
+             "64-row tiles in two state warpgroups' registers), not " +
              str(p.dqk);
   }
   for (MlstmKernel k : mlstmKernels(c)) {

@@ -299,10 +299,11 @@ template <class Config, int kScratch = 0> struct Chunk {
   /// Asks L2 for the chunk at rows row0 .. row0+len (K, the V slice, the
   /// gates, and Q when kWithQ), one 128-byte line per thread at a time, so
   /// that its loadTokens, issued a chunk's work later, finds them there.
-  /// NVIDIA only (a hint; elsewhere nothing).
+  /// Threads kCopier0 .. threads - 1 (ChunkWgmma's state warpgroups: the
+  /// first 256). NVIDIA only (a hint; elsewhere nothing).
   template <bool kWithQ>
-  KGEN_DEVICE void prefetch(const Params &p, long long row0, int j0,
-                            int len) const {
+  KGEN_DEVICE void prefetch(const Params &p, long long row0, int j0, int len,
+                            int threads = kThreads) const {
 #if KGEN_NVIDIA
     constexpr int kLine = 128 / int(sizeof(T)); // elements per line
     constexpr int kVLines = (kVB + kLine - 1) / kLine;
@@ -311,7 +312,8 @@ template <class Config, int kScratch = 0> struct Chunk {
     const int nQK = (len * kDQK + kLine - 1) / kLine, nV = len * kVLines;
     const int n = nQK * (kWithQ ? 2 : 1) + nV + 2;
     // Warp 0 runs the gate scan meanwhile (kCopier0).
-    for (int e = tid - kCopier0; e >= 0 && e < n; e += kThreads - kCopier0) {
+    for (int e = tid - kCopier0; e >= 0 && e < n && tid < threads;
+         e += threads - kCopier0) {
       const void *at;
       if (e < nQK)
         at = k + row0 * kDQK + e * kLine;

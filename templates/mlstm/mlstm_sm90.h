@@ -89,11 +89,17 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
   using T = typename Config::Type;
   static constexpr int kL = Config::kChunk, kDQK = Config::kDQK,
                        kVB = Config::kBlockDV, kThreads = Config::kThreads;
-  static_assert(kL == 64 && kVB == 128 && kThreads == 256,
-                "the wgmma kernel runs chunk 64, 128 columns, 8 warps");
+  static_assert(kL == 64 && kVB == 128 && kThreads == 384,
+                "the wgmma kernel runs chunk 64, 128 columns, 12 warps");
   static_assert(kDQK % 64 == 0 && kDQK <= 256,
-                "C's 64-row tiles: at most two per warpgroup");
+                "C's 64-row tiles: at most two per state warpgroup");
   static_assert(!IsSame<T, float>::value, "wgmma takes 16-bit inputs");
+  /// Warpgroups 0 and 1 hold the state; warpgroup 2 computes h.
+  static constexpr int kStateThreads = 256, kOutputWg = 2;
+  /// Their registers a thread (setmaxnreg): 2 x 184 + 136 = 504, the 168
+  /// a thread the block was launched with (65536 / 384, rounded down to a
+  /// multiple of 8); setmaxnreg.inc waits for registers the block has.
+  static constexpr int kStateRegs = 184, kOutputRegs = 136;
   /// One 64 x 64 block of 16-bit elements: 64 rows of 128 bytes.
   static constexpr int kBlock = 64 * 128;
   /// K's 64-dim blocks carry 8 rows more: n's 16-bit rounding and the
@@ -105,9 +111,10 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
   /// w's three 16-bit parts over the chunk's tokens: n's increment K^T w
   /// is the update's m64n8 product (8 rows of 128 bytes, rows 3 .. 7 zero).
   static constexpr int kWnBytes = 8 * 128;
-  /// h's staging: one 64 x 64 block a warpgroup (see step).
+  /// V twice (chunk k's in V[k % 2]: the next chunk's lands while this
+  /// one's is read), Wp, Cp, h's staging (64 x 128), w's parts.
   static constexpr int kOperands =
-      kQBytes + kKBytes + 2 * kVBytes + kCBytes + 2 * kBlock + kWnBytes;
+      kQBytes + kKBytes + 3 * kVBytes + kCBytes + 2 * kBlock + kWnBytes;
   static constexpr int kFront = (4 * Base::kFloats + 15) / 16 * 16;
   /// The operands start at the first 1024-byte boundary: up to 1008 bytes
   /// of slack ahead of them.
@@ -115,7 +122,8 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
   static_assert(kBytes == Config::kSmemBytes,
                 "kSmemBytes disagrees with ChunkWgmma's smem layout");
   static constexpr int kTiles = kDQK / 64, kOwn = (kTiles + 1) / 2;
-  /// A chunk's per-token terms (finishGates) in fp32, as step reads them.
+  /// A chunk's per-token terms (finishGates) in fp32, as the steps read
+  /// them.
   struct Terms {
     /// The decay exponent of score (t, s), log2 D_ts - log2 m^comb_t + log2
     /// s, is row[t] + col[s], each term an fp32 pair hi + lo (see
@@ -129,30 +137,45 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
   };
   /// Chunk's P region (wgmmaScratchFloats; P itself stays in registers):
   /// two GateRecords at kGateAt (chunk k's copy at k % 2), the tokens'
-  /// mbarrier at kFullAt, two Terms at kTermsAt (chunk k's at k % 2: warp 0
-  /// finishes chunk k + 1's during chunk k's update, see step).
+  /// mbarriers at kFullAt (Q, K, V[2]), three Terms at kTermsAt (chunk k's
+  /// at k % 3: warp 0 finishes chunk k + 1's during chunk k's update while
+  /// the output warpgroup may still read chunk k - 1's, see stateStep).
   static constexpr int kGateAt = 0;
   static constexpr int kFullAt = kGateAt + 2 * gateRecordBytes(kL) / 4;
-  static constexpr int kTermsAt = kFullAt + 4;
+  static constexpr int kTermsAt = kFullAt + 8;
   /// The sum of the walked chunks' g (fp64; segmentStatesWgmma's).
-  static constexpr int kSumAt = kTermsAt + 2 * int(sizeof(Terms)) / 4;
-  static_assert(kGateAt % 4 == 0 && kFullAt % 4 == 0 &&
+  static constexpr int kSumAt = kTermsAt + 3 * int(sizeof(Terms)) / 4;
+  static_assert(kGateAt % 4 == 0 && kFullAt % 2 == 0 && kTermsAt % 4 == 0 &&
                     sizeof(Terms) % 16 == 0 && kSumAt % 2 == 0 &&
                     kSumAt + 2 == Base::kPFloats,
-                "two GateRecords (16-byte aligned), the mbarrier, two Terms "
-                "and the g sum (8-byte aligned) fill P, as "
+                "two GateRecords (16-byte aligned), the mbarriers, three "
+                "Terms and the g sum (8-byte aligned) fill P, as "
                 "wgmmaScratchFloats (params.h) counts them");
-  /// The bytes of a chunk's tokens that warpgroup w's leader loads
-  /// (loadTokens): Q for warpgroup 0, V's block w and K's blocks w, w + 2.
-  static constexpr int shareBytes(int w) {
-    return (w == 0 && kOutputs ? kQBytes : 0) + kBlock +
-           (kTiles - w + 1) / 2 * kBlock;
-  }
+  /// The tokens' mbarriers: Q (the output warpgroup's leader arrives), K
+  /// (the state warpgroups' leaders, each with its blocks), V[2] (the
+  /// output leader).
+  enum Full { kFullQ = 0, kFullK = 1, kFullV = 2 };
+  /// Named barriers (0 is __syncthreads'). kCpFree: the output warpgroup
+  /// arrives once chunk k's scores and Q Cp have read K's n rows, Q and
+  /// Cp; the state warpgroups wait there before rewriting them. Then the
+  /// state warpgroups arrive at kNReady with chunk k + 1's n rows and
+  /// Terms published (the output warpgroup waits there before its scores)
+  /// and at kCpReady with its Cp (before its Q Cp): Cp's rewrite overlaps
+  /// the next scores. kStates: the state
+  /// warpgroups alone (Wp complete). kOut: the output warpgroup alone (h's
+  /// staging).
+  enum Barrier {
+    kCpFree = 1,
+    kNReady = 2,
+    kStates = 3,
+    kOut = 4,
+    kCpReady = 5
+  };
 
   // The m64n72 atom comes with the kernel's file (MlstmEmitter).
   using MmaS = sm90::Wgmma<T, kKRows, false>;   // Q [K; n]^T
-  using MmaQC = sm90::Wgmma<T, 64, true>;       // Q Cp
-  using MmaPV = sm90::WgmmaRs<T, 64, true>;     // P V, P from registers
+  using MmaQC = sm90::Wgmma<T, 128, true>;      // Q Cp
+  using MmaPV = sm90::WgmmaRs<T, 128, true>;    // P V, P from registers
   using MmaU = sm90::Wgmma<T, 128, true, true>; // K^T Wp
   using MmaN = sm90::Wgmma<T, 8, false, true>;  // K^T w, m64n8 (MlstmEmitter)
 
@@ -162,16 +185,17 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
   };
 
   unsigned char *sQ, *sK, *sV, *sW, *sC, *sH, *sWn;
-  /// [2], in P (kTermsAt). finishGates computes the terms in fp64; the
-  /// decay exponents' as fp32 pairs (see step), the rest rounded once.
+  /// [3], in P (kTermsAt). finishGates computes the terms in fp64; the
+  /// decay exponents' as fp32 pairs (see outputStep), the rest rounded once.
   Terms *terms;
   GateRecord<kL> *records; // [2] in P, see kGateAt
   double *gTotal;          // in P, see kSumAt
-  uint64_t *full;          // the chunk's tokens landed (TMA), see kFullAt
+  uint64_t *full;          // [4] the tokens landed (TMA), see Full
   /// (dim, token, head): q, k, v read, h written.
   const sm90::TensorMap *mapQ, *mapK, *mapV, *mapH;
   int wg, warp, lane; // warp within the warpgroup
-  /// C's owned tiles: m64n128 accumulators (tile wg + 2 r).
+  /// C's owned tiles (state warpgroups): m64n128 accumulators (tile wg +
+  /// 2 r).
   mutable float c[kOwn][64];
 
   static KGEN_DEVICE unsigned char *operands(unsigned char *smem) {
@@ -187,7 +211,7 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
     sQ = operands(smem);
     sK = sQ + kQBytes;
     sV = sK + kKBytes;
-    sW = sV + kVBytes;
+    sW = sV + 2 * kVBytes;
     sC = sW + kVBytes;
     sH = sC + kCBytes;
     sWn = sH + 2 * kBlock;
@@ -196,6 +220,9 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
     full = reinterpret_cast<uint64_t *>(this->P + kFullAt);
     gTotal = reinterpret_cast<double *>(this->P + kSumAt);
   }
+
+  /// Whether this thread is in a state warpgroup (0 or 1).
+  KGEN_DEVICE bool holdsState() const { return wg < kOutputWg; }
 
   /// Byte offset of element (row, col) in a run of 64 x 64 swizzled
   /// blocks, block col / 64 of them after the first, `stride` bytes apart
@@ -211,9 +238,10 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
   KGEN_DEVICE int accCol(int x) const {
     return 8 * (x >> 2) + 2 * (lane & 3) + (x & 1);
   }
-  /// Whether this warpgroup has an r-th tile. With an even count every
-  /// warpgroup owns kOwn: then no test, so that ptxas sees no divergent
-  /// path around the update's wgmmas (it would serialize them).
+  /// Whether this state warpgroup has an r-th tile. With an even count
+  /// every state warpgroup owns kOwn: then no test, so that ptxas sees no
+  /// divergent path around the update's wgmmas (it would serialize them).
+  /// The output warpgroup owns none: callers test holdsState.
   KGEN_DEVICE bool owns(int r) const {
     return kTiles % 2 == 0 || wg + 2 * r < kTiles;
   }
@@ -245,6 +273,7 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
   }
 
   /// Rounds the owned tiles into Cp ([DQK / 64][2][64][64] swizzled).
+  /// State warpgroups only.
   KGEN_DEVICE void writeCp() const {
     const float one[2] = {1.f, 1.f};
 #pragma unroll
@@ -254,23 +283,25 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
   }
 
   /// C (fp32, rows of cStride, the slice at column j0) into the owned
-  /// tiles and Cp, n and m into shared memory; zeros where null.
+  /// tiles and Cp, n into shared memory; zeros where null. Every thread
+  /// (the output warpgroup's tiles stay zero). m is the walk's (mState).
   KGEN_DEVICE void loadState(const float *cs, long long cStride, int j0,
-                             const float *nn, const float *m) const {
+                             const float *nn) const {
 #pragma unroll
     for (int r = 0; r < kOwn; ++r) {
       const int i0 = tileRow(r);
 #pragma unroll
       for (int x = 0; x < 64; x += 2) {
         F2 v{0.f, 0.f};
-        if (cs && owns(r))
+        if (cs && holdsState() && owns(r))
           v = *reinterpret_cast<const F2 *>(cs + (i0 + accRow(x)) * cStride +
                                             j0 + accCol(x));
         c[r][x] = v.x;
         c[r][x + 1] = v.y;
       }
     }
-    writeCp();
+    if (holdsState())
+      writeCp();
     for (int i = this->tid; i < kDQK; i += kThreads) {
       this->n[i] = nn ? nn[i] : 0.f;
       writeN(i, this->n[i]);
@@ -284,8 +315,6 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
       *reinterpret_cast<F4 *>(sK + e / 48 * kKBlock + (kL + 2) * 128 +
                               e % 48 * 16) = F4{{0.f, 0.f, 0.f, 0.f}};
     fenceForWgmma(); // Cp and n's rows, for the first chunk's wgmmas
-    if (this->tid == 0)
-      *this->mState = m ? *m : 0.f;
   }
 
   /// v's next 16-bit part: v rounded to T, which v then loses (v - part
@@ -305,99 +334,114 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
     *reinterpret_cast<T *>(b + swizzled(kL + 1, i % 64)) = lo;
   }
 
-  /// The owned tiles to C (as loadState reads it), n and m (where not
-  /// null) from shared memory.
-  KGEN_DEVICE void storeState(float *cs, long long cStride, int j0, float *nn,
-                              float *m) const {
+  /// The owned tiles to C (as loadState reads it). State warpgroups only:
+  /// the output warpgroup's path never touches c, so that its registers are
+  /// free there.
+  KGEN_DEVICE void storeC(float *cs, long long cStride, int j0) const {
 #pragma unroll
     for (int r = 0; r < kOwn; ++r) {
       const int i0 = tileRow(r);
 #pragma unroll
-      for (int x = 0; x < 64; x += 2) {
-        const F2 v{c[r][x], c[r][x + 1]}; // read on every path (see step)
-        if (cs && owns(r))
+      for (int x = 0; x < 64; x += 2)
+        if (owns(r))
           *reinterpret_cast<F2 *>(cs + (i0 + accRow(x)) * cStride + j0 +
-                                  accCol(x)) = v;
-      }
+                                  accCol(x)) = F2{c[r][x], c[r][x + 1]};
     }
-    Base::storeState(nullptr, cStride, j0, nn, m);
   }
 
   /// Whether this thread is its warpgroup's leader, which issues the TMA
   /// loads of the warpgroup's share of the tokens.
   KGEN_DEVICE bool leader() const { return int(threadIdx.x) % 128 == 0; }
 
-  /// The tokens of the chunk at token t0 of head bh by TMA, completing on
-  /// `full`, in three parts so that each goes out as soon as its previous
-  /// chunk's readers are done (step): kArrive, the leader's share of bytes
-  /// (shareBytes) and, by warpgroup 0, Q's blocks; kV, V's block wg (the
-  /// slice's columns j0 + 64 wg ..); kK, K's blocks wg, wg + 2. Leaders
-  /// only. Rows past the head's sequence arrive as zeros.
-  enum Part { kArrive = 1, kV = 2, kK = 4, kAll = 7 };
-  KGEN_DEVICE void loadTokens(int parts, int t0, int bh, int j0) const {
-    if (parts & kArrive) {
-      sm90::barrierArriveExpectTx(full, shareBytes(wg));
-      if (wg == 0 && kOutputs)
+  /// The tokens of the chunk at token t0 of head bh by TMA, each part on
+  /// its mbarrier (Full) and issued by the leader of a warpgroup that knows
+  /// the part's previous readers are done. Rows past the head's sequence
+  /// arrive as zeros. Q: the output warpgroup's leader, after the chunk
+  /// before's Q Cp.
+  KGEN_DEVICE void loadQ(int t0, int bh) const {
+    sm90::barrierArriveExpectTx(full + kFullQ, kQBytes);
 #pragma unroll
-        for (int b = 0; b < kTiles; ++b)
-          sm90::tmaLoad3d(sQ + b * kBlock, mapQ, full, 64 * b, t0, bh);
-    }
-    if (parts & kV)
-      sm90::tmaLoad3d(sV + wg * kBlock, mapV, full, j0 + 64 * wg, t0, bh);
-    if (parts & kK)
+    for (int b = 0; b < kTiles; ++b)
+      sm90::tmaLoad3d(sQ + b * kBlock, mapQ, full + kFullQ, 64 * b, t0, bh);
+  }
+  /// K's blocks wg, wg + 2, ...: state warpgroup wg's leader, after its
+  /// update and the scores of the chunk before (kCpFree).
+  KGEN_DEVICE void loadK(int t0, int bh) const {
+    sm90::barrierArriveExpectTx(full + kFullK, (kTiles - wg + 1) / 2 * kBlock);
 #pragma unroll
-      for (int b = wg; b < kTiles; b += 2)
-        sm90::tmaLoad3d(sK + b * kKBlock, mapK, full, 64 * b, t0, bh);
+    for (int b = wg; b < kTiles; b += 2)
+      sm90::tmaLoad3d(sK + b * kKBlock, mapK, full + kFullK, 64 * b, t0, bh);
+  }
+  /// The slice's V into V[buf]: the output warpgroup's leader, after the
+  /// last chunk in that buffer was read by its P V and Wp.
+  KGEN_DEVICE void loadV(int buf, int t0, int bh, int j0) const {
+    uint64_t *bar = full + kFullV + buf;
+    sm90::barrierArriveExpectTx(bar, kVBytes);
+#pragma unroll
+    for (int b = 0; b < 2; ++b)
+      sm90::tmaLoad3d(sV + buf * kVBytes + b * kBlock, mapV, bar, j0 + 64 * b,
+                      t0, bh);
+  }
+  /// Waits for walked chunk i's part (Full): its buffer's phase.
+  KGEN_DEVICE void landed(int part, int i) const {
+    if (part == kFullV)
+      sm90::barrierWait(full + kFullV + i % 2, uint32_t((i / 2) & 1));
+    else
+      sm90::barrierWait(full + part, uint32_t(i & 1));
   }
 
-  /// Waits for chunk k's tokens (phase k of `full`: two arrivals, the
-  /// leaders', and their bytes).
-  KGEN_DEVICE void tokensLanded(int k) const {
-    sm90::barrierWait(full, uint32_t(k & 1));
+  /// The warp that copies the gate records and finishes the Terms: the
+  /// state warpgroups' first, after its update, where the state
+  /// warpgroups wait for the output warpgroup anyway (on the output
+  /// warpgroup's path, 2K cycles a chunk: its wgmmas wait for all four
+  /// warps).
+  static constexpr int kGateWarp = 0;
+  KGEN_DEVICE bool gateWarp() const {
+    return int(threadIdx.x) / kWaveSize == kGateWarp;
   }
 
   /// Copies chunk k's gate record (from the pre-pass, in the workspace) to
-  /// records[k % 2] by cp.async, warp 0, one group per call (empty where
-  /// k is past the last chunk): finishGates waits for it.
+  /// records[k % 2] by cp.async, the gate warp, one group per call (empty
+  /// where k is past the last chunk): finishGates waits for it.
   KGEN_DEVICE void copyRecord(const Params &p, int bh, int k) const {
-    if (this->tid >= kWaveSize)
+    if (!gateWarp())
       return;
     if (k < p.chunks) {
       const unsigned char *src = reinterpret_cast<const unsigned char *>(
           reinterpret_cast<const GateRecord<kL> *>(p.wsGates) +
           (long long)bh * p.chunks + k);
-      for (int e = this->tid; e < gateRecordBytes(kL) / 16; e += kWaveSize)
+      for (int e = lane; e < gateRecordBytes(kL) / 16; e += kWaveSize)
         sm80::cpAsync<16>(sm90::smemAddress(records + k % 2) + 16 * e,
                           src + 16 * e, true);
     }
     sm80::cpAsyncCommit();
   }
 
-  /// Chunk k's Terms (terms[k % 2]) from its copied GateRecord and
-  /// m^{k-1} (*mState, set to m^k), by warp 0 (the others return at once),
+  /// Chunk k's Terms (terms[k % 3]) from its copied GateRecord and
+  /// m^{k-1} (*mState, set to m^k), by the gate warp (the others return),
   /// kL / 32 tokens a lane; kPending: copyRecord groups issued after chunk
   /// k's. As Chunk::finishGate in fp64: best = max(m^{k-1}, own_t),
   /// m^comb_t = b_t + best. The decay exponent of score (t, s),
   /// log D_ts - m^comb_t = (b_t - m^comb_t) + (i_s - b_s), goes out as its
   /// two terms in log2 units, each an fp32 pair, so that each score costs
-  /// three fp32 adds and an exp2 (see step). A barrier publishes them to
-  /// the chunk's step.
+  /// three fp32 adds and an exp2 (see outputStep). A barrier publishes them
+  /// to the chunk's steps.
   template <int kPending> KGEN_DEVICE void finishGates(int k, int len) const {
     constexpr double kLog2e = 1.4426950408889634;
     static_assert(kL % kWaveSize == 0, "whole tokens a lane");
-    if (this->tid >= kWaveSize)
+    if (!gateWarp())
       return;
     sm80::cpAsyncWait<kPending>(); // this lane's copies of chunk k's record
     syncWave();                    // and every lane's
     const GateRecord<kL> &r = records[k % 2];
-    Terms &out = terms[k % 2];
+    Terms &out = terms[k % 3];
     const double mPrev = *this->mState, g = r.g,
                  mNext = fmax(g + mPrev, r.aMax);
     // The row's term carries the scores' scale s too (log2 s).
     const double logScale = -0.5 * log2(double(kDQK));
 #pragma unroll
     for (int u = 0; u < kL / kWaveSize; ++u) {
-      const int t = this->tid + u * kWaveSize;
+      const int t = lane + u * kWaveSize;
       if (t < len) {
         const double bt = r.b[t], best = fmax(mPrev, r.own[t]),
                      comb = bt + best;
@@ -414,7 +458,7 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
       }
     }
     syncWave(); // every lane has read *mState
-    if (this->tid == 0) {
+    if (lane == 0) {
       out.decay = expf(float(g + mPrev - mNext));
       *this->mState = mNext;
       if constexpr (!kOutputs)
@@ -427,42 +471,36 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
   /// next barrier.
   static KGEN_DEVICE void fenceForWgmma() { sm90::fenceProxyAsync(); }
 
-  /// Chunk k (tokens t0 .. t0 + len), after the barrier that publishes its
-  /// tokens and Terms: h's rows for this slice, then the state update. The
-  /// leaders load the next chunk's tokens (first token t1, none where
-  /// negative) as their readers here finish with each part (loadTokens),
-  /// and warp 0 finishes the next chunk's Terms while the update runs.
-  KGEN_DEVICE void step(const Params &p, int j0, int k, int t0, int len, int bh,
-                        int t1) const {
-    const float scale = 1.f / sqrtf(float(kDQK));
-    const Terms &tm = terms[k % 2];
-    // Each product takes its operands' start descriptors, made just before
-    // it (held across the step they cost registers, which spill); a step
-    // adds its byte offset / 16 to the address field (no carry: shared
-    // addresses are < 256 KiB).
-    auto at = [](uint64_t d, int bytes) { return d + uint64_t(bytes >> 4); };
-    // S = Q [K; n]^T over DQK: 4 k16 steps per 64-dim block, 32 bytes
-    // apart; its columns 64 and 65 are q . n's two parts.
-    float s[kKRows / 2], o[32], rowSum[2] = {0.f, 0.f}, qn[2];
-    uint32_t a[4][4];
-    const uint64_t dQ = sm90::matrixDescriptor(sQ, 16, 1024);
-    if constexpr (kOutputs) {
-      const uint64_t dK = sm90::matrixDescriptor(sK, 16, 1024);
-      sm90::wgmmaFence();
-#pragma unroll
-      for (int kk = 0; kk < kDQK / 16; ++kk)
-        MmaS::run(s, at(dQ, (kk / 4) * kBlock + (kk % 4) * 32),
-                  at(dK, (kk / 4) * kKBlock + (kk % 4) * 32), kk > 0);
-      sm90::wgmmaCommit();
-    }
+  /// Each product takes its operands' start descriptors, made just before
+  /// it (held across the step they cost registers, which spill); a step
+  /// adds its byte offset / 16 to the address field (no carry: shared
+  /// addresses are < 256 KiB).
+  static KGEN_DEVICE uint64_t at(uint64_t d, int bytes) {
+    return d + uint64_t(bytes >> 4);
+  }
 
-    // Meanwhile, the scalar work of the chunk on every thread:
-    // Wp = diag(w) V, 16 bytes a step (the swizzle stays within a row);
-    const float *wa = tm.wa;
-    for (int e = this->tid; e < kVBytes / 16; e += kThreads) {
+  /// The state warpgroups' chunk k (the walk's i-th; tokens t0 .. t0 +
+  /// len): Wp = diag(w) V, C = decay C + K^T Wp and n's increment on the
+  /// tensor cores, then, once the output warpgroup's scores and Q Cp are
+  /// done with them (kCpFree), the next chunk's K loaded (first token t1,
+  /// none where negative), n's rows rewritten (kNReady), then Cp
+  /// (kCpReady). The gate warp finishes chunk k + 1's Terms
+  /// after the update: m^k is known, and their buffer (terms[(k + 1) % 3])
+  /// was last read by chunk k - 2, which the output warpgroup finished
+  /// before its kCpFree of chunk k - 1 (two buffers would not do: it reads
+  /// a chunk's qfac after its kCpFree).
+  KGEN_DEVICE void stateStep(const Params &p, int k, int i, int len, int bh,
+                             int t1) const {
+    const Terms &tm = terms[k % 3];
+    // Wp = diag(w) V, 16 bytes a step (the swizzle stays within a row):
+    // Wp's last readers, the update of the chunk before, are done
+    // (kCpFree).
+    landed(kFullV, i);
+    const unsigned char *v = sV + (i % 2) * kVBytes;
+    for (int e = this->tid; e < kVBytes / 16; e += kStateThreads) {
       const int t = (e * 16 % kBlock) / 128;
-      const float w = t < len ? wa[t] : 0.f;
-      const T8 vv = *reinterpret_cast<const T8 *>(sV + 16 * e);
+      const float w = t < len ? tm.wa[t] : 0.f;
+      const T8 vv = *reinterpret_cast<const T8 *>(v + 16 * e);
       T8 o;
 #pragma unroll
       for (int u = 0; u < 8; ++u)
@@ -473,13 +511,130 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
     // the update's m64n8 product sums K^T w from them in fp32.
     if (this->tid < kL) {
       const int t = this->tid;
-      float w = t < len ? wa[t] : 0.f;
+      float w = t < len ? tm.wa[t] : 0.f;
 #pragma unroll
       for (int part = 0; part < 3; ++part)
         *reinterpret_cast<T *>(sWn + swizzled(part, t)) = takePart(w);
     }
-    fenceForWgmma(); // Wp and w, read by the update after the barrier below
+    fenceForWgmma(); // Wp and w, read by both warpgroups' updates
+    sm90::namedBarrierSync<kStateThreads>(kStates);
+
+    // C = decay C + K^T Wp on the owned tiles: A = K^T is K's block of
+    // the tile's 64 dims read M-major, k16 steps 16 tokens (2048 bytes)
+    // apart; Wp's two 64-column blocks one block apart. And n's increment
+    // K^T w beside it: m64n8 from w's parts, K-major, k16 steps 32 bytes
+    // apart, into dn (zeroed by the first step).
+    const float decay = tm.decay;
+    float dn[kOwn][4] = {};
+#pragma unroll
+    for (int r = 0; r < kOwn; ++r) {
+#pragma unroll
+      for (int x = 0; x < 64; ++x)
+        c[r][x] *= decay;
+      // Here, not sunk between the tiles' wgmmas (ptxas would then wait for
+      // the first tile's before the second's).
+      sm90::fenceAccumulators(c[r]);
+    }
+    landed(kFullK, i);
+    const uint64_t dKt = sm90::matrixDescriptor(sK, kKBlock, 1024);
+    sm90::wgmmaFence();
+#pragma unroll
+    for (int r = 0; r < kOwn; ++r) {
+      if (!owns(r))
+        continue;
+      const int i0 = tileRow(r);
+#pragma unroll
+      for (int kc = 0; kc < kL / 16; ++kc)
+        MmaU::run(c[r], at(dKt, (i0 / 64) * kKBlock + kc * 2048),
+                  at(sm90::matrixDescriptor(sW, kBlock, 1024), kc * 2048), 1);
+#pragma unroll
+      for (int kc = 0; kc < kL / 16; ++kc)
+        MmaN::run(dn[r], at(dKt, (i0 / 64) * kKBlock + kc * 2048),
+                  at(sm90::matrixDescriptor(sWn, 16, 1024), kc * 32), kc > 0);
+    }
+    sm90::wgmmaCommit();
+    sm90::wgmmaWait<0>();
+#pragma unroll
+    for (int r = 0; r < kOwn; ++r) {
+      sm90::fenceAccumulators(c[r]);
+      sm90::fenceAccumulators(dn[r]);
+    }
+    // n = decay n + K^T w in fp32 (n in shared memory, each entry read and
+    // written by its row's lane 4q alone): the row's increment is its
+    // columns 0 .. 2 (w's parts), lanes 4q and 4q + 1 of the quad.
+    float nNext[kOwn][2];
+#pragma unroll
+    for (int r = 0; r < kOwn; ++r)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float inc = dn[r][2 * h] + dn[r][2 * h + 1];
+        inc += shuffleXor(inc, 1);
+        inc += shuffleXor(inc, 2);
+        const int row = tileRow(r) + accRow(2 * h);
+        nNext[r][h] = 0.f;
+        if (owns(r) && (lane & 3) == 0) {
+          nNext[r][h] = decay * this->n[row] + inc;
+          this->n[row] = nNext[r][h];
+        }
+      }
+    if (t1 >= 0)
+      finishGates<0>(k + 1, chunkLength<Config>(p, t1));
+    // The output warpgroup's scores have read K (and n's rows) and its
+    // Q Cp has read Cp; both warpgroups' updates have read Wp and K.
+    sm90::namedBarrierSync<kThreads>(kCpFree);
+    if (t1 < 0)
+      return;
+    if (leader())
+      loadK(t1, bh);
     if constexpr (kOutputs) {
+      // n into K's rows for the next chunk's q . n, then C into Cp.
+#pragma unroll
+      for (int r = 0; r < kOwn; ++r)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          if (owns(r) && (lane & 3) == 0)
+            writeN(tileRow(r) + accRow(2 * h), nNext[r][h]);
+      fenceForWgmma(); // n's rows, for the next chunk's scores
+      sm90::namedBarrierArrive<kThreads>(kNReady);
+      writeCp();
+      fenceForWgmma(); // Cp, for the next chunk's Q Cp
+      sm90::namedBarrierArrive<kThreads>(kCpReady);
+    } else {
+      sm90::namedBarrierArrive<kThreads>(kNReady);
+    }
+  }
+
+  /// The output warpgroup's chunk k (the walk's i-th; tokens t0 .. t0 +
+  /// len), after the state warpgroups published its n rows and Terms
+  /// (kNReady; the first chunk's is a block barrier): V of chunk k + 1
+  /// loaded, S = Q [K; n]^T, P, num = Q Cp (after kCpReady; then kCpFree
+  /// and the next chunk's Q) + P V, h.
+  /// Segment states (!kOutputs) load V and pass kCpFree.
+  KGEN_DEVICE void outputStep(const Params &p, int j0, int k, int i, int t0,
+                              int len, int bh, int t1) const {
+    if (t1 >= 0 && leader())
+      loadV((i + 1) % 2, t1, bh, j0); // chunk k - 1's readers are done
+    if constexpr (!kOutputs) {
+      sm90::namedBarrierArrive<kThreads>(kCpFree);
+    } else {
+      const float scale = 1.f / sqrtf(float(kDQK));
+      const Terms &tm = terms[k % 3];
+      // S = Q [K; n]^T over DQK: 4 k16 steps per 64-dim block, 32 bytes
+      // apart; its columns 64 and 65 are q . n's two parts.
+      float s[kKRows / 2], o[64], rowSum[2] = {0.f, 0.f}, qn[2];
+      uint32_t a[4][4];
+      const uint64_t dQ = sm90::matrixDescriptor(sQ, 16, 1024);
+      landed(kFullQ, i);
+      landed(kFullK, i);
+      {
+        const uint64_t dK = sm90::matrixDescriptor(sK, 16, 1024);
+        sm90::wgmmaFence();
+#pragma unroll
+        for (int kk = 0; kk < kDQK / 16; ++kk)
+          MmaS::run(s, at(dQ, (kk / 4) * kBlock + (kk % 4) * 32),
+                    at(dK, (kk / 4) * kKBlock + (kk % 4) * 32), kk > 0);
+        sm90::wgmmaCommit();
+      }
       // P: the decayed, masked scores, and their row sums (two rows a
       // thread, each spread over the 4 lanes of a quad).
       sm90::wgmmaWait<0>();
@@ -532,49 +687,22 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
 #pragma unroll
       for (int e = 0; e < 4; ++e)
         a[kc][e] = sm80::pack2<T>(s[8 * kc + 2 * e], s[8 * kc + 2 * e + 1]);
-
-    // num = Q Cp on this warpgroup's 64 columns: Cp's k16 steps are 16
-    // rows (2048 bytes) apart, its 64-row blocks 2 blocks apart.
+    if (i > 0) // the state warpgroups have rewritten Cp
+      sm90::namedBarrierSync<kThreads>(kCpReady);
+    // num = Q Cp on the slice's 128 columns, after P (the scores' registers
+    // free then: the output warpgroup has 136): Cp's k16 steps are 16 rows
+    // (2048 bytes) apart, its two 64-column blocks one block apart, its
+    // 64-row blocks two.
     {
       const uint64_t dC = sm90::matrixDescriptor(sC, kBlock, 1024);
       sm90::wgmmaFence();
 #pragma unroll
       for (int kk = 0; kk < kDQK / 16; ++kk)
         MmaQC::run(o, at(dQ, (kk / 4) * kBlock + (kk % 4) * 32),
-                   at(dC, ((kk / 4) * 2 + wg) * kBlock + (kk % 4) * 2048),
-                   kk > 0);
+                   at(dC, (kk / 4) * 2 * kBlock + (kk % 4) * 2048), kk > 0);
       sm90::wgmmaCommit();
     }
-    sm90::wgmmaWait<0>();
-    sm90::fenceAccumulators(o);
-#pragma unroll
-    for (int x = 0; x < 32; ++x) {
-      const int t = accRow(x);
-      o[x] *= tm.qfac[t] * scale;
-    }
-    sm90::wgmmaFence();
-#pragma unroll
-    for (int kc = 0; kc < 4; ++kc)
-      MmaPV::run(
-          o, a[kc],
-          at(sm90::matrixDescriptor(sV, kBlock, 1024), wg * kBlock + kc * 2048),
-          1);
-    sm90::wgmmaCommit();
-    } // kOutputs
-
-    // Both warpgroups' Q Cp have completed (Cp may be rewritten), Wp is
-    // complete, and the scores (q . n) have read the old n. Q and V are read
-    // only by wgmmas from here on, K only by the update: the next chunk's Q may
-    // come.
-    __syncthreads();
-    if (t1 >= 0 && leader())
-      loadTokens(kArrive, t1, bh, j0);
-    const float decay = tm.decay;
-    if constexpr (!kOutputs) {
-      if (t1 >= 0 && leader())
-        loadTokens(kV, t1, bh, j0); // Wp, V's only reader, is complete
-    } else {
-      float zden[2];
+    float zden[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int t = accRow(2 * h);
@@ -584,90 +712,42 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
     }
     sm90::wgmmaWait<0>();
     sm90::fenceAccumulators(o);
+    // The scores and Q Cp are done with K's n rows, Q and Cp.
+    sm90::namedBarrierArrive<kThreads>(kCpFree);
     if (t1 >= 0 && leader())
-      loadTokens(kV, t1, bh, j0); // this warpgroup's P V has read its block
-    // h through this warpgroup's staging block (stmatrix) and a TMA store
-    // of its 64 columns; rows past the head's sequence are not written.
-    // The staging block's previous store has read it (end of step).
-    unsigned char *stage = sH + wg * kBlock;
-    storeRows<64>(stage, o, zden);
+      loadQ(t1, bh);
+    const float qs[2] = {tm.qfac[accRow(0)] * scale,
+                         tm.qfac[accRow(2)] * scale};
+#pragma unroll
+    for (int x = 0; x < 64; ++x)
+      o[x] *= qs[(x >> 1) & 1];
+    landed(kFullV, i);
+    sm90::wgmmaFence();
+#pragma unroll
+    for (int kc = 0; kc < 4; ++kc)
+      MmaPV::run(o, a[kc],
+                 at(sm90::matrixDescriptor(sV, kBlock, 1024),
+                    (i % 2) * kVBytes + kc * 2048),
+                 1);
+    sm90::wgmmaCommit();
+    // h's staging block was read by the chunk before's TMA store.
+    if (leader())
+      sm90::bulkWaitRead<0>();
+    sm90::wgmmaWait<0>();
+    sm90::fenceAccumulators(o);
+    sm90::namedBarrierSync<128>(kOut);
+    // h through the staging blocks (stmatrix) and a TMA store of each 64
+    // columns; rows past the head's sequence are not written.
+    storeRows<128>(sH, o, zden);
     fenceForWgmma(); // the stores, for the TMA store (async proxy)
-    sm90::namedBarrierSync<128>(1 + wg);
+    sm90::namedBarrierSync<128>(kOut);
     if (leader()) {
-      sm90::tmaStore3d(mapH, stage, j0 + 64 * wg, t0, bh);
+#pragma unroll
+      for (int b = 0; b < 2; ++b)
+        sm90::tmaStore3d(mapH, sH + b * kBlock, j0 + 64 * b, t0, bh);
       sm90::bulkCommit();
     }
     } // kOutputs
-
-    // C = decay C + K^T Wp on the owned tiles: A = K^T is K's block of
-    // the tile's 64 dims read M-major, k16 steps 16 tokens (2048 bytes)
-    // apart; Wp's two 64-column blocks one block apart. And n's increment
-    // K^T w beside it: m64n8 from w's parts, K-major, k16 steps 32 bytes
-    // apart, into dn (zeroed by the first step).
-    float dn[kOwn][4] = {};
-    const uint64_t dKt = sm90::matrixDescriptor(sK, kKBlock, 1024);
-#pragma unroll
-    for (int r = 0; r < kOwn; ++r) {
-#pragma unroll
-      for (int x = 0; x < 64; ++x)
-        c[r][x] *= decay;
-      // Here, not sunk between the tiles' wgmmas (ptxas would then wait for
-      // the first tile's before the second's).
-      sm90::fenceAccumulators(c[r]);
-    }
-    sm90::wgmmaFence();
-#pragma unroll
-    for (int r = 0; r < kOwn; ++r) {
-      if (!owns(r))
-        continue;
-      const int i0 = tileRow(r);
-#pragma unroll
-      for (int kc = 0; kc < kL / 16; ++kc)
-        MmaU::run(c[r], at(dKt, (i0 / 64) * kKBlock + kc * 2048),
-                  at(sm90::matrixDescriptor(sW, kBlock, 1024), kc * 2048), 1);
-#pragma unroll
-      for (int kc = 0; kc < kL / 16; ++kc)
-        MmaN::run(dn[r], at(dKt, (i0 / 64) * kKBlock + kc * 2048),
-                  at(sm90::matrixDescriptor(sWn, 16, 1024), kc * 32), kc > 0);
-    }
-    sm90::wgmmaCommit();
-    // Meanwhile warp 0 finishes the next chunk's Terms: m^k is known, and
-    // their other half (terms[(k + 1) % 2]) was last read by chunk k - 1.
-    if (t1 >= 0)
-      finishGates<0>(k + 1, chunkLength<Config>(p, t1));
-    sm90::wgmmaWait<0>();
-#pragma unroll
-    for (int r = 0; r < kOwn; ++r) {
-      sm90::fenceAccumulators(c[r]);
-      sm90::fenceAccumulators(dn[r]);
-    }
-    if (t1 >= 0 && leader())
-      loadTokens(kK, t1, bh, j0); // this warpgroup's update has read them
-      // n = decay n + K^T w in fp32 (n in shared memory, each entry read and
-      // written by its row's lane 4q alone): the row's increment is its
-      // columns 0 .. 2 (w's parts), lanes 4q and 4q + 1 of the quad; then n
-      // into K's rows for the next chunk's q . n (this chunk's scores have
-      // read the old one).
-#pragma unroll
-    for (int r = 0; r < kOwn; ++r)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float inc = dn[r][2 * h] + dn[r][2 * h + 1];
-        inc += shuffleXor(inc, 1);
-        inc += shuffleXor(inc, 2);
-        const int i = tileRow(r) + accRow(2 * h);
-        if (owns(r) && (lane & 3) == 0) {
-          const float n = decay * this->n[i] + inc;
-          this->n[i] = n;
-          writeN(i, n);
-        }
-      }
-    if constexpr (kOutputs) {
-      writeCp();
-      fenceForWgmma(); // Cp, for the next chunk's Q C after the barrier
-      if (leader())
-        sm90::bulkWaitRead<0>(); // h's staging, rewritten after the barrier
-    }
   }
 };
 
@@ -713,64 +793,105 @@ KGEN_DEVICE void walkWgmma(const sm90::TensorMap *mapQ,
   const bool segmented = p.segments > 1;
   const ChunkRange range = segmentChunks(p);
   const long long ws = bh * p.segments + blockIdx.z; // (head, segment)
+  if (kOutputs && segmented)
+    waitForPreviousGrid(); // combine's states (m here, C and n below)
   if (threadIdx.x == 0) {
-    sm90::barrierInit(ch.full, 2); // the two leaders
+    sm90::barrierInit(ch.full + Ch::kFullQ, 1); // the output leader
+    sm90::barrierInit(ch.full + Ch::kFullK, 2); // the state leaders
+    sm90::barrierInit(ch.full + Ch::kFullV, 1); // the output leader
+    sm90::barrierInit(ch.full + Ch::kFullV + 1, 1);
     sm90::fenceBarrierInit();
     *ch.gTotal = 0.0;
+    // The m entering the walk: a segment's own from none (kNoState).
+    *ch.mState = !kOutputs   ? kNoState
+                 : segmented ? double(p.wsM[ws])
+                 : p.m0      ? double(p.m0[bh])
+                             : 0.0;
   }
-  if (!kOutputs) {
-    ch.loadState(nullptr, dv, at.j0, nullptr, nullptr);
-    if (threadIdx.x == 0) // after loadState's store of m = 0
-      *ch.mState = kNoState;
-  } else if (segmented) {
-    waitForPreviousGrid(); // combine's states
-    ch.loadState(p.wsC + ws * dqk * dv, dv, at.j0, p.wsN + ws * dqk,
-                 p.wsM + ws);
-  } else {
+  __syncthreads(); // the mbarriers and m
+  // The first chunk's tokens and Terms, then the state: C's tiles are not
+  // yet live in the registers through finishGates' fp64 math.
+  if (range.k0 < range.k1) {
+    const int t0 = range.k0 * kL;
+    if (ch.leader()) {
+      if (ch.holdsState()) {
+        ch.loadK(t0, int(bh));
+      } else {
+        if (kOutputs)
+          ch.loadQ(t0, int(bh));
+        ch.loadV(0, t0, int(bh), at.j0);
+      }
+    }
+    waitForPreviousGrid(); // the gate records
+    ch.copyRecord(p, int(bh), range.k0);
+    ch.copyRecord(p, int(bh), range.k0 + 1);
+    ch.template finishGates<1>(range.k0, chunkLength<Config>(p, t0));
+  }
+  if (!kOutputs)
+    ch.loadState(nullptr, dv, at.j0, nullptr);
+  else if (segmented)
+    ch.loadState(p.wsC + ws * dqk * dv, dv, at.j0, p.wsN + ws * dqk);
+  else
     ch.loadState(p.c0 ? p.c0 + bh * dqk * dv : nullptr, dv, at.j0,
-                 p.n0 ? p.n0 + bh * dqk : nullptr, p.m0 ? p.m0 + bh : nullptr);
-  }
+                 p.n0 ? p.n0 + bh * dqk : nullptr);
+  // The first chunk's Terms, Cp and n's rows (and, counted, the reads of
+  // the initial n and m).
   const bool writesFinal = kOutputs && !segmented && (p.nT || p.mT);
   const HeadCounter counted =
       writesFinal ? syncCountHead(p, bh, BlockIndex<Config>::kSlices)
                   : HeadCounter{};
-  for (int k = range.k0; k < range.k1; ++k) {
-    const int t0 = k * kL, len = chunkLength<Config>(p, t0);
-    // This barrier publishes the previous step's Cp, n and the Terms it
-    // finished for this chunk.
+  if (!writesFinal)
     __syncthreads();
-    if (k == range.k0) { // `full` is initialized
-      if (ch.leader())
-        ch.loadTokens(Ch::kAll, t0, int(bh), at.j0);
-      waitForPreviousGrid(); // the gate records
-      ch.copyRecord(p, int(bh), k);
-      ch.copyRecord(p, int(bh), k + 1);
-      ch.template finishGates<1>(k, len);
-      __syncthreads();
-    } else {
-      ch.copyRecord(p, int(bh), k + 1);
+  // The roles walk apart, each loop holding only its own registers: the
+  // state warpgroups C's tiles (128 at DQK 256) and the update's, the output
+  // warpgroup S, Q Cp + P V and P (~120).
+  if (ch.holdsState()) {
+    sm90::setMaxRegsInc<Ch::kStateRegs>();
+    for (int k = range.k0; k < range.k1; ++k) {
+      const int t0 = k * kL, len = chunkLength<Config>(p, t0);
+      if (k > range.k0)
+        ch.copyRecord(p, int(bh), k + 1);
+      if (t0 + len < p.seq)
+        ch.template prefetch<kOutputs>(p, bh * p.seq + t0 + len, at.j0,
+                                       chunkLength<Config>(p, t0 + len),
+                                       Ch::kStateThreads);
+      ch.stateStep(p, k, k - range.k0, len, int(bh),
+                   k + 1 < range.k1 ? t0 + kL : -1);
     }
-    if (t0 + len < p.seq)
-      ch.template prefetch<kOutputs>(p, bh * p.seq + t0 + len, at.j0,
-                                     chunkLength<Config>(p, t0 + len));
-    ch.tokensLanded(k - range.k0);
-    ch.step(p, at.j0, k, t0, len, int(bh), k + 1 < range.k1 ? t0 + kL : -1);
+    // C in the updates' tile layout.
+    if (!kOutputs)
+      ch.storeC(p.wsC + ws * dqk * dv, dv, at.j0);
+    else if (!segmented && p.cT)
+      ch.storeC(p.cT + bh * dqk * dv, dv, at.j0);
+  } else {
+    sm90::setMaxRegsDec<Ch::kOutputRegs>();
+    for (int k = range.k0; k < range.k1; ++k) {
+      const int t0 = k * kL;
+      if (k > range.k0) {
+        // The state warpgroups have published this chunk's n rows and
+        // Terms (stateStep).
+        sm90::namedBarrierSync<Config::kThreads>(Ch::kNReady);
+      }
+      ch.outputStep(p, at.j0, k, k - range.k0, t0, chunkLength<Config>(p, t0),
+                    int(bh), k + 1 < range.k1 ? t0 + kL : -1);
+    }
+    if (kOutputs && ch.leader())
+      sm90::bulkWaitRead<0>(); // the last h store has read its staging
   }
-  // The updates write C in their tiles' layout, not storeState's.
-  __syncthreads();
+  __syncthreads(); // n and m in shared memory
   if (!kOutputs) {
     const bool first = at.slice == 0;
-    ch.storeState(p.wsC + ws * dqk * dv, dv, at.j0,
-                  first ? p.wsN + ws * dqk : nullptr, nullptr);
+    ch.Base::storeState(nullptr, dv, at.j0, first ? p.wsN + ws * dqk : nullptr,
+                        nullptr);
     if (first && threadIdx.x == 0) {
       p.wsGM[2 * ws] = *ch.gTotal;
       p.wsGM[2 * ws + 1] = *ch.mState;
     }
   } else if (!segmented) {
     const bool last = writesFinal && counted.last(p, ch.scal + 1);
-    ch.storeState(p.cT ? p.cT + bh * dqk * dv : nullptr, dv, at.j0,
-                  p.nT && last ? p.nT + bh * dqk : nullptr,
-                  p.mT && last ? p.mT + bh : nullptr);
+    ch.Base::storeState(nullptr, dv, at.j0,
+                        p.nT && last ? p.nT + bh * dqk : nullptr,
+                        p.mT && last ? p.mT + bh : nullptr);
   }
 }
 

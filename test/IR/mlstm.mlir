@@ -12,8 +12,8 @@
 kgen.mlstm @xlstm7b {dqk = 256, dv = 512, dtype = bf16, b = 8, nh = 8, s = 8192, target = "sm_90a", config = #kgen.mlstm_config<variant = fused, chunk = 64, block_dv = 32, warps = 4>}
 
 // CHECK-LABEL: kgen.mlstm @xlstm7b_wgmma
-// CHECK-SAME: config = #kgen.mlstm_config<variant = fused, chunk = 64, block_dv = 128, warps = 8, wgmma = true>
-kgen.mlstm @xlstm7b_wgmma {dqk = 256, dv = 512, dtype = bf16, b = 8, nh = 8, s = 8192, target = "sm_90a", config = #kgen.mlstm_config<variant = fused, chunk = 64, block_dv = 128, warps = 8, wgmma = true>}
+// CHECK-SAME: config = #kgen.mlstm_config<variant = fused, chunk = 64, block_dv = 128, warps = 12, wgmma = true>
+kgen.mlstm @xlstm7b_wgmma {dqk = 256, dv = 512, dtype = bf16, b = 8, nh = 8, s = 8192, target = "sm_90a", config = #kgen.mlstm_config<variant = fused, chunk = 64, block_dv = 128, warps = 12, wgmma = true>}
 
 // CHECK-LABEL: kgen.mlstm @step
 // CHECK-SAME: config = #kgen.mlstm_config<variant = recurrent, block_dv = 32, warps = 8>

@@ -384,7 +384,7 @@ TEST_F(MlstmGpu, WgmmaFused) {
   // initial states, final states returned (in place once), bf16 and f16.
   const int dims[][2] = {
       {64, 128}, {128, 128}, {128, 256}, {192, 384}, {256, 512}};
-  const MlstmConfig wgmma{MlstmVariant::Fused, 64, 128, 8, true};
+  const MlstmConfig wgmma{MlstmVariant::Fused, 64, 128, 12, true};
   for (auto &d : dims)
     for (int64_t s : {1, 7, 64, 100, 1024 + 37}) {
       if (s > maxS())
@@ -416,7 +416,7 @@ TEST_F(MlstmGpu, WgmmaNeedsAlignedTensors) {
   p.b = 1;
   p.nh = 1;
   p.s = 64;
-  const MlstmConfig wgmma{MlstmVariant::Fused, 64, 128, 8, true};
+  const MlstmConfig wgmma{MlstmVariant::Fused, 64, 128, 12, true};
   if (auto e = checkConfig(p, wgmma, rt.target()))
     GTEST_SKIP() << *e;
   const std::shared_ptr<const MlstmPlan> plan = rt.compileMlstm(p, wgmma);

@@ -310,7 +310,7 @@ TEST(MlstmEmitter, ChunkParallelKernels) {
 TEST(MlstmEmitter, WgmmaFusedRunsTheGatePrePassFirst) {
   // The 7B heads at S = 8192 - 5: 128 chunks, the last one short.
   MlstmProblem p = problem(8, 8, 8187, 256, 512);
-  MlstmConfig c{MlstmVariant::Fused, 64, 128, 8};
+  MlstmConfig c{MlstmVariant::Fused, 64, 128, 12};
   c.wgmma = true;
   ASSERT_FALSE(checkConfig(p, c, Target::SM90A));
   const std::vector<MlstmKernel> ks = mlstmKernels(c);
@@ -326,7 +326,7 @@ TEST(MlstmEmitter, WgmmaFusedRunsTheGatePrePassFirst) {
   c.wgmma = true;
 
   KernelSource g = emitMlstm(p, c, MlstmKernel::Gates, Target::SM90A);
-  EXPECT_EQ(g.name, "kgen_mlstm_bf16_qk256_v512_gates_c64_d128_w8_wgmma");
+  EXPECT_EQ(g.name, "kgen_mlstm_bf16_qk256_v512_gates_c64_d128_w12_wgmma");
   EXPECT_NE(g.source.find("kgen::mlstm::gateScan<Config>(p);"),
             std::string::npos);
   EXPECT_EQ(g.smemBytes, 0);
@@ -345,10 +345,12 @@ TEST(MlstmEmitter, WgmmaFusedRunsTheGatePrePassFirst) {
   d = mlstmLaunchDims(p, c, MlstmKernel::Fused, Target::SM90A, 8, 8, 8187);
   EXPECT_EQ(d.grid[0], 4u);
   EXPECT_TRUE(d.overlapsPrevious);
-  // Under 195 KiB (the 196 KiB carve-out less the 1 KiB the driver keeps
-  // per block): the SM then has 60 KiB of L1 for the walk's spills, not the
-  // 28 KiB of the 228 KiB carve-out (H100: 2127 -> 1803 us, bench/results).
-  EXPECT_LE(d.smemBytes, 195u * 1024);
+  // One block an SM (227 KiB at most): V twice, Wp, Cp, h's staging, Q and
+  // K with n's rows. Past the 196 KiB carve-out, which once kept the walk's
+  // spills in L1 (bench/results, 2026-11-23); the warp-specialized walk
+  // spills 40 bytes a thread, not 96.
+  EXPECT_EQ(d.smemBytes, 213920u);
+  EXPECT_LE(d.smemBytes, 227u * 1024);
   EXPECT_EQ(d.smemBytes,
             mlstmTraits(p, c, MlstmKernel::Fused, Target::SM90A).smemBytes);
   // A record of 64 tokens per chunk: b and own in fp64, g and max a in
@@ -366,7 +368,7 @@ TEST(MlstmEmitter, WgmmaFusedSplitsTheSequenceOfFewHeads) {
   // segments' own states (all 128 blocks at once), combine over the four,
   // then the fused walk of each segment from the state entering it.
   MlstmProblem p = problem(1, 8, 8192, 256, 512);
-  const MlstmConfig c{MlstmVariant::Fused, 64, 128, 8, true};
+  const MlstmConfig c{MlstmVariant::Fused, 64, 128, 12, true};
   ASSERT_FALSE(checkConfig(p, c, Target::SM90A));
   EXPECT_EQ(mlstmSegments(p, c, 1, 8, 8192), 4);
   // At least 4 chunks a segment; never for other configs.
@@ -386,7 +388,7 @@ TEST(MlstmEmitter, WgmmaFusedSplitsTheSequenceOfFewHeads) {
   }
   const KernelSource s =
       emitMlstm(p, c, MlstmKernel::SegmentStates, Target::SM90A);
-  EXPECT_EQ(s.name, "kgen_mlstm_bf16_qk256_v512_segstates_c64_d128_w8_wgmma");
+  EXPECT_EQ(s.name, "kgen_mlstm_bf16_qk256_v512_segstates_c64_d128_w12_wgmma");
   EXPECT_NE(s.source.find("kgen::mlstm::segmentStatesWgmma<Config>(&mapQ, "
                           "&mapK, &mapV, &mapH, p);"),
             std::string::npos);

@@ -39,7 +39,7 @@ Config (default: the heuristic for the problem and target):
   --variant V        recurrent | fused | twophase | chunkpar
   --chunk N --block-dv N --warps N
   --wgmma            the fused kernel on wgmma (sm_90a; chunk 64, block-dv
-                     128, 8 warps, bf16/f16, dqk a multiple of 64 up to 256)
+                     128, 12 warps, bf16/f16, dqk a multiple of 64 up to 256)
 Target:
   --target T         sm_80 | sm_90a | gfx90a | gfx942 (repeatable for
                      compile; default sm_90a)
