@@ -1438,10 +1438,13 @@ template <class Config> KGEN_DEVICE void outputs(const Params &p) {
 }
 
 /// One chunk's gate scan (GateScan, all of its tokens) as the gate pre-pass
-/// leaves it in the workspace for the sm_90a fused kernel.
+/// leaves it in the workspace for the sm_90a fused kernel, with the terms
+/// of each token that do not depend on the m entering the chunk: a_t = i_t
+/// + g - b_t, and the column term of the scores' decay exponent, (i_t -
+/// b_t) log2 e, as an fp32 pair (col + colLo; ChunkWgmma::finishGates).
 template <int kL> struct GateRecord {
-  double b[kL], own[kL], g, aMax;
-  float it[kL];
+  double b[kL], own[kL], a[kL], g, aMax;
+  float col[kL], colLo[kL];
 };
 
 /// The gate pre-pass of the sm_90a fused kernel: every chunk's scanGates,
@@ -1468,12 +1471,16 @@ template <class Config> KGEN_DEVICE void gateScan(const Params &p) {
       p, bh * p.seq + t0, chunkLength<Config>(p, t0), lane);
   GateRecord<kL> &rec =
       reinterpret_cast<GateRecord<kL> *>(p.wsGates)[bh * p.chunks + k];
+  constexpr double kLog2e = 1.4426950408889634;
 #pragma unroll
   for (int r = 0; r < kPer; ++r) {
     const int t = lane * kPer + r;
+    const double col = (double(sc.it[r]) - sc.b[r]) * kLog2e;
     rec.b[t] = sc.b[r];
     rec.own[t] = sc.own[r];
-    rec.it[t] = sc.it[r];
+    rec.a[t] = sc.it[r] + (sc.g - sc.b[r]);
+    rec.col[t] = float(col);
+    rec.colLo[t] = float(col - double(rec.col[t]));
   }
   if (lane == 0) {
     rec.g = sc.g;

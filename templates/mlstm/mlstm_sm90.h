@@ -158,10 +158,10 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
   /// Named barriers (0 is __syncthreads'). kCpFree: the output warpgroup
   /// arrives once chunk k's scores and Q Cp have read K's n rows, Q and
   /// Cp; the state warpgroups wait there before rewriting them. Then the
-  /// state warpgroups arrive at kNReady with chunk k + 1's n rows and
-  /// Terms published (the output warpgroup waits there before its scores)
-  /// and at kCpReady with its Cp (before its Q Cp): Cp's rewrite overlaps
-  /// the next scores. kStates: the state
+  /// state warpgroups arrive at kNReady with chunk k + 1's n rows
+  /// published (the output warpgroup waits there before its scores) and at
+  /// kCpReady with its Cp (before its Q Cp): Cp's rewrite overlaps the
+  /// next scores. kGates: finishGates' threads. kStates: the state
   /// warpgroups alone (Wp complete). kOut: the output warpgroup alone (h's
   /// staging).
   enum Barrier {
@@ -169,7 +169,8 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
     kNReady = 2,
     kStates = 3,
     kOut = 4,
-    kCpReady = 5
+    kCpReady = 5,
+    kGates = 6
   };
 
   // The m64n72 atom comes with the kernel's file (MlstmEmitter).
@@ -390,12 +391,12 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
       sm90::barrierWait(full + part, uint32_t(i & 1));
   }
 
-  /// The warp that copies the gate records and finishes the Terms: the
-  /// state warpgroups' first, after its update, where the state
-  /// warpgroups wait for the output warpgroup anyway (on the output
-  /// warpgroup's path, 2K cycles a chunk: its wgmmas wait for all four
-  /// warps).
-  static constexpr int kGateWarp = 0;
+  /// The warp that copies the gate records: the first. The first
+  /// kGateThreads threads finish the Terms, a token each, after the update,
+  /// while the state warpgroups wait for the output warpgroup's Q Cp
+  /// anyway (clock64 traces, H100: on the output warpgroup's path the Terms
+  /// cost 1.5-2K cycles a chunk, its wgmmas waiting for all four warps).
+  static constexpr int kGateWarp = 0, kGateThreads = kL;
   KGEN_DEVICE bool gateWarp() const {
     return int(threadIdx.x) / kWaveSize == kGateWarp;
   }
@@ -417,48 +418,58 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
     sm80::cpAsyncCommit();
   }
 
+  /// log2 DQK (DQK = 64, 128, 192 or 256), for the scores' scale s in the
+  /// row term: a run-time log2 in fp64 cost the Terms ~300 cycles a chunk.
+  static constexpr double log2Dqk() {
+    int d = kDQK;
+    double l = 0;
+    while (d % 2 == 0) {
+      d /= 2;
+      l += 1;
+    }
+    return l + (d == 3 ? 1.5849625007211562 : 0.0);
+  }
+  static_assert((kDQK & (kDQK - 1)) == 0 || kDQK == 192,
+                "log2Dqk: DQK a power of two or 192");
+
   /// Chunk k's Terms (terms[k % 3]) from its copied GateRecord and
-  /// m^{k-1} (*mState, set to m^k), by the gate warp (the others return),
-  /// kL / 32 tokens a lane; kPending: copyRecord groups issued after chunk
-  /// k's. As Chunk::finishGate in fp64: best = max(m^{k-1}, own_t),
+  /// m^{k-1} (*mState, set to m^k), by the first kGateThreads threads (the
+  /// others return), a token each; kPending: copyRecord groups issued after
+  /// chunk k's. As Chunk::finishGate in fp64: best = max(m^{k-1}, own_t),
   /// m^comb_t = b_t + best. The decay exponent of score (t, s),
   /// log D_ts - m^comb_t = (b_t - m^comb_t) + (i_s - b_s), goes out as its
   /// two terms in log2 units, each an fp32 pair, so that each score costs
-  /// three fp32 adds and an exp2 (see outputStep). A barrier publishes them
-  /// to the chunk's steps.
+  /// three fp32 adds and an exp2 (see outputStep): the row's, -best log2 e
+  /// + log2 s, here; the column's from the pre-pass. A barrier publishes
+  /// them to the chunk's steps.
   template <int kPending> KGEN_DEVICE void finishGates(int k, int len) const {
     constexpr double kLog2e = 1.4426950408889634;
-    static_assert(kL % kWaveSize == 0, "whole tokens a lane");
-    if (!gateWarp())
+    static_assert(kGateThreads % kWaveSize == 0, "whole warps");
+    const int t = int(threadIdx.x);
+    if (t >= kGateThreads)
       return;
-    sm80::cpAsyncWait<kPending>(); // this lane's copies of chunk k's record
-    syncWave();                    // and every lane's
+    if (gateWarp())
+      sm80::cpAsyncWait<kPending>(); // the copies of chunk k's record
+    sm90::namedBarrierSync<kGateThreads>(kGates); // the record for each
+
     const GateRecord<kL> &r = records[k % 2];
     Terms &out = terms[k % 3];
     const double mPrev = *this->mState, g = r.g,
                  mNext = fmax(g + mPrev, r.aMax);
-    // The row's term carries the scores' scale s too (log2 s).
-    const double logScale = -0.5 * log2(double(kDQK));
-#pragma unroll
-    for (int u = 0; u < kL / kWaveSize; ++u) {
-      const int t = lane + u * kWaveSize;
-      if (t < len) {
-        const double bt = r.b[t], best = fmax(mPrev, r.own[t]),
-                     comb = bt + best;
-        const float it = r.it[t];
-        out.qfac[t] = expf(float(mPrev - best));
-        out.wa[t] = expf(float(it + (g - bt) - mNext));
-        out.floor[t] = expf(float(-comb));
-        const double row = (bt - comb) * kLog2e + logScale,
-                     col = (double(it) - bt) * kLog2e;
-        out.row[t] = float(row);
-        out.rowLo[t] = float(row - double(out.row[t]));
-        out.col[t] = float(col);
-        out.colLo[t] = float(col - double(out.col[t]));
-      }
+    if (t < len) {
+      const double best = fmax(mPrev, r.own[t]);
+      out.qfac[t] = expf(float(mPrev - best));
+      out.wa[t] = expf(float(r.a[t] - mNext));
+      out.floor[t] = expf(float(-(r.b[t] + best)));
+      // The row's term carries the scores' scale s too (log2 s).
+      const double row = -best * kLog2e - 0.5 * log2Dqk();
+      out.row[t] = float(row);
+      out.rowLo[t] = float(row - double(out.row[t]));
+      out.col[t] = r.col[t];
+      out.colLo[t] = r.colLo[t];
     }
-    syncWave(); // every lane has read *mState
-    if (lane == 0) {
+    sm90::namedBarrierSync<kGateThreads>(kGates); // each has read *mState
+    if (t == 0) {
       out.decay = expf(float(g + mPrev - mNext));
       *this->mState = mNext;
       if constexpr (!kOutputs)
@@ -484,11 +495,7 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
   /// tensor cores, then, once the output warpgroup's scores and Q Cp are
   /// done with them (kCpFree), the next chunk's K loaded (first token t1,
   /// none where negative), n's rows rewritten (kNReady), then Cp
-  /// (kCpReady). The gate warp finishes chunk k + 1's Terms
-  /// after the update: m^k is known, and their buffer (terms[(k + 1) % 3])
-  /// was last read by chunk k - 2, which the output warpgroup finished
-  /// before its kCpFree of chunk k - 1 (two buffers would not do: it reads
-  /// a chunk's qfac after its kCpFree).
+  /// (kCpReady).
   KGEN_DEVICE void stateStep(const Params &p, int k, int i, int len, int bh,
                              int t1) const {
     const Terms &tm = terms[k % 3];
@@ -497,7 +504,10 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
     // (kCpFree).
     landed(kFullV, i);
     const unsigned char *v = sV + (i % 2) * kVBytes;
-    for (int e = this->tid; e < kVBytes / 16; e += kStateThreads) {
+    static_assert(kVBytes / 16 % kStateThreads == 0, "whole steps a thread");
+#pragma unroll
+    for (int r = 0; r < kVBytes / 16 / kStateThreads; ++r) {
+      const int e = this->tid + r * kStateThreads;
       const int t = (e * 16 % kBlock) / 128;
       const float w = t < len ? tm.wa[t] : 0.f;
       const T8 vv = *reinterpret_cast<const T8 *>(v + 16 * e);
@@ -577,6 +587,11 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
           this->n[row] = nNext[r][h];
         }
       }
+    // Chunk k + 1's Terms: m^k is known, and their buffer (terms[(k + 1) %
+    // 3]) was last read by chunk k - 2, which the output warpgroup finished
+    // before its kCpFree of chunk k - 1 (two buffers would not do: it reads
+    // a chunk's qfac after its kCpFree). kCpFree publishes them to the state
+    // warpgroups, kNReady to the output one.
     if (t1 >= 0)
       finishGates<0>(k + 1, chunkLength<Config>(p, t1));
     // The output warpgroup's scores have read K (and n's rows) and its
@@ -605,8 +620,8 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
   }
 
   /// The output warpgroup's chunk k (the walk's i-th; tokens t0 .. t0 +
-  /// len), after the state warpgroups published its n rows and Terms
-  /// (kNReady; the first chunk's is a block barrier): V of chunk k + 1
+  /// len), after the state warpgroups published its n rows (kNReady; the
+  /// first chunk's is a block barrier): V of chunk k + 1
   /// loaded, S = Q [K; n]^T, P, num = Q Cp (after kCpReady; then kCpFree
   /// and the next chunk's Q) + P V, h.
   /// Segment states (!kOutputs) load V and pass kCpFree.

@@ -47,9 +47,10 @@ struct Params {
   float eps;             ///< added to the normalizer
 };
 
-/// Bytes of one chunk's GateRecord (mlstm.h): b_t and own_t in fp64, g and
-/// max a_t in fp64, i_t in fp32 (a multiple of 16 for chunks of 4k tokens).
-constexpr int gateRecordBytes(int chunk) { return 20 * chunk + 16; }
+/// Bytes of one chunk's GateRecord (mlstm.h): b_t, own_t and a_t in fp64, g
+/// and max a_t in fp64, the column term's fp32 pair (a multiple of 16 for
+/// even chunks).
+constexpr int gateRecordBytes(int chunk) { return 32 * chunk + 16; }
 
 /// The fp32 words of the wgmma walk's scratch, Chunk's P region there (P
 /// itself stays in registers; ChunkWgmma's layout): two GateRecords, the
