@@ -399,7 +399,7 @@ TEST(MlstmEmitter, WgmmaFusedSplitsTheSequenceOfFewHeads) {
   // The gate records, then the four segments' states of the 8 heads as the
   // chunk-parallel variant lays out its chunks' (fp64 g and m first).
   const MlstmWorkspaceLayout l = mlstmWorkspaceLayout(p, c, 1, 8, 8192);
-  const size_t records = size_t(8 * 128) * (64 * 20 + 16), units = 8 * 4;
+  const size_t records = size_t(8 * 128) * (64 * 32 + 16), units = 8 * 4;
   EXPECT_EQ(l.gates, 0u);
   EXPECT_EQ(l.gm, records);
   EXPECT_EQ(l.c, records + units * 16);
