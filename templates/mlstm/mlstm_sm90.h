@@ -717,6 +717,10 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
                    at(dC, (kk / 4) * 2 * kBlock + (kk % 4) * 2048), kk > 0);
       sm90::wgmmaCommit();
     }
+    sm90::wgmmaWait<0>();
+    sm90::fenceAccumulators(o);
+    // h's denominators, with no wgmma in flight: the division's slow path
+    // is a call, across which ptxas serializes the wgmmas (C7510).
     float zden[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -725,8 +729,6 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
                              tm.floor[t]) +
                        p.eps);
     }
-    sm90::wgmmaWait<0>();
-    sm90::fenceAccumulators(o);
     // The scores and Q Cp are done with K's n rows, Q and Cp.
     sm90::namedBarrierArrive<kThreads>(kCpFree);
     if (t1 >= 0 && leader())
