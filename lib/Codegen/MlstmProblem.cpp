@@ -259,9 +259,9 @@ MlstmTraits mlstmTraits(const MlstmProblem &p, const MlstmConfig &c,
   } else if (k == MlstmKernel::Combine) {
     // Must match combine<>: 256 threads whatever the config's warps (it is
     // elementwise; more, smaller blocks spread one head over more units),
-    // one 16-byte shared word.
+    // no shared memory.
     tr.threads = 256;
-    tr.smemBytes = 16;
+    tr.smemBytes = 0;
     tr.rows = 0;
   } else {
     // Must match Chunk<>::kBytes.

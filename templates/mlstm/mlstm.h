@@ -216,7 +216,7 @@ template <class Config, int kScratch = 0> struct Chunk {
   // Per token of the chunk; zden is h's denominator (ChunkMma: its
   // reciprocal, one multiply per output instead of a division).
   float *ig, *qfac, *wa, *zden;
-  float *scal; // [0] decay exp(g + m^{k-1} - m^k), [1] HeadCounter's flag
+  float *scal; // [0] decay exp(g + m^{k-1} - m^k), [1] spare (alignment)
   T *Q, *K, *V;
   int tid;
 
@@ -1286,18 +1286,17 @@ struct HeadCounter {
       ahead = atomicAdd(p.counters + bh, 1u);
   }
 
-  /// Whether this block was the last to count; `flag` is one shared word.
-  /// Call with every thread.
-  KGEN_DEVICE bool last(const Params &p, float *flag) const {
-    __syncthreads();
+  /// Whether this block was the last to count: thread 0's answer, spread
+  /// by the barrier's reduction (no shared word, nothing for a later store
+  /// to race with). Call with every thread.
+  KGEN_DEVICE bool last(const Params &p) const {
+    bool isLast = false;
     if (threadIdx.x == 0) {
-      const bool isLast = blocks <= 1 || ahead == unsigned(blocks - 1);
+      isLast = blocks <= 1 || ahead == unsigned(blocks - 1);
       if (isLast && blocks > 1)
         p.counters[bh] = 0;
-      *flag = isLast ? 1.f : 0.f;
     }
-    __syncthreads();
-    return *flag != 0.f;
+    return __syncthreads_or(isLast) != 0;
   }
 };
 
@@ -1336,7 +1335,7 @@ KGEN_DEVICE void walkChunks(const Params &p, const Ch &ch,
   // The tensor-core updates write C in their tiles' layout, not
   // storeState's.
   __syncthreads();
-  const bool last = writesFinal && counted.last(p, ch.scal + 1);
+  const bool last = writesFinal && counted.last(p);
   ch.storeState(p.cT ? p.cT + bh * dqk * dv : nullptr, dv, at.j0,
                 p.nT && last ? p.nT + bh * dqk : nullptr,
                 p.mT && last ? p.mT + bh : nullptr);
@@ -1537,19 +1536,18 @@ template <class Config> KGEN_DEVICE void chunkStates(const Params &p) {
 /// layout the outputs kernel reads, and returns the final states. m is
 /// carried in fp64 and each chunk's decay taken in fp32, as the states
 /// kernel does; every thread walks the same m. Grid (ceil((DQK * DV +
-/// DQK) / kThreads), B * NH); one shared word (HeadCounter's flag).
+/// DQK) / kThreads), B * NH); no shared memory.
 template <class Config> KGEN_DEVICE void combine(const Params &p) {
   constexpr int kC = Config::kDQK * Config::kDV, kN = kC + Config::kDQK;
   constexpr int kBlocks = (kN + Config::kThreads - 1) / Config::kThreads;
   /// Chunks whose loads are issued together: they do not depend on the
   /// recurrence, so only the arithmetic is a chain.
   constexpr int kBatch = 8;
-  static_assert(Config::kSmemBytes == 16, "one flag word, 16-byte aligned");
+  static_assert(Config::kSmemBytes == 0, "no shared memory");
   // Launched to overlap chunkStates (mlstmLaunchDims): outputs may launch
   // in turn, and every load here waits for chunkStates' stores.
   allowNextGrid();
   waitForPreviousGrid();
-  extern __shared__ __attribute__((aligned(16))) unsigned char kgen_smem[];
   const long long bh = blockIdx.y;
   const int e = int(blockIdx.x) * Config::kThreads + int(threadIdx.x);
   const bool mine = e < kN, isC = e < kC;
@@ -1598,9 +1596,7 @@ template <class Config> KGEN_DEVICE void combine(const Params &p) {
     p.nT[bh * Config::kDQK + (e - kC)] = x;
   // Every block reads the initial m: the last one writes the final m. The
   // reads have returned: their value went into the stores above.
-  float *const flag = reinterpret_cast<float *>(kgen_smem);
-  if (p.mT && syncCountHead(p, bh, kBlocks).last(p, flag) &&
-      threadIdx.x == 0)
+  if (p.mT && syncCountHead(p, bh, kBlocks).last(p) && threadIdx.x == 0)
     p.mT[bh] = float(m);
 }
 
@@ -1802,8 +1798,7 @@ template <class Config> KGEN_DEVICE void recurrent(const Params &p) {
     }
   }
 
-  // sq is free after the last token's barrier.
-  const bool last = writesFinal && counted.last(p, sq);
+  const bool last = writesFinal && counted.last(p);
   if (p.nT && last)
     for (int x = tid; x < kDQK; x += kThreads)
       p.nT[bh * kDQK + x] = sn[x];

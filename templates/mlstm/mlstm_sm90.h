@@ -905,7 +905,7 @@ KGEN_DEVICE void walkWgmma(const sm90::TensorMap *mapQ,
       p.wsGM[2 * ws + 1] = *ch.mState;
     }
   } else if (!segmented) {
-    const bool last = writesFinal && counted.last(p, ch.scal + 1);
+    const bool last = writesFinal && counted.last(p);
     ch.Base::storeState(nullptr, dv, at.j0,
                         p.nT && last ? p.nT + bh * dqk : nullptr,
                         p.mT && last ? p.mT + bh : nullptr);

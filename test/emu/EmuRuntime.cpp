@@ -69,6 +69,9 @@ struct State {
   Launch launch;
   std::unique_ptr<std::barrier<>> block;
   std::vector<std::unique_ptr<Warp>> warps;
+  /// syncThreadsOr's accumulators: a call ORs into one while the other,
+  /// the next call's, is cleared.
+  std::atomic<int> orSlots[2] = {0, 0};
   std::mutex mu;
   int failures = 0;
   std::string messages;
@@ -79,6 +82,7 @@ State *state = nullptr;
 struct ThreadState {
   int lane = 0, warp = 0;
   int phase = 0; // which slot buffer the next exchange uses
+  int orPhase = 0; // which of State::orSlots the next syncThreadsOr uses
   std::vector<std::vector<Copy>> groups; // committed groups, then the open one
 };
 thread_local ThreadState self;
@@ -112,6 +116,21 @@ int warp() { return self.warp; }
 int waveSize() { return state->launch.waveSize; }
 
 void syncThreads() { state->block->arrive_and_wait(); }
+
+int syncThreadsOr(int predicate) {
+  std::atomic<int> &slot = state->orSlots[self.orPhase];
+  if (predicate)
+    slot.fetch_or(1);
+  syncThreads();
+  const int any = slot.load();
+  // The other slot was last read before this call's barrier; no thread ORs
+  // into it before the barrier below.
+  if (threadIdx.x == 0)
+    state->orSlots[self.orPhase ^ 1].store(0);
+  syncThreads();
+  self.orPhase ^= 1;
+  return any;
+}
 
 void syncWarp() { state->warps[size_t(self.warp)]->barrier->arrive_and_wait(); }
 

@@ -34,6 +34,9 @@ int smemBytes();
 
 /// __syncthreads(): a barrier over the block's threads.
 void syncThreads();
+/// __syncthreads_or(p): the barrier, returning whether any thread's p was
+/// nonzero.
+int syncThreadsOr(int predicate);
 /// __syncwarp(): a barrier over the calling warp's lanes.
 void syncWarp();
 

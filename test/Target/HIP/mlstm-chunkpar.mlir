@@ -19,7 +19,7 @@
 
 // CHECK: for sm_90a: mLSTM forward, the chunk-parallel form, phase B: the elementwise recurrence
 // CHECK-NOT: matrix work
-// CHECK: // launch: grid (ceil((DQK * DV + DQK) / 256), B * NH), 256 threads, 16 B dynamic shared memory
+// CHECK: // launch: grid (ceil((DQK * DV + DQK) / 256), B * NH), 256 threads, 0 B dynamic shared memory
 // CHECK: static constexpr int kThreads = 256;
 // CHECK: static constexpr bool kMma = false, kStateInRegisters = false;
 // CHECK: __launch_bounds__(256)

@@ -40,3 +40,4 @@
 extern thread_local emu::Dim3 threadIdx, blockIdx, gridDim;
 
 inline void __syncthreads() { emu::syncThreads(); }
+inline int __syncthreads_or(int p) { return emu::syncThreadsOr(p); }
