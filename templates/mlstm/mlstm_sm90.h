@@ -3,69 +3,76 @@
 //
 // The fused chunkwise kernel of mlstm.h (one block per head and DV slice,
 // walking the chunks with the state on chip) with its four products on
-// wgmma: 8 warps, two warpgroups, chunk 64, a slice of 128 DV columns.
+// wgmma: chunk 64, a slice of 128 DV columns, 12 warps in three
+// warpgroups with their own roles. Warpgroups 0 and 1 hold the state and
+// run its update (stateStep); warpgroup 2 computes h (outputStep). Each
+// chunk's update then overlaps the same chunk's outputs, which a block of
+// two warpgroups sharing every product ran one after the other (clock64
+// traces and times in bench/results, 2026-11-24).
 //
-//   S = Q K^T   each warpgroup the whole 64 x 64 (m64n72, Q and K K-major
+//   S = Q K^T   the output warpgroup, 64 x 64 (m64n72, Q and K K-major
 //               from shared memory; K's 8 extra rows hold n's two 16-bit
 //               parts, so q_t . n comes out in columns 64 and 65); the
-//               decay and mask on the accumulators,
-//               then P stays in registers as P V's A operand (wgmma's
-//               accumulator layout is its A-register layout once rounded to
-//               16 bits, as in FlashAttention-3). Both warpgroups computing
-//               it costs one more m64n64 product than splitting it, and
-//               saves P's round trip through shared memory and a barrier.
+//               decay and mask on the accumulators, then P stays in
+//               registers as P V's A operand (wgmma's accumulator layout is
+//               its A-register layout once rounded to 16 bits, as in
+//               FlashAttention-3).
 //   num = Q C + P V
-//               warpgroup w the slice's columns 64w .. 64w+63 (m64n64): Q
+//               the output warpgroup, the slice's 128 columns (m64n128): Q
 //               times the 16-bit copy of C^{k-1} (Cp, N-major), the rows
 //               scaled by exp(b_t + m^{k-1} - m^comb_t) s, then P V (V
-//               N-major); h = num / denominator from the registers.
+//               N-major); h = num / denominator from the registers, out
+//               through shared memory by stmatrix and a TMA store.
 //   C = decay C + K^T diag(w) V
-//               C's fp32 slice lives in the accumulators of this product
-//               across the chunks: warpgroup w owns C's 64-row tiles w,
-//               w + 2, ... (m64n128); A = K^T is K's rows read M-major
-//               (wgmma's transposed A), B = diag(w) V (Wp, N-major). After
-//               it, the tiles are rounded into Cp for the next chunk.
+//               C's fp32 slice lives in the state warpgroups' accumulators
+//               of this product across the chunks: warpgroup w owns C's
+//               64-row tiles w, w + 2 (m64n128); A = K^T is K's rows read
+//               M-major (wgmma's transposed A), B = diag(w) V (Wp,
+//               N-major). After it, the tiles are rounded into Cp for the
+//               next chunk.
 //   n = decay n + K^T w
 //               beside it, K^T times w's three 16-bit parts (m64n8, all 24
 //               bits of w) into fresh accumulators; the row's lane adds the
 //               increment to n in fp32 (shared memory), as a naive loop
 //               does, and writes n's parts into K's extra rows.
 //
+// Registers (setmaxnreg): the block is launched with 168 a thread; the state
+// warpgroups take 184 (C's tiles are 128), the output warpgroup 136.
+//
+// A chunk's handoffs, on named barriers (Barrier): the output warpgroup
+// arrives at kCpFree once its scores and Q Cp have read K's n rows, Q and
+// Cp; the state warpgroups then load the next chunk's K, write n's rows
+// (kNReady: the next scores may start) and Cp (kCpReady: the next Q Cp may
+// start), so Cp's rewrite overlaps the next scores.
+//
 // Few heads split their sequence (Params::segments, walkWgmma): the same
 // walk without its outputs gives every segment's own state, combine (mlstm.h)
 // the state entering each, and the walks of all segments then run at once.
 //
-// The gate scan of every chunk comes from a pre-pass kernel (gateScan in
-// mlstm.h, to the workspace). What is left of it depends on the m entering
-// the chunk but not on C: warp 0 finishes chunk k + 1's per-token terms
-// (finishGates, double-buffered Terms) while chunk k's update runs on the
-// tensor cores, its record copied at chunk k's start. The other scalar work
-// (diag(w) V, w's parts, the normalizer) comes after the scores' wgmmas are
-// issued.
+// The gate scan of every chunk, and each token's terms that do not depend on
+// the m entering the chunk, come from a pre-pass kernel (gateScan in
+// mlstm.h, to the workspace). The rest (finishGates) is a few fp64 terms a
+// token: the first 64 threads finish chunk k + 1's, a token each, after
+// chunk k's update, while the state warpgroups wait for the output
+// warpgroup's Q Cp; Terms are triple-buffered.
 //
 // Tokens arrive by TMA (3-D maps: dims, tokens, heads; 64 x 64 boxes with
-// the 128-byte swizzle), completing on one mbarrier per chunk; each
-// warpgroup's leader loads the next chunk's parts as this chunk's readers
-// finish with them (step): Q after the barrier that follows both
-// warpgroups' Q C, V's block after the warpgroup's P V, K's blocks after
-// its update. h leaves the same way: each warpgroup rounds its 64 x 64
-// block into shared memory by stmatrix and its leader stores it by TMA.
-// Two barriers per chunk: one before it (the previous chunk's Cp, n and
-// this chunk's Terms published) and one after both warpgroups' Q C, which
-// orders Cp's rewrite, n's update and the next Q after their last readers;
-// and a warpgroup's named barrier before its h store. Cp is written by
-// stmatrix (writeCp).
+// the 128-byte swizzle), each part on its mbarrier (Full) and loaded as soon
+// as its previous readers are done: V (double-buffered) a chunk ahead by the
+// output warpgroup's leader, Q after its Q Cp, K by the state warpgroups'
+// leaders after kCpFree.
 //
 // Shared memory, from a 1024-byte boundary (the period of the 128-byte
 // swizzle): Q [DQK / 64][64 tokens][64 dims], K [DQK / 64][72 rows][64
-// dims], V and Wp [2][64 tokens][64 columns], Cp [DQK / 64][2][64 rows][64
-// columns], h's staging [2][64 tokens][64 columns], w's parts [8][64
-// tokens], in 128-byte rows whose 16-byte chunks are swizzled (chunk c of
-// row r at c ^ (r % 8)); then Chunk's fp32 front (n; two GateRecords, the
-// mbarrier and two Terms in its P region, sized to them:
-// wgmmaScratchFloats). 195712 bytes at DQK 256, under the 196 KiB
-// carve-out: the L1 left beside it (60 KiB, not 28) keeps the walk's
-// register spills on chip.
+// dims], V [2][2][64 tokens][64 columns], Wp [2][64 tokens][64 columns], Cp
+// [DQK / 64][2][64 rows][64 columns], h's staging [2][64 tokens][64
+// columns], w's parts [8][64 tokens], in 128-byte rows whose 16-byte chunks
+// are swizzled (chunk c of row r at c ^ (r % 8)); then Chunk's fp32 front
+// (n; two GateRecords, the four mbarriers and three Terms in its P region,
+// sized to them: wgmmaScratchFloats). 215456 bytes at DQK 256: past the
+// 196 KiB carve-out, which the two-warpgroup walk kept under for its
+// register spills; this one spills 24 bytes a thread (ptxas; 21 spill
+// instructions in its SASS).
 //
 //===----------------------------------------------------------------------===//
 
@@ -138,8 +145,9 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
   /// Chunk's P region (wgmmaScratchFloats; P itself stays in registers):
   /// two GateRecords at kGateAt (chunk k's copy at k % 2), the tokens'
   /// mbarriers at kFullAt (Q, K, V[2]), three Terms at kTermsAt (chunk k's
-  /// at k % 3: warp 0 finishes chunk k + 1's during chunk k's update while
-  /// the output warpgroup may still read chunk k - 1's, see stateStep).
+  /// at k % 3: the first 64 threads finish chunk k + 1's after chunk k's
+  /// update while the output warpgroup may still read chunk k - 1's, see
+  /// stateStep).
   static constexpr int kGateAt = 0;
   static constexpr int kFullAt = kGateAt + 2 * gateRecordBytes(kL) / 4;
   static constexpr int kTermsAt = kFullAt + 8;
@@ -526,7 +534,7 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
       for (int part = 0; part < 3; ++part)
         *reinterpret_cast<T *>(sWn + swizzled(part, t)) = takePart(w);
     }
-    fenceForWgmma(); // Wp and w, read by both warpgroups' updates
+    fenceForWgmma(); // Wp and w, read by both state warpgroups' updates
     sm90::namedBarrierSync<kStateThreads>(kStates);
 
     // C = decay C + K^T Wp on the owned tiles: A = K^T is K's block of
@@ -595,7 +603,7 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
     if (t1 >= 0)
       finishGates<0>(k + 1, chunkLength<Config>(p, t1));
     // The output warpgroup's scores have read K (and n's rows) and its
-    // Q Cp has read Cp; both warpgroups' updates have read Wp and K.
+    // Q Cp has read Cp; both state warpgroups' updates have read Wp and K.
     sm90::namedBarrierSync<kThreads>(kCpFree);
     if (t1 < 0)
       return;
@@ -783,7 +791,7 @@ KGEN_DEVICE ChunkRange segmentChunks(const Params &p) {
 }
 
 /// Walks the chunks of one head and slice (and segment) on wgmma, after
-/// the gate pre-pass (gateScan); grid (DV / 128, B * NH, segments), 256
+/// the gate pre-pass (gateScan); grid (DV / 128, B * NH, segments), 384
 /// threads. q, k and v come and h goes through the tensor maps (dim,
 /// token, head), 64 x 64 boxes with the 128-byte swizzle.
 ///   kOutputs, one segment: the whole walk from the initial state, h and
