@@ -58,8 +58,7 @@ struct MlstmConfig {
   /// The fused kernel's products on wgmma (sm_90a; templates/mlstm/
   /// mlstm_sm90.h): chunk 64, blockDV 128, 12 warps (two warpgroups hold
   /// the state, one computes h), bf16 or f16, dqk a multiple of 64 up to
-  /// 256. Otherwise mma.sync / MFMA or fp32
-  /// FMAs (mlstmUsesMma).
+  /// 256. Otherwise mma.sync / MFMA or fp32 FMAs (mlstmUsesMma).
   bool wgmma = false;
 
   bool operator==(const MlstmConfig &) const = default;

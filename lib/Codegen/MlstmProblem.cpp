@@ -320,8 +320,8 @@ std::optional<std::string> checkConfig(const MlstmProblem &p,
       p.dv % c.blockDV != 0)
     return "config: blockDV = " + str(c.blockDV) +
            " must be a power of two >= 8 that divides dv = " + str(p.dv);
-  // The wgmma kernel's three warpgroups are checked below.
-  if (!(c.wgmma && c.warps == 12) && (!isPow2(c.warps) || c.warps > 16))
+  // The wgmma kernel's warps are fixed (checked below).
+  if (!c.wgmma && (!isPow2(c.warps) || c.warps > 16))
     return "config: warps = " + str(c.warps) +
            " must be a power of two between 1 and 16";
   if (c.variant != MlstmVariant::Recurrent &&

@@ -1439,8 +1439,9 @@ template <class Config> KGEN_DEVICE void outputs(const Params &p) {
 /// One chunk's gate scan (GateScan, all of its tokens) as the gate pre-pass
 /// leaves it in the workspace for the sm_90a fused kernel, with the terms
 /// of each token that do not depend on the m entering the chunk: a_t = i_t
-/// + g - b_t, and the column term of the scores' decay exponent, (i_t -
-/// b_t) log2 e, as an fp32 pair (col + colLo; ChunkWgmma::finishGates).
+/// + g - b_t, and the column term of the scores' decay exponent in log2
+/// units with the scores' scale s = DQK^-1/2 in it, (i_t - b_t) log2 e +
+/// log2 s, as an fp32 pair (col + colLo; ChunkWgmma::finishGates).
 template <int kL> struct GateRecord {
   double b[kL], own[kL], a[kL], g, aMax;
   float col[kL], colLo[kL];
@@ -1471,10 +1472,11 @@ template <class Config> KGEN_DEVICE void gateScan(const Params &p) {
   GateRecord<kL> &rec =
       reinterpret_cast<GateRecord<kL> *>(p.wsGates)[bh * p.chunks + k];
   constexpr double kLog2e = 1.4426950408889634;
+  const double logScale = -0.5 * log2(double(Config::kDQK));
 #pragma unroll
   for (int r = 0; r < kPer; ++r) {
     const int t = lane * kPer + r;
-    const double col = (double(sc.it[r]) - sc.b[r]) * kLog2e;
+    const double col = (double(sc.it[r]) - sc.b[r]) * kLog2e + logScale;
     rec.b[t] = sc.b[r];
     rec.own[t] = sc.own[r];
     rec.a[t] = sc.it[r] + (sc.g - sc.b[r]);

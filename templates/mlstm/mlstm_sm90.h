@@ -134,7 +134,7 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
   struct Terms {
     /// The decay exponent of score (t, s), log2 D_ts - log2 m^comb_t + log2
     /// s, is row[t] + col[s], each term an fp32 pair hi + lo (see
-    /// finishGates).
+    /// finishGates; log2 s is in col).
     float row[kL], col[kL], rowLo[kL], colLo[kL];
     float qfac[kL];  ///< exp(b_t + m^{k-1} - m^comb_t)
     float wa[kL];    ///< exp(a_t - m^k), the update's token weights
@@ -426,20 +426,6 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
     sm80::cpAsyncCommit();
   }
 
-  /// log2 DQK (DQK = 64, 128, 192 or 256), for the scores' scale s in the
-  /// row term: a run-time log2 in fp64 cost the Terms ~300 cycles a chunk.
-  static constexpr double log2Dqk() {
-    int d = kDQK;
-    double l = 0;
-    while (d % 2 == 0) {
-      d /= 2;
-      l += 1;
-    }
-    return l + (d == 3 ? 1.5849625007211562 : 0.0);
-  }
-  static_assert((kDQK & (kDQK - 1)) == 0 || kDQK == 192,
-                "log2Dqk: DQK a power of two or 192");
-
   /// Chunk k's Terms (terms[k % 3]) from its copied GateRecord and
   /// m^{k-1} (*mState, set to m^k), by the first kGateThreads threads (the
   /// others return), a token each; kPending: copyRecord groups issued after
@@ -447,8 +433,8 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
   /// m^comb_t = b_t + best. The decay exponent of score (t, s),
   /// log D_ts - m^comb_t = (b_t - m^comb_t) + (i_s - b_s), goes out as its
   /// two terms in log2 units, each an fp32 pair, so that each score costs
-  /// three fp32 adds and an exp2 (see outputStep): the row's, -best log2 e
-  /// + log2 s, here; the column's from the pre-pass. A barrier publishes
+  /// three fp32 adds and an exp2 (see outputStep): the row's, -best log2 e,
+  /// here; the column's, with log2 s, from the pre-pass. A barrier publishes
   /// them to the chunk's steps.
   template <int kPending> KGEN_DEVICE void finishGates(int k, int len) const {
     constexpr double kLog2e = 1.4426950408889634;
@@ -469,8 +455,7 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
       out.qfac[t] = expf(float(mPrev - best));
       out.wa[t] = expf(float(r.a[t] - mNext));
       out.floor[t] = expf(float(-(r.b[t] + best)));
-      // The row's term carries the scores' scale s too (log2 s).
-      const double row = -best * kLog2e - 0.5 * log2Dqk();
+      const double row = -best * kLog2e;
       out.row[t] = float(row);
       out.rowLo[t] = float(row - double(out.row[t]));
       out.col[t] = r.col[t];

@@ -55,10 +55,8 @@ constexpr int gateRecordBytes(int chunk) { return 32 * chunk + 16; }
 /// The fp32 words of the wgmma walk's scratch, Chunk's P region there (P
 /// itself stays in registers; ChunkWgmma's layout): two GateRecords, the
 /// tokens' four mbarriers (8), three Terms (7 chunk + 4 each) and the fp64
-/// g sum (2).
-/// Sized to that rather than chunk x chunk: at DQK 256 the block's shared
-/// memory then fits the SM's 196 KiB carve-out, which leaves 60 KiB of L1
-/// (not 28) to the walk's register spills.
+/// g sum (2). Sized to that rather than chunk x chunk (the shared memory
+/// is close to the SM's 227 KiB at DQK 256).
 constexpr int wgmmaScratchFloats(int chunk) {
   return 2 * gateRecordBytes(chunk) / 4 + 8 + 3 * (7 * chunk + 4) + 2;
 }
