@@ -72,15 +72,18 @@ enum class MlstmKernel {
   Outputs,
   ChunkStates, ///< chunk-parallel phase A: each chunk's own contribution
   Combine,     ///< chunk-parallel phase B: the recurrence over the chunks
-  Gates,       ///< the wgmma fused kernel's pre-pass: every chunk's gate scan
+  /// The wgmma fused kernel's gate pre-pass: every chunk's gate sums, then
+  /// every chunk's per-token terms (from the m its sums give).
+  GateSums,
+  Gates,
   /// The wgmma fused kernel's sequence split, first phase: every segment's
   /// own state in parallel (then Combine over the segments, then Fused on
   /// each segment; mlstmSegments).
   SegmentStates,
 };
 /// The kernels of config c, in launch order (a wgmma fused config's gate
-/// pre-pass first; its SegmentStates and Combine run only where
-/// mlstmSegments splits the sequence).
+/// pre-pass, GateSums and Gates, first; its SegmentStates and Combine run only
+/// where mlstmSegments splits the sequence).
 std::vector<MlstmKernel> mlstmKernels(const MlstmConfig &c);
 /// How many segments a wgmma fused call splits the sequence into (1 for
 /// every other config): while the heads x slices fill at most half of the
@@ -167,7 +170,7 @@ LaunchDims mlstmLaunchDims(const MlstmProblem &p, const MlstmConfig &c,
 /// the other variants.
 struct MlstmWorkspaceLayout {
   size_t gm, c, n, m, bytes;
-  size_t gates; ///< the gate records (wgmma fused; gateRecordBytes each)
+  size_t gates; ///< the chunk terms (wgmma fused; chunkTermsBytes each)
 };
 MlstmWorkspaceLayout mlstmWorkspaceLayout(const MlstmProblem &p,
                                           const MlstmConfig &c, int64_t b,

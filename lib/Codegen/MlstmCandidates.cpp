@@ -28,7 +28,7 @@
 
 #include "kgen/Mlstm.h"
 
-#include "mlstm/params.h" // gateRecordBytes
+#include "mlstm/params.h" // chunkTermsBytes
 
 #include <algorithm>
 #include <cmath>
@@ -171,12 +171,19 @@ double kernelCycles(const MlstmProblem &p, const MlstmConfig &c, MlstmKernel k,
     break;
   case MlstmKernel::SegmentStates: // costed through Fused (mlstmModelCost)
     return 0;
-  case MlstmKernel::Gates:
-    // One warp per chunk: the gates in, the records out, a short chain.
+  case MlstmKernel::GateSums:
+    // One warp per chunk: the gates in, two sums out, a short chain.
     blocks = bh * std::ceil(chunks / double(tr.threads / 32));
     steps = 2;
+    bytes = bh * S * 2 * sizeOf(p.dtype);
+    break;
+  case MlstmKernel::Gates:
+    // One warp per chunk: the gates and the sums before it in (a lane
+    // composes chunks / 32), the terms out.
+    blocks = bh * std::ceil(chunks / double(tr.threads / 32));
+    steps = 3 + std::ceil(chunks / 32.0);
     bytes = bh * S * 2 * sizeOf(p.dtype) +
-            bh * chunks * mlstm::gateRecordBytes(c.chunk);
+            bh * chunks * mlstm::chunkTermsBytes(c.chunk);
     break;
   case MlstmKernel::Combine:
     // One thread per element of C and n: a few FMAs and two exps per chunk;
@@ -249,7 +256,8 @@ double mlstmModelCost(const MlstmProblem &p, const MlstmConfig &c, Target t) {
     // ~0.6 of that (no scores, no Q C, no h), and combine over the
     // segments.
     const int segments = mlstmSegments(p, c, p.b, p.nh, p.s);
-    const double gates = kernelCycles(p, c, MlstmKernel::Gates, t);
+    const double gates = kernelCycles(p, c, MlstmKernel::GateSums, t) +
+                         kernelCycles(p, c, MlstmKernel::Gates, t);
     if (segments == 1)
       return gates + kernelCycles(p, c, MlstmKernel::Fused, t);
     MlstmProblem part = p, units = p;

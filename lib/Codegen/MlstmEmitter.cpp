@@ -36,9 +36,13 @@ const char *what(MlstmKernel k) {
     return "the chunk-parallel form, phase B: the elementwise recurrence over "
            "the chunks (or the wgmma fused kernel's segments), the state "
            "entering every one in the workspace";
+  case MlstmKernel::GateSums:
+    return "the fused kernel's pre-pass, first: every chunk's gate sums, one "
+           "warp a chunk, in parallel, to the workspace";
   case MlstmKernel::Gates:
-    return "the fused kernel's pre-pass: every chunk's gate scan, one warp a "
-           "chunk, in parallel, to the workspace";
+    return "the fused kernel's pre-pass, second: every chunk's m from the "
+           "sums before it and its tokens' terms, one warp a chunk, in "
+           "parallel, to the workspace";
   case MlstmKernel::SegmentStates:
     return "the fused kernel's sequence split, phase A: every segment's own "
            "state contribution from a zero state, in parallel, to the "
@@ -49,8 +53,10 @@ const char *what(MlstmKernel k) {
 
 /// The template function (templates/mlstm/mlstm.h) that kernel k runs.
 std::string_view templateFunction(const MlstmConfig &c, MlstmKernel k) {
+  if (k == MlstmKernel::GateSums)
+    return "gateSums";
   if (k == MlstmKernel::Gates)
-    return "gateScan";
+    return "gateTerms";
   if (k == MlstmKernel::SegmentStates)
     return "segmentStatesWgmma";
   if (c.wgmma && k == MlstmKernel::Fused)
@@ -111,7 +117,7 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
                         2 * tr.smemBytes > targetInfo(t).maxSharedBytes;
   os << ", " << c.blockDV << " DV columns per block, " << c.warps << " warps\n";
   if (k != MlstmKernel::Recurrent && k != MlstmKernel::Combine &&
-      k != MlstmKernel::Gates) {
+      k != MlstmKernel::GateSums && k != MlstmKernel::Gates) {
     os << "// matrix work: ";
     if (wgmmaWalk)
       os << "wgmma m64nNk16 (two state warpgroups, one output warpgroup), "
@@ -132,7 +138,7 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
       os << "fp32 FMAs from shared memory\n";
   }
   os << "// launch: grid (";
-  if (k == MlstmKernel::Gates)
+  if (k == MlstmKernel::GateSums || k == MlstmKernel::Gates)
     os << "ceil(chunks / " << tr.threads / targetInfo(t).waveSize << ")";
   else if (k == MlstmKernel::Combine)
     os << "ceil((DQK * DV + DQK) / " << tr.threads << ")";
@@ -207,7 +213,7 @@ LaunchDims mlstmLaunchDims(const MlstmProblem &p, const MlstmConfig &c,
     x *= (s + c.chunk - 1) / c.chunk;
   if (k == MlstmKernel::Combine)
     x = (int64_t(p.dqk) * p.dv + p.dqk + tr.threads - 1) / tr.threads;
-  if (k == MlstmKernel::Gates) {
+  if (k == MlstmKernel::GateSums || k == MlstmKernel::Gates) {
     const int64_t perBlock = tr.threads / targetInfo(t).waveSize;
     x = ((s + c.chunk - 1) / c.chunk + perBlock - 1) / perBlock;
   }

@@ -8,7 +8,7 @@
 
 #include "kgen/Mlstm.h"
 
-#include "mlstm/params.h" // gateRecordBytes: the workspace's gate records
+#include "mlstm/params.h" // chunkTermsBytes: the workspace's chunk terms
 
 #include <algorithm>
 #include <cmath>
@@ -56,6 +56,8 @@ std::string_view toString(MlstmKernel k) {
     return "chunkstates";
   case MlstmKernel::Combine:
     return "combine";
+  case MlstmKernel::GateSums:
+    return "gatesums";
   case MlstmKernel::Gates:
     return "gates";
   case MlstmKernel::SegmentStates:
@@ -70,8 +72,9 @@ std::vector<MlstmKernel> mlstmKernels(const MlstmConfig &c) {
     return {MlstmKernel::Recurrent};
   case MlstmVariant::Fused:
     if (c.wgmma)
-      return {MlstmKernel::Gates, MlstmKernel::SegmentStates,
-              MlstmKernel::Combine, MlstmKernel::Fused};
+      return {MlstmKernel::GateSums, MlstmKernel::Gates,
+              MlstmKernel::SegmentStates, MlstmKernel::Combine,
+              MlstmKernel::Fused};
     return {MlstmKernel::Fused};
   case MlstmVariant::TwoPhase:
     return {MlstmKernel::States, MlstmKernel::Outputs};
@@ -250,9 +253,9 @@ MlstmTraits mlstmTraits(const MlstmProblem &p, const MlstmConfig &c,
         4 * (3 * p.dqk + c.blockDV + 2 * (parts * c.blockDV + zpart));
     if (tr.rows > 0)
       tr.minBlocks = std::max(1, 65536 / (tr.threads * (4 * tr.rows + 32)));
-  } else if (k == MlstmKernel::Gates) {
-    // Must match gateScan<>: one warp a chunk, 4 chunks a block, no shared
-    // memory.
+  } else if (k == MlstmKernel::GateSums || k == MlstmKernel::Gates) {
+    // Must match gateSums<> and gateTerms<>: one warp a chunk, 4 chunks a
+    // block, no shared memory.
     tr.threads = 4 * targetInfo(t).waveSize;
     tr.smemBytes = 0;
     tr.rows = 0;
@@ -387,14 +390,14 @@ MlstmWorkspaceLayout mlstmWorkspaceLayout(const MlstmProblem &p,
   size_t per = size_t(b * nh * ((s + c.chunk - 1) / c.chunk));
   size_t at = 0; // where the states start
   if (wgmmaFused) {
-    // The gate records, then, where the sequence is split, the states of
+    // The chunk terms, then, where the sequence is split, the states of
     // the segments as the chunk-parallel variant's of the chunks.
     l.gates = 0;
-    l.bytes = per * size_t(mlstm::gateRecordBytes(c.chunk));
+    l.bytes = per * size_t(mlstm::chunkTermsBytes(c.chunk));
     const int segments = mlstmSegments(p, c, b, nh, s);
     if (segments == 1)
       return l;
-    at = l.bytes; // a multiple of 16 (gateRecordBytes)
+    at = l.bytes; // a multiple of 16 (chunkTermsBytes)
     per = size_t(b * nh * segments);
   }
   // The fp64 pairs first: the fp32 arrays after them stay 16-byte aligned.

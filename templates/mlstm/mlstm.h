@@ -24,9 +24,11 @@
 //   outputs    recurrence and writes the state entering every chunk to the
 //              workspace; `outputs` runs one block per (chunk, slice, head)
 //              from that state, in parallel over the chunks.
-//   gateScan + fusedWgmma (mlstm_sm90.h)
+//   gateSums + gateTerms + fusedWgmma (mlstm_sm90.h)
 //              the fused kernel on wgmma, after a pre-pass that scans every
-//              chunk's gates in parallel into the workspace (GateRecord).
+//              chunk's gates in parallel, twice: for its sums, then, with
+//              the m entering it composed from the sums before, for its
+//              tokens' terms (ChunkTerms), to the workspace.
 //   chunkStates + combine + outputs
 //              chunk-parallel: `chunkStates` runs one block per (chunk,
 //              slice, head), all in parallel, each writing its chunk's own
@@ -1436,30 +1438,51 @@ template <class Config> KGEN_DEVICE void outputs(const Params &p) {
   ch.outputs(p, row0, at.j0, len);
 }
 
-/// One chunk's gate scan (GateScan, all of its tokens) as the gate pre-pass
-/// leaves it in the workspace for the sm_90a fused kernel, with the terms
-/// of each token that do not depend on the m entering the chunk: a_t = i_t
-/// + g - b_t, and the column term of the scores' decay exponent in log2
-/// units with the scores' scale s = DQK^-1/2 in it, (i_t - b_t) log2 e +
-/// log2 s, as an fp32 pair (col + colLo; ChunkWgmma::finishGates).
-template <int kL> struct GateRecord {
-  double b[kL], own[kL], a[kL], g, aMax;
-  float col[kL], colLo[kL];
+/// One chunk's terms for the sm_90a fused kernel's walk (ChunkWgmma), from
+/// its gates and the m entering it, as the gate pre-pass (gateSums, then
+/// gateTerms) leaves them in the workspace; the walk copies them as they
+/// are. Chunk::finishGate's quantities in the form the walk's products take
+/// them, each computed in fp64 and rounded once, with best_t = max(m^{k-1},
+/// own_t) and m^comb_t = b_t + best_t:
+///   row, col  the decay exponent of score (t, s), log2 D_ts - log2 m^comb_t
+///             + log2 s = row[t] + col[s] (in log2 units, s = DQK^-1/2 in
+///             col), each an fp32 pair hi + lo: -best_t log2 e, and (i_s -
+///             b_s) log2 e + log2 s. The walk adds the pairs (see
+///             ChunkWgmma::outputStep for why pairs).
+///   qfac      exp(b_t + m^{k-1} - m^comb_t) = exp(m^{k-1} - best_t)
+///   wa        exp(a_t - m^k), the update's token weights
+///   floor     exp(-m^comb_t), the denominator's floor
+///   decay     C^{k-1}'s, exp(g + m^{k-1} - m^k)
+/// Tokens past the chunk's length have zero weights and terms (floor 1).
+/// chunkTermsBytes (params.h) is its size.
+template <int kL> struct ChunkTerms {
+  float row[kL], col[kL], rowLo[kL], colLo[kL], qfac[kL], wa[kL], floor[kL];
+  float decay, pad;
+  double m;    ///< m^k, the m leaving the chunk
+  double g;    ///< b_L (gateSums)
+  double aMax; ///< max_t a_t (gateSums)
 };
 
-/// The gate pre-pass of the sm_90a fused kernel: every chunk's scanGates,
-/// one warp a chunk, all in parallel, to the workspace. The scan does not
-/// depend on the state entering the chunk, so the fused kernel's walk
-/// keeps only its cheap ending (m^{k-1} into each token's terms) instead
-/// of a warp's fp64 scan that the other warps wait for at every chunk.
-/// Grid (ceil(chunks / warps), B * NH).
-template <class Config> KGEN_DEVICE void gateScan(const Params &p) {
+/// The m walk's step over a run of chunks, m -> max(m + G, A) (max-plus
+/// affine: g and max_t a_t for one chunk); runs compose into one.
+struct MStep {
+  double G, A;
+  /// This run, then `next`.
+  KGEN_DEVICE MStep then(const MStep &next) const {
+    return {G + next.G, fmax(A + next.G, next.A)};
+  }
+  KGEN_DEVICE double operator()(double m) const { return fmax(m + G, A); }
+};
+
+/// The sm_90a fused kernel's gate pre-pass, first kernel: every chunk's g
+/// and max_t a_t (scanGates) into its ChunkTerms, one warp a chunk, all in
+/// parallel. Grid (ceil(chunks / warps), B * NH).
+template <class Config> KGEN_DEVICE void gateSums(const Params &p) {
   waitForPreviousGrid(); // launched overlapping the kernel before it
-  allowNextGrid(); // the fused kernel may launch; it waits for the records
-  constexpr int kL = Config::kChunk, kPer = kL / kWaveSize;
-  static_assert(kL % kWaveSize == 0, "whole tokens per lane");
-  static_assert(sizeof(GateRecord<kL>) == gateRecordBytes(kL),
-                "GateRecord's size is gateRecordBytes (params.h)");
+  allowNextGrid();       // gateTerms may launch; it waits for the sums
+  constexpr int kL = Config::kChunk;
+  static_assert(sizeof(ChunkTerms<kL>) == chunkTermsBytes(kL),
+                "ChunkTerms' size is chunkTermsBytes (params.h)");
   const int lane = int(threadIdx.x) % kWaveSize;
   const int k = int(blockIdx.x) * (Config::kThreads / kWaveSize) +
                 int(threadIdx.x) / kWaveSize;
@@ -1467,25 +1490,81 @@ template <class Config> KGEN_DEVICE void gateScan(const Params &p) {
     return;
   const long long bh = blockIdx.y;
   const int t0 = k * kL;
-  const GateScan<kPer> sc = scanGates<typename Config::Type, kL>(
+  const auto sc = scanGates<typename Config::Type, kL>(
       p, bh * p.seq + t0, chunkLength<Config>(p, t0), lane);
-  GateRecord<kL> &rec =
-      reinterpret_cast<GateRecord<kL> *>(p.wsGates)[bh * p.chunks + k];
+  if (lane == 0) {
+    ChunkTerms<kL> &out =
+        reinterpret_cast<ChunkTerms<kL> *>(p.wsGates)[bh * p.chunks + k];
+    out.g = sc.g;
+    out.aMax = sc.aMax;
+  }
+}
+
+/// The gate pre-pass, second kernel: every chunk's terms (ChunkTerms), one
+/// warp a chunk, all in parallel, so that the walk only copies them (their
+/// fp64 chain, finished in the walk, lay on its critical path: clock64
+/// traces, bench/results 2026-11-24). The warp scans its chunk's gates
+/// again (scanGates, as gateSums did: the same g and max a), composes the
+/// m steps of the chunks before it from gateSums' (MStep: a run of chunks a
+/// lane, then a butterfly over the lanes in order) into the m entering it,
+/// and writes its tokens' terms. The m entering the head is the initial m
+/// (or 0), as the walk's; a split sequence's segments use the same m (see
+/// walkWgmma). Grid (ceil(chunks / warps), B * NH).
+template <class Config> KGEN_DEVICE void gateTerms(const Params &p) {
+  allowNextGrid(); // the walk may launch; it waits for the terms
+  constexpr int kL = Config::kChunk, kPer = (kL + kWaveSize - 1) / kWaveSize;
+  constexpr double kNone = -1e300; // below every max taken here
   constexpr double kLog2e = 1.4426950408889634;
+  const int lane = int(threadIdx.x) % kWaveSize;
+  const int k = int(blockIdx.x) * (Config::kThreads / kWaveSize) +
+                int(threadIdx.x) / kWaveSize;
+  if (k >= p.chunks)
+    return;
+  const long long bh = blockIdx.y;
+  const int t0 = k * kL, len = chunkLength<Config>(p, t0);
+  // The gates are inputs (gateSums waited for their writers before it let
+  // this kernel launch): the scan overlaps gateSums' end.
+  const GateScan<kPer> sc =
+      scanGates<typename Config::Type, kL>(p, bh * p.seq + t0, len, lane);
+  waitForPreviousGrid(); // gateSums' sums
+  ChunkTerms<kL> *const recs =
+      reinterpret_cast<ChunkTerms<kL> *>(p.wsGates) + bh * p.chunks;
+  const int per = (k + kWaveSize - 1) / kWaveSize;
+  const int j1 = lane * per + per < k ? lane * per + per : k;
+  MStep before{0.0, kNone};
+#pragma unroll 4
+  for (int j = lane * per; j < j1; ++j)
+    before = before.then(MStep{recs[j].g, recs[j].aMax});
+#pragma unroll
+  for (int m = 1; m < kWaveSize; m *= 2) {
+    const MStep other{shuffleXor(before.G, m), shuffleXor(before.A, m)};
+    before = lane & m ? other.then(before) : before.then(other);
+  }
+  const double mPrev = before(p.m0 ? double(p.m0[bh]) : 0.0),
+               mNext = MStep{sc.g, sc.aMax}(mPrev);
   const double logScale = -0.5 * log2(double(Config::kDQK));
+  ChunkTerms<kL> &out = recs[k];
 #pragma unroll
   for (int r = 0; r < kPer; ++r) {
     const int t = lane * kPer + r;
+    if (t >= kL)
+      break;
+    const bool in = t < len;
+    const double best = fmax(mPrev, sc.own[r]);
+    const double row = -best * kLog2e;
     const double col = (double(sc.it[r]) - sc.b[r]) * kLog2e + logScale;
-    rec.b[t] = sc.b[r];
-    rec.own[t] = sc.own[r];
-    rec.a[t] = sc.it[r] + (sc.g - sc.b[r]);
-    rec.col[t] = float(col);
-    rec.colLo[t] = float(col - double(rec.col[t]));
+    out.row[t] = in ? float(row) : 0.f;
+    out.rowLo[t] = in ? float(row - double(float(row))) : 0.f;
+    out.col[t] = in ? float(col) : 0.f;
+    out.colLo[t] = in ? float(col - double(float(col))) : 0.f;
+    out.qfac[t] = in ? expf(float(mPrev - best)) : 0.f;
+    out.wa[t] = in ? expf(float(sc.it[r] + (sc.g - sc.b[r]) - mNext)) : 0.f;
+    out.floor[t] = in ? expf(float(-(sc.b[r] + best))) : 1.f;
   }
   if (lane == 0) {
-    rec.g = sc.g;
-    rec.aMax = sc.aMax;
+    out.decay = expf(float(sc.g + mPrev - mNext));
+    out.pad = 0.f;
+    out.m = mNext;
   }
 }
 

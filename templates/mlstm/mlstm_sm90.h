@@ -49,12 +49,12 @@
 // walk without its outputs gives every segment's own state, combine (mlstm.h)
 // the state entering each, and the walks of all segments then run at once.
 //
-// The gate scan of every chunk, and each token's terms that do not depend on
-// the m entering the chunk, come from a pre-pass kernel (gateScan in
-// mlstm.h, to the workspace). The rest (finishGates) is a few fp64 terms a
-// token: the first 64 threads finish chunk k + 1's, a token each, after
-// chunk k's update, while the state warpgroups wait for the output
-// warpgroup's Q Cp; Terms are triple-buffered.
+// Every chunk's per-token terms (the decays, weights and floors, from its
+// gates and m) come from the gate pre-pass (gateSums and gateTerms in
+// mlstm.h, to the workspace): the first warp copies chunk k + 1's by cp.async
+// during chunk k's update; Terms are triple-buffered. Finished in the walk,
+// their fp64 chain cost the state warpgroups ~1.2K cycles a chunk on their
+// critical path (bench/results).
 //
 // Tokens arrive by TMA (3-D maps: dims, tokens, heads; 64 x 64 boxes with
 // the 128-byte swizzle), each part on its mbarrier (Full) and loaded as soon
@@ -68,8 +68,8 @@
 // [DQK / 64][2][64 rows][64 columns], h's staging [2][64 tokens][64
 // columns], w's parts [8][64 tokens], in 128-byte rows whose 16-byte chunks
 // are swizzled (chunk c of row r at c ^ (r % 8)); then Chunk's fp32 front
-// (n; two GateRecords, the four mbarriers and three Terms in its P region,
-// sized to them: wgmmaScratchFloats). 215456 bytes at DQK 256: past the
+// (n; the four mbarriers and three Terms in its P region, sized to them:
+// wgmmaScratchFloats). 211376 bytes at DQK 256: past the
 // 196 KiB carve-out, which the two-warpgroup walk kept under for its
 // register spills; this one spills 24 bytes a thread (ptxas; 21 spill
 // instructions in its SASS).
@@ -129,36 +129,22 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
   static_assert(kBytes == Config::kSmemBytes,
                 "kSmemBytes disagrees with ChunkWgmma's smem layout");
   static constexpr int kTiles = kDQK / 64, kOwn = (kTiles + 1) / 2;
-  /// A chunk's per-token terms (finishGates) in fp32, as the steps read
-  /// them.
-  struct Terms {
-    /// The decay exponent of score (t, s), log2 D_ts - log2 m^comb_t + log2
-    /// s, is row[t] + col[s], each term an fp32 pair hi + lo (see
-    /// finishGates; log2 s is in col).
-    float row[kL], col[kL], rowLo[kL], colLo[kL];
-    float qfac[kL];  ///< exp(b_t + m^{k-1} - m^comb_t)
-    float wa[kL];    ///< exp(a_t - m^k), the update's token weights
-    float floor[kL]; ///< exp(-m^comb_t), the denominator's floor
-    float decay;     ///< C^{k-1}'s, exp(g + m^{k-1} - m^k)
-    float pad[3];
-  };
+  /// A chunk's per-token terms, as the pre-pass wrote them.
+  using Terms = ChunkTerms<kL>;
   /// Chunk's P region (wgmmaScratchFloats; P itself stays in registers):
-  /// two GateRecords at kGateAt (chunk k's copy at k % 2), the tokens'
-  /// mbarriers at kFullAt (Q, K, V[2]), three Terms at kTermsAt (chunk k's
-  /// at k % 3: the first 64 threads finish chunk k + 1's after chunk k's
-  /// update while the output warpgroup may still read chunk k - 1's, see
+  /// the tokens' mbarriers at kFullAt (Q, K, V[2]), three Terms at kTermsAt
+  /// (chunk k's at k % 3: the first warp copies chunk k + 1's during chunk
+  /// k's update while the output warpgroup may still read chunk k - 1's, see
   /// stateStep).
-  static constexpr int kGateAt = 0;
-  static constexpr int kFullAt = kGateAt + 2 * gateRecordBytes(kL) / 4;
+  static constexpr int kFullAt = 0;
   static constexpr int kTermsAt = kFullAt + 8;
   /// The sum of the walked chunks' g (fp64; segmentStatesWgmma's).
   static constexpr int kSumAt = kTermsAt + 3 * int(sizeof(Terms)) / 4;
-  static_assert(kGateAt % 4 == 0 && kFullAt % 2 == 0 && kTermsAt % 4 == 0 &&
-                    sizeof(Terms) % 16 == 0 && kSumAt % 2 == 0 &&
-                    kSumAt + 2 == Base::kPFloats,
-                "two GateRecords (16-byte aligned), the mbarriers, three "
-                "Terms and the g sum (8-byte aligned) fill P, as "
-                "wgmmaScratchFloats (params.h) counts them");
+  static_assert(kTermsAt % 4 == 0 && sizeof(Terms) % 16 == 0 &&
+                    kSumAt % 2 == 0 && kSumAt + 2 == Base::kPFloats,
+                "the mbarriers, three Terms (16-byte aligned) and the g sum "
+                "(8-byte aligned) fill P, as wgmmaScratchFloats (params.h) "
+                "counts them");
   /// The tokens' mbarriers: Q (the output warpgroup's leader arrives), K
   /// (the state warpgroups' leaders, each with its blocks), V[2] (the
   /// output leader).
@@ -169,16 +155,14 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
   /// state warpgroups arrive at kNReady with chunk k + 1's n rows
   /// published (the output warpgroup waits there before its scores) and at
   /// kCpReady with its Cp (before its Q Cp): Cp's rewrite overlaps the
-  /// next scores. kGates: finishGates' threads. kStates: the state
-  /// warpgroups alone (Wp complete). kOut: the output warpgroup alone (h's
-  /// staging).
+  /// next scores. kStates: the state warpgroups alone (Wp complete). kOut:
+  /// the output warpgroup alone (h's staging).
   enum Barrier {
     kCpFree = 1,
     kNReady = 2,
     kStates = 3,
     kOut = 4,
-    kCpReady = 5,
-    kGates = 6
+    kCpReady = 5
   };
 
   // The m64n72 atom comes with the kernel's file (MlstmEmitter).
@@ -194,10 +178,7 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
   };
 
   unsigned char *sQ, *sK, *sV, *sW, *sC, *sH, *sWn;
-  /// [3], in P (kTermsAt). finishGates computes the terms in fp64; the
-  /// decay exponents' as fp32 pairs (see outputStep), the rest rounded once.
-  Terms *terms;
-  GateRecord<kL> *records; // [2] in P, see kGateAt
+  Terms *terms;            // [3], in P (kTermsAt)
   double *gTotal;          // in P, see kSumAt
   uint64_t *full;          // [4] the tokens landed (TMA), see Full
   /// (dim, token, head): q, k, v read, h written.
@@ -225,7 +206,6 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
     sH = sC + kCBytes;
     sWn = sH + 2 * kBlock;
     terms = reinterpret_cast<Terms *>(this->P + kTermsAt);
-    records = reinterpret_cast<GateRecord<kL> *>(this->P + kGateAt);
     full = reinterpret_cast<uint64_t *>(this->P + kFullAt);
     gTotal = reinterpret_cast<double *>(this->P + kSumAt);
   }
@@ -399,75 +379,28 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
       sm90::barrierWait(full + part, uint32_t(i & 1));
   }
 
-  /// The warp that copies the gate records: the first. The first
-  /// kGateThreads threads finish the Terms, a token each, after the update,
-  /// while the state warpgroups wait for the output warpgroup's Q Cp
-  /// anyway (clock64 traces, H100: on the output warpgroup's path the Terms
-  /// cost 1.5-2K cycles a chunk, its wgmmas waiting for all four warps).
-  static constexpr int kGateWarp = 0, kGateThreads = kL;
-  KGEN_DEVICE bool gateWarp() const {
-    return int(threadIdx.x) / kWaveSize == kGateWarp;
+  /// The warp that copies the Terms: the first.
+  static constexpr int kTermsWarp = 0;
+  KGEN_DEVICE bool termsWarp() const {
+    return int(threadIdx.x) / kWaveSize == kTermsWarp;
   }
 
-  /// Copies chunk k's gate record (from the pre-pass, in the workspace) to
-  /// records[k % 2] by cp.async, the gate warp, one group per call (empty
-  /// where k is past the last chunk): finishGates waits for it.
-  KGEN_DEVICE void copyRecord(const Params &p, int bh, int k) const {
-    if (!gateWarp())
+  /// Copies chunk k's Terms (from the pre-pass, in the workspace) to
+  /// terms[k % 3] by cp.async, the first warp, one group per call (empty
+  /// where k is past the last chunk); the warp waits for it (cpAsyncWait)
+  /// before a barrier that publishes it.
+  KGEN_DEVICE void copyTerms(const Params &p, int bh, int k) const {
+    if (!termsWarp())
       return;
     if (k < p.chunks) {
       const unsigned char *src = reinterpret_cast<const unsigned char *>(
-          reinterpret_cast<const GateRecord<kL> *>(p.wsGates) +
+          reinterpret_cast<const Terms *>(p.wsGates) +
           (long long)bh * p.chunks + k);
-      for (int e = lane; e < gateRecordBytes(kL) / 16; e += kWaveSize)
-        sm80::cpAsync<16>(sm90::smemAddress(records + k % 2) + 16 * e,
+      for (int e = lane; e < int(sizeof(Terms)) / 16; e += kWaveSize)
+        sm80::cpAsync<16>(sm90::smemAddress(terms + k % 3) + 16 * e,
                           src + 16 * e, true);
     }
     sm80::cpAsyncCommit();
-  }
-
-  /// Chunk k's Terms (terms[k % 3]) from its copied GateRecord and
-  /// m^{k-1} (*mState, set to m^k), by the first kGateThreads threads (the
-  /// others return), a token each; kPending: copyRecord groups issued after
-  /// chunk k's. As Chunk::finishGate in fp64: best = max(m^{k-1}, own_t),
-  /// m^comb_t = b_t + best. The decay exponent of score (t, s),
-  /// log D_ts - m^comb_t = (b_t - m^comb_t) + (i_s - b_s), goes out as its
-  /// two terms in log2 units, each an fp32 pair, so that each score costs
-  /// three fp32 adds and an exp2 (see outputStep): the row's, -best log2 e,
-  /// here; the column's, with log2 s, from the pre-pass. A barrier publishes
-  /// them to the chunk's steps.
-  template <int kPending> KGEN_DEVICE void finishGates(int k, int len) const {
-    constexpr double kLog2e = 1.4426950408889634;
-    static_assert(kGateThreads % kWaveSize == 0, "whole warps");
-    const int t = int(threadIdx.x);
-    if (t >= kGateThreads)
-      return;
-    if (gateWarp())
-      sm80::cpAsyncWait<kPending>(); // the copies of chunk k's record
-    sm90::namedBarrierSync<kGateThreads>(kGates); // the record for each
-
-    const GateRecord<kL> &r = records[k % 2];
-    Terms &out = terms[k % 3];
-    const double mPrev = *this->mState, g = r.g,
-                 mNext = fmax(g + mPrev, r.aMax);
-    if (t < len) {
-      const double best = fmax(mPrev, r.own[t]);
-      out.qfac[t] = expf(float(mPrev - best));
-      out.wa[t] = expf(float(r.a[t] - mNext));
-      out.floor[t] = expf(float(-(r.b[t] + best)));
-      const double row = -best * kLog2e;
-      out.row[t] = float(row);
-      out.rowLo[t] = float(row - double(out.row[t]));
-      out.col[t] = r.col[t];
-      out.colLo[t] = r.colLo[t];
-    }
-    sm90::namedBarrierSync<kGateThreads>(kGates); // each has read *mState
-    if (t == 0) {
-      out.decay = expf(float(g + mPrev - mNext));
-      *this->mState = mNext;
-      if constexpr (!kOutputs)
-        *gTotal += g;
-    }
   }
 
   /// Makes this thread's shared-memory writes (stores, landed cp.async)
@@ -492,6 +425,11 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
   KGEN_DEVICE void stateStep(const Params &p, int k, int i, int len, int bh,
                              int t1) const {
     const Terms &tm = terms[k % 3];
+    if (this->tid == 0) { // read after the walk (storeState, wsGM)
+      *this->mState = tm.m;
+      if constexpr (!kOutputs)
+        *gTotal += tm.g;
+    }
     // Wp = diag(w) V, 16 bytes a step (the swizzle stays within a row):
     // Wp's last readers, the update of the chunk before, are done
     // (kCpFree).
@@ -580,13 +518,11 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
           this->n[row] = nNext[r][h];
         }
       }
-    // Chunk k + 1's Terms: m^k is known, and their buffer (terms[(k + 1) %
-    // 3]) was last read by chunk k - 2, which the output warpgroup finished
-    // before its kCpFree of chunk k - 1 (two buffers would not do: it reads
-    // a chunk's qfac after its kCpFree). kCpFree publishes them to the state
-    // warpgroups, kNReady to the output one.
-    if (t1 >= 0)
-      finishGates<0>(k + 1, chunkLength<Config>(p, t1));
+    // Chunk k + 1's Terms (copyTerms at the chunk's start) have landed:
+    // kCpFree publishes them to the state warpgroups, kNReady to the output
+    // one.
+    if (termsWarp())
+      sm80::cpAsyncWait<0>();
     // The output warpgroup's scores have read K (and n's rows) and its
     // Q Cp has read Cp; both state warpgroups' updates have read Wp and K.
     sm90::namedBarrierSync<kThreads>(kCpFree);
@@ -776,19 +712,22 @@ KGEN_DEVICE ChunkRange segmentChunks(const Params &p) {
 }
 
 /// Walks the chunks of one head and slice (and segment) on wgmma, after
-/// the gate pre-pass (gateScan); grid (DV / 128, B * NH, segments), 384
-/// threads. q, k and v come and h goes through the tensor maps (dim,
-/// token, head), 64 x 64 boxes with the 128-byte swizzle.
+/// the gate pre-pass (gateSums, gateTerms); grid (DV / 128, B * NH, segments),
+/// 384 threads. q, k and v come and h goes through the tensor maps (dim, token,
+/// head), 64 x 64 boxes with the 128-byte swizzle.
 ///   kOutputs, one segment: the whole walk from the initial state, h and
 ///     the final states (walkChunks' order).
 ///   kOutputs, segments: from the state entering the segment, which
 ///     combine left in the workspace; h only (combine wrote the final
 ///     states).
 ///   !kOutputs (segmentStatesWgmma): the segment's own contribution from a
-///     zero state with its own stabilizer, as chunkStates does for one
-///     chunk: C_loc, n_loc to the workspace in the place of the state
-///     entering the segment, (sum of g, m_loc) to wsGM; combine turns them
-///     into the states entering the segments.
+///     zero state, as chunkStates does for one chunk: C_loc, n_loc to the
+///     workspace in the place of the state entering the segment, (sum of
+///     g, m_loc) to wsGM; combine turns them into the states entering the
+///     segments. Its stabilizer is the whole sequence's m (the pre-pass's
+///     Terms): m_loc is then the m leaving the segment, which is at least g
+///     plus the m entering it, so combine's m is m_loc and its weight of
+///     C_loc exp(m_loc - m) is 1: the same sums as one walk's.
 template <class Config, bool kOutputs>
 KGEN_DEVICE void walkWgmma(const sm90::TensorMap *mapQ,
                            const sm90::TensorMap *mapK,
@@ -804,7 +743,7 @@ KGEN_DEVICE void walkWgmma(const sm90::TensorMap *mapQ,
   const ChunkRange range = segmentChunks(p);
   const long long ws = bh * p.segments + blockIdx.z; // (head, segment)
   if (kOutputs && segmented)
-    waitForPreviousGrid(); // combine's states (m here, C and n below)
+    waitForPreviousGrid(); // combine's states (C and n, below)
   if (threadIdx.x == 0) {
     sm90::barrierInit(ch.full + Ch::kFullQ, 1); // the output leader
     sm90::barrierInit(ch.full + Ch::kFullK, 2); // the state leaders
@@ -812,15 +751,12 @@ KGEN_DEVICE void walkWgmma(const sm90::TensorMap *mapQ,
     sm90::barrierInit(ch.full + Ch::kFullV + 1, 1);
     sm90::fenceBarrierInit();
     *ch.gTotal = 0.0;
-    // The m entering the walk: a segment's own from none (kNoState).
-    *ch.mState = !kOutputs   ? kNoState
-                 : segmented ? double(p.wsM[ws])
-                 : p.m0      ? double(p.m0[bh])
-                             : 0.0;
+    // Each walked chunk's Terms carry the m leaving it (stateStep); an
+    // empty segment's m_loc is none.
+    *ch.mState = kNoState;
   }
-  __syncthreads(); // the mbarriers and m
-  // The first chunk's tokens and Terms, then the state: C's tiles are not
-  // yet live in the registers through finishGates' fp64 math.
+  __syncthreads(); // the mbarriers
+  // The first chunk's tokens and Terms, then the state.
   if (range.k0 < range.k1) {
     const int t0 = range.k0 * kL;
     if (ch.leader()) {
@@ -832,10 +768,11 @@ KGEN_DEVICE void walkWgmma(const sm90::TensorMap *mapQ,
         ch.loadV(0, t0, int(bh), at.j0);
       }
     }
-    waitForPreviousGrid(); // the gate records
-    ch.copyRecord(p, int(bh), range.k0);
-    ch.copyRecord(p, int(bh), range.k0 + 1);
-    ch.template finishGates<1>(range.k0, chunkLength<Config>(p, t0));
+    waitForPreviousGrid(); // the Terms
+    ch.copyTerms(p, int(bh), range.k0);
+    ch.copyTerms(p, int(bh), range.k0 + 1);
+    if (ch.termsWarp())
+      sm80::cpAsyncWait<1>(); // the first chunk's
   }
   if (!kOutputs)
     ch.loadState(nullptr, dv, at.j0, nullptr);
@@ -845,7 +782,7 @@ KGEN_DEVICE void walkWgmma(const sm90::TensorMap *mapQ,
     ch.loadState(p.c0 ? p.c0 + bh * dqk * dv : nullptr, dv, at.j0,
                  p.n0 ? p.n0 + bh * dqk : nullptr);
   // The first chunk's Terms, Cp and n's rows (and, counted, the reads of
-  // the initial n and m).
+  // the initial n; the pre-pass read the initial m).
   const bool writesFinal = kOutputs && !segmented && (p.nT || p.mT);
   const HeadCounter counted =
       writesFinal ? syncCountHead(p, bh, BlockIndex<Config>::kSlices)
@@ -860,7 +797,7 @@ KGEN_DEVICE void walkWgmma(const sm90::TensorMap *mapQ,
     for (int k = range.k0; k < range.k1; ++k) {
       const int t0 = k * kL, len = chunkLength<Config>(p, t0);
       if (k > range.k0)
-        ch.copyRecord(p, int(bh), k + 1);
+        ch.copyTerms(p, int(bh), k + 1);
       if (t0 + len < p.seq)
         ch.template prefetch<kOutputs>(p, bh * p.seq + t0 + len, at.j0,
                                        chunkLength<Config>(p, t0 + len),

@@ -14,8 +14,8 @@
 // there (C_loc, n_loc) and its gate sums to wsGM (B*NH, chunks, 2) fp64
 // (g, m_loc); its combine kernel then turns them, in place, into the states
 // entering the chunks (see chunkStates and combine in mlstm.h). The sm_90a
-// fused kernel's pre-pass writes every chunk's gate scan to wsGates
-// (B*NH, chunks) records of gateRecordBytes(chunk) (GateRecord, mlstm.h).
+// fused kernel's pre-pass writes every chunk's per-token terms to wsGates
+// (B*NH, chunks) records of chunkTermsBytes(chunk) (ChunkTerms, mlstm.h).
 // With its sequence split (segments > 1), wsC, wsN, wsM and wsGM hold one
 // state per segment instead of per chunk, as the chunk-parallel variant's.
 //
@@ -33,7 +33,7 @@ struct Params {
   float *cT, *nT, *mT;       ///< final states; null when not returned
   float *wsC, *wsN, *wsM;    ///< per-chunk states (two-phase, chunk-parallel)
   double *wsGM;              ///< per chunk (g, m_loc) (chunk-parallel only)
-  double *wsGates;           ///< per chunk gate scans (sm_90a fused only)
+  double *wsGates;           ///< per chunk terms (sm_90a fused only)
   /// One per head, zero before and after every launch: the last block of a
   /// head to count itself writes the final n and m (HeadCounter, mlstm.h).
   unsigned *counters;
@@ -47,18 +47,18 @@ struct Params {
   float eps;             ///< added to the normalizer
 };
 
-/// Bytes of one chunk's GateRecord (mlstm.h): b_t, own_t and a_t in fp64, g
-/// and max a_t in fp64, the column term's fp32 pair (a multiple of 16 for
-/// even chunks).
-constexpr int gateRecordBytes(int chunk) { return 32 * chunk + 16; }
+/// Bytes of one chunk's ChunkTerms (mlstm.h): seven fp32 per-token terms,
+/// then the decay and a pad, m^k and g in fp64 and a pad (a multiple of 16
+/// for even chunks).
+constexpr int chunkTermsBytes(int chunk) { return 28 * chunk + 32; }
 
 /// The fp32 words of the wgmma walk's scratch, Chunk's P region there (P
-/// itself stays in registers; ChunkWgmma's layout): two GateRecords, the
-/// tokens' four mbarriers (8), three Terms (7 chunk + 4 each) and the fp64
-/// g sum (2). Sized to that rather than chunk x chunk (the shared memory
-/// is close to the SM's 227 KiB at DQK 256).
+/// itself stays in registers; ChunkWgmma's layout): the tokens' four
+/// mbarriers (8), three ChunkTerms and the fp64 g sum (2). Sized to that
+/// rather than chunk x chunk (the shared memory is close to the SM's 227
+/// KiB at DQK 256).
 constexpr int wgmmaScratchFloats(int chunk) {
-  return 2 * gateRecordBytes(chunk) / 4 + 8 + 3 * (7 * chunk + 4) + 2;
+  return 8 + 3 * chunkTermsBytes(chunk) / 4 + 2;
 }
 
 } // namespace kgen::mlstm

@@ -49,6 +49,15 @@ struct MlstmEmuPlan {
                     size_t);
 };
 
+/// The wgmma fused kernel's gate pre-pass alone: gateSums, gateTerms.
+struct MlstmGatePlan {
+  const char *label;
+  DType dtype;
+  int dqk, dv;
+  bool (*launch[2])(const kgen::mlstm::Params &, const emu::Launch &, char *,
+                    size_t);
+};
+
 #include "mlstm_registry.inc"
 
 using namespace kgen::mlstm_ref;
@@ -260,6 +269,163 @@ INSTANTIATE_TEST_SUITE_P(Plans, MlstmEmulator,
                                                  sizeof(kPlans[0]))),
                          [](const ::testing::TestParamInfo<int> &info) {
                            std::string s = kPlans[info.param].label;
+                           for (char &c : s)
+                             if (!std::isalnum(static_cast<unsigned char>(c)))
+                               c = '_';
+                           return s;
+                         });
+
+/// The wgmma walk's per-chunk terms (ChunkTerms) as the pre-pass writes
+/// them, against their definitions evaluated on the host in fp64 from the
+/// same rounded gates and the same fp32 log-sigmoid: the sequential m walk
+/// over the chunks, b_t, own_t, a_t token by token. Two heads of S = 64 x 70
+/// + 5 (71 chunks: the chunks before a chunk take up to three a lane where
+/// gateTerms composes their m steps, the last chunk is ragged), from an
+/// initial m and from none; gates from soft to saturated.
+class MlstmEmulatorGates : public ::testing::TestWithParam<int> {};
+
+TEST_P(MlstmEmulatorGates, TermsFollowTheirDefinitions) {
+  const MlstmGatePlan &pl = kGatePlans[GetParam()];
+  SCOPED_TRACE(pl.label);
+  constexpr int kL = 64;
+  constexpr int kTermsFloats = kgen::mlstm::chunkTermsBytes(kL) / 4;
+  kgen::MlstmConfig c{kgen::MlstmVariant::Fused, kL, 128, 12};
+  c.wgmma = true;
+  kgen::MlstmProblem prob;
+  prob.dqk = pl.dqk;
+  prob.dv = pl.dv;
+  prob.dtype = pl.dtype;
+  std::mt19937 rng(uint32_t(99 + GetParam()));
+  std::uniform_real_distribution<float> fDist(-5.f, 10.f), iDist(-10.f, 15.f);
+  for (bool initial : {false, true}) {
+    SCOPED_TRACE(initial ? "initial m" : "no initial m");
+    const int64_t NH = 2, S = kL * 70 + 5;
+    const int chunks = int((S + kL - 1) / kL);
+    HostTensor ig(pl.dtype, size_t(NH * S)), fg(pl.dtype, size_t(NH * S));
+    for (size_t e = 0; e < ig.value.size(); ++e) {
+      ig.set(e, iDist(rng));
+      fg.set(e, fDist(rng));
+    }
+    std::vector<float> m0 = {3.25f, -41.5f};
+    prob.b = 1;
+    prob.nh = NH;
+    prob.s = S;
+    const kgen::MlstmWorkspaceLayout wl =
+        kgen::mlstmWorkspaceLayout(prob, c, 1, NH, S);
+    // The terms first (then, split in segments, the segments' states).
+    ASSERT_EQ(wl.gates, 0u);
+    ASSERT_GE(wl.bytes, size_t(NH * chunks) * kTermsFloats * 4);
+    std::vector<float> ws(wl.bytes / 4, std::nanf(""));
+    kgen::mlstm::Params prm{};
+    prm.i = ig.bytes.data();
+    prm.f = fg.bytes.data();
+    prm.m0 = initial ? m0.data() : nullptr;
+    prm.wsGates = reinterpret_cast<double *>(ws.data());
+    prm.batch = 1;
+    prm.heads = int(NH);
+    prm.seq = int(S);
+    prm.chunks = chunks;
+    prm.segments = 1;
+    prm.segmentChunks = chunks;
+    const kgen::MlstmKernel kinds[2] = {kgen::MlstmKernel::GateSums,
+                                        kgen::MlstmKernel::Gates};
+    for (int n = 0; n < 2; ++n) {
+      const kgen::LaunchDims d = kgen::mlstmLaunchDims(
+          prob, c, kinds[n], kgen::Target::SM90A, 1, NH, S);
+      emu::Launch l;
+      l.grid[0] = d.grid[0];
+      l.grid[1] = d.grid[1];
+      l.threads = int(d.block[0]);
+      l.waveSize = 32;
+      l.smemBytes = int(d.smemBytes);
+      char message[2048] = {};
+      ASSERT_TRUE(pl.launch[n](prm, l, message, sizeof(message)))
+          << kgen::toString(kinds[n]) << ": " << message;
+    }
+
+    const double log2e = 1.4426950408889634,
+                 logScale = -0.5 * std::log2(double(pl.dqk));
+    int bad = 0;
+    auto expect = [&](double ours, double want, double tol, const char *what,
+                      int64_t head, int k, int t) {
+      const bool ok = std::abs(ours - want) <= tol;
+      if (!ok && ++bad <= 10)
+        ADD_FAILURE() << what << " of head " << head << ", chunk " << k
+                      << ", token " << t << ": " << ours << ", want " << want;
+    };
+    // An fp32 exp of an exponent rounded to fp32 once: the rounding moves
+    // it by half an ulp of the exponent, up to ~4e-6 relative at |x| ~ 60.
+    auto expTol = [](double x, double want) {
+      return (std::abs(x) * 6e-8 + 1e-6) * std::abs(want) + 1e-37;
+    };
+    for (int64_t x = 0; x < NH; ++x) {
+      double m = initial ? double(m0[size_t(x)]) : 0.0;
+      for (int k = 0; k < chunks; ++k) {
+        const int len = int(std::min<int64_t>(kL, S - int64_t(k) * kL));
+        const size_t n = size_t(len);
+        std::vector<double> b(n), own(n), it(n);
+        double sum = 0, run = -1e300;
+        for (int t = 0; t < len; ++t) {
+          const size_t e = size_t(x * S + int64_t(k) * kL + t);
+          it[size_t(t)] = double(float(ig.value[e]));
+          sum += double(logSigmoid(float(fg.value[e])));
+          b[size_t(t)] = sum;
+          run = std::max(run, it[size_t(t)] - sum);
+          own[size_t(t)] = run;
+        }
+        const double g = sum;
+        double aMax = -1e300;
+        for (int t = 0; t < len; ++t)
+          aMax = std::max(aMax, it[size_t(t)] + (g - b[size_t(t)]));
+        const double mPrev = m, mNext = std::max(g + mPrev, aMax);
+        m = mNext;
+        const float *tm = ws.data() + size_t(x * chunks + k) * kTermsFloats;
+        const float *row = tm, *col = tm + kL, *rowLo = tm + 2 * kL,
+                    *colLo = tm + 3 * kL, *qfac = tm + 4 * kL,
+                    *wa = tm + 5 * kL, *floor = tm + 6 * kL;
+        double tail[3];
+        std::memcpy(tail, tm + 7 * kL + 2, sizeof(tail)); // m, g, max a
+        expect(tail[0], mNext, 1e-9, "m", x, k, -1);
+        expect(tail[1], g, 1e-9, "g", x, k, -1);
+        expect(tail[2], aMax, 1e-9, "max a", x, k, -1);
+        const double dx = g + mPrev - mNext;
+        expect(tm[7 * kL], std::exp(double(float(dx))),
+               expTol(dx, std::exp(dx)), "decay", x, k, -1);
+        for (int t = 0; t < kL; ++t) {
+          if (t >= len) { // past the sequence: no weight, no terms
+            for (const float *f : {row, col, rowLo, colLo, qfac, wa})
+              expect(f[t], 0.0, 0.0, "a term past the sequence", x, k, t);
+            expect(floor[t], 1.0, 0.0, "floor past the sequence", x, k, t);
+            continue;
+          }
+          const size_t u = size_t(t);
+          const double best = std::max(mPrev, own[u]);
+          // The pairs carry ~48 bits: their sum is the exponent to ~1e-12.
+          expect(double(row[t]) + double(rowLo[t]), -best * log2e, 1e-9, "row",
+                 x, k, t);
+          expect(double(col[t]) + double(colLo[t]),
+                 (it[u] - b[u]) * log2e + logScale, 1e-9, "col", x, k, t);
+          expect(double(row[t]), double(float(-best * log2e)), 0.0,
+                 "row's high part", x, k, t);
+          const double qx = mPrev - best, wx = it[u] + (g - b[u]) - mNext,
+                       fx = -(b[u] + best);
+          expect(qfac[t], std::exp(qx), expTol(qx, std::exp(qx)), "qfac", x, k,
+                 t);
+          expect(wa[t], std::exp(wx), expTol(wx, std::exp(wx)), "wa", x, k, t);
+          expect(floor[t], std::exp(fx), expTol(fx, std::exp(fx)), "floor", x,
+                 k, t);
+        }
+      }
+    }
+    EXPECT_EQ(bad, 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(GatePlans, MlstmEmulatorGates,
+                         ::testing::Range(0, int(sizeof(kGatePlans) /
+                                                 sizeof(kGatePlans[0]))),
+                         [](const ::testing::TestParamInfo<int> &info) {
+                           std::string s = kGatePlans[info.param].label;
                            for (char &c : s)
                              if (!std::isalnum(static_cast<unsigned char>(c)))
                                c = '_';

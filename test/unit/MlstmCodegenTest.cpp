@@ -314,11 +314,12 @@ TEST(MlstmEmitter, WgmmaFusedRunsTheGatePrePassFirst) {
   c.wgmma = true;
   ASSERT_FALSE(checkConfig(p, c, Target::SM90A));
   const std::vector<MlstmKernel> ks = mlstmKernels(c);
-  ASSERT_EQ(ks.size(), 4u);
-  EXPECT_EQ(ks[0], MlstmKernel::Gates);
-  EXPECT_EQ(ks[1], MlstmKernel::SegmentStates);
-  EXPECT_EQ(ks[2], MlstmKernel::Combine);
-  EXPECT_EQ(ks[3], MlstmKernel::Fused);
+  ASSERT_EQ(ks.size(), 5u);
+  EXPECT_EQ(ks[0], MlstmKernel::GateSums);
+  EXPECT_EQ(ks[1], MlstmKernel::Gates);
+  EXPECT_EQ(ks[2], MlstmKernel::SegmentStates);
+  EXPECT_EQ(ks[3], MlstmKernel::Combine);
+  EXPECT_EQ(ks[4], MlstmKernel::Fused);
   EXPECT_EQ(mlstmLeadKernel(c), MlstmKernel::Fused);
   c.wgmma = false; // the mma.sync fused kernel scans its gates itself
   EXPECT_EQ(mlstmKernels(c).size(), 1u);
@@ -327,37 +328,46 @@ TEST(MlstmEmitter, WgmmaFusedRunsTheGatePrePassFirst) {
 
   KernelSource g = emitMlstm(p, c, MlstmKernel::Gates, Target::SM90A);
   EXPECT_EQ(g.name, "kgen_mlstm_bf16_qk256_v512_gates_c64_d128_w12_wgmma");
-  EXPECT_NE(g.source.find("kgen::mlstm::gateScan<Config>(p);"),
+  EXPECT_NE(g.source.find("kgen::mlstm::gateTerms<Config>(p);"),
             std::string::npos);
   EXPECT_EQ(g.smemBytes, 0);
   EXPECT_FALSE(mlstmUsesMma(p, c, MlstmKernel::Gates, Target::SM90A));
-  // One warp a chunk, four chunks a block; the fused kernel may start while
-  // the pre-pass finishes (it waits before its first record).
-  LaunchDims d =
-      mlstmLaunchDims(p, c, MlstmKernel::Gates, Target::SM90A, 8, 8, 8187);
-  EXPECT_EQ(d.grid[0], 32u);
-  EXPECT_EQ(d.grid[1], 64u);
-  EXPECT_EQ(d.block[0], 128u);
-  EXPECT_TRUE(d.overlapsPrevious);
+  KernelSource sums = emitMlstm(p, c, MlstmKernel::GateSums, Target::SM90A);
+  EXPECT_EQ(sums.name,
+            "kgen_mlstm_bf16_qk256_v512_gatesums_c64_d128_w12_wgmma");
+  EXPECT_NE(sums.source.find("kgen::mlstm::gateSums<Config>(p);"),
+            std::string::npos);
+  // Both: one warp a chunk, four chunks a block; each next kernel may start
+  // while the one before finishes (it waits before it reads what that one
+  // wrote).
+  for (MlstmKernel k : {MlstmKernel::GateSums, MlstmKernel::Gates}) {
+    const LaunchDims d = mlstmLaunchDims(p, c, k, Target::SM90A, 8, 8, 8187);
+    EXPECT_EQ(d.grid[0], 32u);
+    EXPECT_EQ(d.grid[1], 64u);
+    EXPECT_EQ(d.block[0], 128u);
+    EXPECT_EQ(d.smemBytes, 0u);
+    EXPECT_TRUE(d.overlapsPrevious);
+  }
   EXPECT_FALSE(
       mlstmLaunchDims(p, c, MlstmKernel::Gates, Target::SM80, 8, 8, 8187)
           .overlapsPrevious);
-  d = mlstmLaunchDims(p, c, MlstmKernel::Fused, Target::SM90A, 8, 8, 8187);
+  LaunchDims d =
+      mlstmLaunchDims(p, c, MlstmKernel::Fused, Target::SM90A, 8, 8, 8187);
   EXPECT_EQ(d.grid[0], 4u);
   EXPECT_TRUE(d.overlapsPrevious);
   // One block an SM (227 KiB at most): V twice, Wp, Cp, h's staging, Q and
   // K with n's rows. Past the 196 KiB carve-out, which once kept the walk's
   // spills in L1 (bench/results, 2026-11-23); the warp-specialized walk
-  // spills 40 bytes a thread, not 96.
-  EXPECT_EQ(d.smemBytes, 215456u);
+  // spills 24 bytes a thread, not 96.
+  EXPECT_EQ(d.smemBytes, 211376u);
   EXPECT_LE(d.smemBytes, 227u * 1024);
   EXPECT_EQ(d.smemBytes,
             mlstmTraits(p, c, MlstmKernel::Fused, Target::SM90A).smemBytes);
-  // A record of 64 tokens per chunk: b, own and a in fp64, g and max a in
-  // fp64, the column term's fp32 pair.
+  // The terms of 64 tokens per chunk: seven fp32 a token, the decay, m and
+  // g, pads.
   const MlstmWorkspaceLayout l = mlstmWorkspaceLayout(p, c, 8, 8, 8187);
   EXPECT_EQ(l.gates, 0u);
-  EXPECT_EQ(l.bytes, size_t(64 * 128) * (64 * 32 + 16));
+  EXPECT_EQ(l.bytes, size_t(64 * 128) * (64 * 28 + 32));
   // 256 blocks fill the 132 SMs: one walk a head and slice.
   EXPECT_EQ(mlstmSegments(p, c, 8, 8, 8187), 1);
   EXPECT_EQ(d.grid[2], 1u);
@@ -396,13 +406,13 @@ TEST(MlstmEmitter, WgmmaFusedSplitsTheSequenceOfFewHeads) {
   const KernelSource cb = emitMlstm(p, c, MlstmKernel::Combine, Target::SM90A);
   EXPECT_NE(cb.source.find("kgen::mlstm::combine<Config>(p);"),
             std::string::npos);
-  // The gate records, then the four segments' states of the 8 heads as the
+  // The chunk terms, then the four segments' states of the 8 heads as the
   // chunk-parallel variant lays out its chunks' (fp64 g and m first).
   const MlstmWorkspaceLayout l = mlstmWorkspaceLayout(p, c, 1, 8, 8192);
-  const size_t records = size_t(8 * 128) * (64 * 32 + 16), units = 8 * 4;
+  const size_t terms = size_t(8 * 128) * (64 * 28 + 32), units = 8 * 4;
   EXPECT_EQ(l.gates, 0u);
-  EXPECT_EQ(l.gm, records);
-  EXPECT_EQ(l.c, records + units * 16);
+  EXPECT_EQ(l.gm, terms);
+  EXPECT_EQ(l.c, terms + units * 16);
   EXPECT_EQ(l.n, l.c + units * 256 * 512 * 4);
   EXPECT_EQ(l.m, l.n + units * 256 * 4);
   EXPECT_EQ(l.bytes, l.m + units * 4);
