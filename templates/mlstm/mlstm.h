@@ -1474,45 +1474,33 @@ struct MStep {
   KGEN_DEVICE double operator()(double m) const { return fmax(m + G, A); }
 };
 
-/// The sm_90a fused kernel's gate pre-pass, first kernel: every chunk's g
-/// and max_t a_t (scanGates) into its ChunkTerms, one warp a chunk, all in
-/// parallel. Grid (ceil(chunks / warps), B * NH).
-template <class Config> KGEN_DEVICE void gateSums(const Params &p) {
-  waitForPreviousGrid(); // launched overlapping the kernel before it
-  allowNextGrid();       // gateTerms may launch; it waits for the sums
-  constexpr int kL = Config::kChunk;
+/// The sm_90a fused kernel's gate pre-pass, one warp a chunk, all chunks
+/// in parallel, in two kernels:
+///   gateSums (!kTerms): every chunk's g and max_t a_t (scanGates) into its
+///     ChunkTerms;
+///   gateTerms (kTerms): every chunk's terms, so that the walk only copies
+///     them (their fp64 chain, finished in the walk, lay on its critical
+///     path: clock64 traces, bench/results 2026-11-24). The warp scans its
+///     chunk's gates again (the same g and max a as gateSums'), composes the
+///     m steps of the chunks before it from gateSums' (MStep: a run of
+///     chunks a lane, then a butterfly over the lanes in order) into the m
+///     entering it, and writes its tokens' terms. The m entering the head
+///     is the initial m (or 0), as the walk's; a split sequence's segments
+///     use the same m (see walkWgmma).
+/// Grid (ceil(chunks / warps), B * NH).
+template <class Config, bool kTerms>
+KGEN_DEVICE void gatePrePass(const Params &p) {
+  if constexpr (kTerms) {
+    // The gates are inputs (gateSums waited for their writers before it
+    // let this kernel launch): the scan overlaps gateSums' end.
+    allowNextGrid(); // the walk may launch; it waits for the terms
+  } else {
+    waitForPreviousGrid(); // launched overlapping the kernel before it
+    allowNextGrid();       // gateTerms may launch; it waits for the sums
+  }
+  constexpr int kL = Config::kChunk, kPer = (kL + kWaveSize - 1) / kWaveSize;
   static_assert(sizeof(ChunkTerms<kL>) == chunkTermsBytes(kL),
                 "ChunkTerms' size is chunkTermsBytes (params.h)");
-  const int lane = int(threadIdx.x) % kWaveSize;
-  const int k = int(blockIdx.x) * (Config::kThreads / kWaveSize) +
-                int(threadIdx.x) / kWaveSize;
-  if (k >= p.chunks)
-    return;
-  const long long bh = blockIdx.y;
-  const int t0 = k * kL;
-  const auto sc = scanGates<typename Config::Type, kL>(
-      p, bh * p.seq + t0, chunkLength<Config>(p, t0), lane);
-  if (lane == 0) {
-    ChunkTerms<kL> &out =
-        reinterpret_cast<ChunkTerms<kL> *>(p.wsGates)[bh * p.chunks + k];
-    out.g = sc.g;
-    out.aMax = sc.aMax;
-  }
-}
-
-/// The gate pre-pass, second kernel: every chunk's terms (ChunkTerms), one
-/// warp a chunk, all in parallel, so that the walk only copies them (their
-/// fp64 chain, finished in the walk, lay on its critical path: clock64
-/// traces, bench/results 2026-11-24). The warp scans its chunk's gates
-/// again (scanGates, as gateSums did: the same g and max a), composes the
-/// m steps of the chunks before it from gateSums' (MStep: a run of chunks a
-/// lane, then a butterfly over the lanes in order) into the m entering it,
-/// and writes its tokens' terms. The m entering the head is the initial m
-/// (or 0), as the walk's; a split sequence's segments use the same m (see
-/// walkWgmma). Grid (ceil(chunks / warps), B * NH).
-template <class Config> KGEN_DEVICE void gateTerms(const Params &p) {
-  allowNextGrid(); // the walk may launch; it waits for the terms
-  constexpr int kL = Config::kChunk, kPer = (kL + kWaveSize - 1) / kWaveSize;
   constexpr double kNone = -1e300; // below every max taken here
   constexpr double kLog2e = 1.4426950408889634;
   const int lane = int(threadIdx.x) % kWaveSize;
@@ -1522,10 +1510,17 @@ template <class Config> KGEN_DEVICE void gateTerms(const Params &p) {
     return;
   const long long bh = blockIdx.y;
   const int t0 = k * kL, len = chunkLength<Config>(p, t0);
-  // The gates are inputs (gateSums waited for their writers before it let
-  // this kernel launch): the scan overlaps gateSums' end.
   const GateScan<kPer> sc =
       scanGates<typename Config::Type, kL>(p, bh * p.seq + t0, len, lane);
+  if constexpr (!kTerms) {
+    if (lane == 0) {
+      ChunkTerms<kL> &out =
+          reinterpret_cast<ChunkTerms<kL> *>(p.wsGates)[bh * p.chunks + k];
+      out.g = sc.g;
+      out.aMax = sc.aMax;
+    }
+    return;
+  }
   waitForPreviousGrid(); // gateSums' sums
   ChunkTerms<kL> *const recs =
       reinterpret_cast<ChunkTerms<kL> *>(p.wsGates) + bh * p.chunks;
@@ -1566,6 +1561,14 @@ template <class Config> KGEN_DEVICE void gateTerms(const Params &p) {
     out.pad = 0.f;
     out.m = mNext;
   }
+}
+
+/// The pre-pass's two kernels (gatePrePass).
+template <class Config> KGEN_DEVICE void gateSums(const Params &p) {
+  gatePrePass<Config, false>(p);
+}
+template <class Config> KGEN_DEVICE void gateTerms(const Params &p) {
+  gatePrePass<Config, true>(p);
 }
 
 /// Chunk-parallel, phase A: chunk k's own contribution, as if it started

@@ -110,7 +110,7 @@ int main(int argc, char **argv) {
   const std::string dir = argv[1];
   std::ostringstream decls, table, gateTable;
   std::set<std::string> names;
-  int file = 0, index = 0;
+  int file = 0;
   // Writes kernel k of plan pl and its launcher; returns the launcher's
   // name, empty on an error (printed).
   auto write = [&](const Plan &pl, const MlstmProblem &p,
@@ -143,16 +143,23 @@ int main(int argc, char **argv) {
              "*, size_t);\n";
     return "&" + emuName + "_emu";
   };
-  for (const Plan &pl : kPlans) {
-    MlstmProblem p;
+  // Plan pl's problem; false (printed) where its config is invalid.
+  auto problemOf = [](const Plan &pl, MlstmProblem &p) {
     p.dqk = pl.dqk;
     p.dv = pl.dv;
     p.dtype = pl.dtype;
     if (auto e = checkConfig(p, pl.config, pl.target)) {
-      std::fprintf(stderr, "kgen-mlstm-emu-gen: plan %d: %s\n", index,
+      std::fprintf(stderr, "kgen-mlstm-emu-gen: plan %s %d/%d: %s\n",
+                   toString(pl.config.variant).data(), pl.dqk, pl.dv,
                    e->c_str());
-      return 1;
+      return false;
     }
+    return true;
+  };
+  for (const Plan &pl : kPlans) {
+    MlstmProblem p;
+    if (!problemOf(pl, p))
+      return 1;
     std::ostringstream launchers;
     int n = 0;
     for (MlstmKernel k : mlstmKernels(pl.config)) {
@@ -177,17 +184,11 @@ int main(int argc, char **argv) {
           << ", {kgen::MlstmVariant(" << int(pl.config.variant) << "), "
           << pl.config.chunk << ", " << pl.config.blockDV << ", "
           << pl.config.warps << "}, {" << launchers.str() << "}},\n";
-    ++index;
   }
   for (const Plan &pl : kGatePlans) {
     MlstmProblem p;
-    p.dqk = pl.dqk;
-    p.dv = pl.dv;
-    p.dtype = pl.dtype;
-    if (auto e = checkConfig(p, pl.config, pl.target)) {
-      std::fprintf(stderr, "kgen-mlstm-emu-gen: gate plan: %s\n", e->c_str());
+    if (!problemOf(pl, p))
       return 1;
-    }
     const std::string sums = write(pl, p, MlstmKernel::GateSums),
                       terms = write(pl, p, MlstmKernel::Gates);
     if (sums.empty() || terms.empty())
