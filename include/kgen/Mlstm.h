@@ -73,9 +73,9 @@ enum class MlstmKernel {
   ChunkStates, ///< chunk-parallel phase A: each chunk's own contribution
   Combine,     ///< chunk-parallel phase B: the recurrence over the chunks
   /// The wgmma fused kernel's gate pre-pass: every chunk's gate sums, then
-  /// every chunk's per-token terms (from the m its sums give).
+  /// every chunk's per-token terms (from the m the sums before it give).
   GateSums,
-  Gates,
+  Gates, ///< the pre-pass's second kernel: the terms (ChunkTerms)
   /// The wgmma fused kernel's sequence split, first phase: every segment's
   /// own state in parallel (then Combine over the segments, then Fused on
   /// each segment; mlstmSegments).
