@@ -302,10 +302,26 @@ TEST_P(MlstmEmulatorGates, TermsFollowTheirDefinitions) {
     const int64_t NH = 2, S = kL * 70 + 5;
     const int chunks = int((S + kL - 1) / kL);
     HostTensor ig(pl.dtype, size_t(NH * S)), fg(pl.dtype, size_t(NH * S));
-    for (size_t e = 0; e < ig.value.size(); ++e) {
-      ig.set(e, iDist(rng));
-      fg.set(e, fDist(rng));
-    }
+    // Head 0: gates uniform over the ranges. Head 1: each chunk in a regime
+    // of its own (forget gates open, f~ in [6, 10], g near 0; or closing,
+    // f~ in [-5, 0]; input gates shifted by up to 10 down), so that the m
+    // entering a chunk depends on the chunks long before it and the order
+    // in which their steps compose.
+    std::uniform_real_distribution<float> open(6.f, 10.f), closing(-5.f, 0.f),
+        iLow(-10.f, 5.f);
+    for (int64_t x = 0; x < NH; ++x)
+      for (int k = 0; k < chunks; ++k) {
+        const int regime = int(rng() % 3);
+        for (int64_t t = int64_t(k) * kL;
+             t < std::min<int64_t>(S, (k + 1) * kL); ++t) {
+          const size_t e = size_t(x * S + t);
+          const bool mixed = x == 1;
+          ig.set(e, mixed && regime == 2 ? iLow(rng) : iDist(rng));
+          fg.set(e, !mixed        ? fDist(rng)
+                    : regime == 0 ? closing(rng)
+                                  : open(rng));
+        }
+      }
     std::vector<float> m0 = {3.25f, -41.5f};
     prob.b = 1;
     prob.nh = NH;
