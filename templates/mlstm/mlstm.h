@@ -92,6 +92,9 @@ template <class T> KGEN_DEVICE void store(void *p, long long idx, float x) {
 /// none.
 constexpr double kNoState = -1e300;
 
+/// Below every max the gate scans take (their identity for max).
+constexpr double kBelowAll = -1e300;
+
 template <bool kCond, class A, class B> struct Select { using type = A; };
 template <class A, class B> struct Select<false, A, B> { using type = B; };
 
@@ -112,7 +115,6 @@ template <class T, int kL>
 KGEN_DEVICE GateScan<(kL + kWaveSize - 1) / kWaveSize>
 scanGates(const Params &p, long long row0, int len, int lane) {
   constexpr int kPer = (kL + kWaveSize - 1) / kWaveSize;
-  constexpr double kNone = -1e300; // below every max taken here
   GateScan<kPer> sc;
   const int t0 = lane * kPer;
   double b[kPer], sum = 0; // the lane's own prefix sums of l_t
@@ -135,14 +137,14 @@ scanGates(const Params &p, long long row0, int len, int lane) {
   }
   // own_t: the lane's own running max of i_s - b_s, then the max of the
   // lanes below.
-  double run = kNone, own[kPer];
+  double run = kBelowAll, own[kPer];
 #pragma unroll
   for (int r = 0; r < kPer; ++r) {
     if (t0 + r < len)
       run = fmax(run, double(sc.it[r]) - (before + b[r]));
     own[r] = run;
   }
-  double below = kNone, all = run;
+  double below = kBelowAll, all = run;
 #pragma unroll
   for (int m = 1; m < kWaveSize; m *= 2) {
     const double other = shuffleXor(all, m);
@@ -150,7 +152,7 @@ scanGates(const Params &p, long long row0, int len, int lane) {
       below = fmax(below, other);
     all = fmax(all, other);
   }
-  double aMax = kNone;
+  double aMax = kBelowAll;
 #pragma unroll
   for (int r = 0; r < kPer; ++r) {
     sc.b[r] = before + b[r];
@@ -1501,7 +1503,6 @@ KGEN_DEVICE void gatePrePass(const Params &p) {
   constexpr int kL = Config::kChunk, kPer = (kL + kWaveSize - 1) / kWaveSize;
   static_assert(sizeof(ChunkTerms<kL>) == chunkTermsBytes(kL),
                 "ChunkTerms' size is chunkTermsBytes (params.h)");
-  constexpr double kNone = -1e300; // below every max taken here
   constexpr double kLog2e = 1.4426950408889634;
   const int lane = int(threadIdx.x) % kWaveSize;
   const int k = int(blockIdx.x) * (Config::kThreads / kWaveSize) +
@@ -1526,7 +1527,7 @@ KGEN_DEVICE void gatePrePass(const Params &p) {
       reinterpret_cast<ChunkTerms<kL> *>(p.wsGates) + bh * p.chunks;
   const int per = (k + kWaveSize - 1) / kWaveSize;
   const int j1 = lane * per + per < k ? lane * per + per : k;
-  MStep before{0.0, kNone};
+  MStep before{0.0, kBelowAll};
 #pragma unroll 4
   for (int j = lane * per; j < j1; ++j)
     before = before.then(MStep{recs[j].g, recs[j].aMax});
