@@ -125,10 +125,15 @@ bool isMeasuredDecodeTile(const AttentionProblem &p, Target t,
 /// The dynamic schedule pays where the static one piles long causal tiles
 /// on some blocks: H200, 2026-11-22, causal S 1024 and 4096 (above). At
 /// causal S 512 (4 row blocks of at most 4 key tiles) it measured slower
-/// than the static one (D64: 86.5 against 79.8 us; B 32), and without
-/// causal the tiles are equal, so the static schedule is kept there.
+/// than the static one at D 64 (B 32: 86.5 against 79.8 us; H100,
+/// 2026-11-24: 84.3 and 85.9 against 80.1 and 82.5), but at D 128 it is
+/// the static one that loses (H100, 2026-11-24, B 32: 104.6 and 108.5
+/// against 133.6 and 132.5 us; ncu: the static grid read 285 MB from DRAM
+/// where Q, K and V take 201, and a back-and-forth static order did not
+/// help: 129.3). Without causal the tiles are equal, so the static
+/// schedule is kept there.
 bool attentionDynamicSchedule(const AttentionProblem &p) {
-  return p.causal && p.seqlenQ > 512;
+  return p.causal && (p.seqlenQ > 512 || p.headDimQk > 64);
 }
 
 namespace {

@@ -599,9 +599,9 @@ TEST_F(AttentionGpu, WgmmaPersistentSchedules) {
               DType::BF16, true);
     c.p.causal = true;
     cases.push_back(c);
-    // The dynamic schedule (causal, seqlen_q > 512: work tiles claimed
-    // through the stream's counter) at a size compute-sanitizer's racecheck
-    // gets through (KGEN_GPU_TEST_MAX_SEQLEN=520).
+    // The dynamic schedule (causal, seqlen_q > 512 or D > 64: work tiles
+    // claimed through the stream's counter) at a size compute-sanitizer's
+    // racecheck gets through (KGEN_GPU_TEST_MAX_SEQLEN=520).
     c = fixed("persistent causal dynamic", 2, 3, 3, 520, 520, 64, 64,
               DType::BF16, false);
     c.p.causal = true;
