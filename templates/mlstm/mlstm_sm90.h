@@ -410,10 +410,9 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
 
   /// Each product takes its operands' start descriptors, made just before
   /// it (held across the step they cost registers, which spill); a step
-  /// adds its byte offset / 16 to the address field (no carry: shared
-  /// addresses are < 256 KiB).
+  /// moves them (sm90::descriptorAt).
   static KGEN_DEVICE uint64_t at(uint64_t d, int bytes) {
-    return d + uint64_t(bytes >> 4);
+    return sm90::descriptorAt(d, bytes);
   }
 
   /// The state warpgroups' chunk k (the walk's i-th; tokens t0 .. t0 +
