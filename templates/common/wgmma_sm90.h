@@ -227,14 +227,6 @@ KGEN_DEVICE uint64_t matrixDescriptor(const void *smem, uint32_t lboBytes,
   return d;
 }
 
-/// The descriptor d of a matrix, moved by `bytes` (a multiple of 16): a
-/// k-step's operand from its tile's start descriptor, one add on the address
-/// field (no carry: shared addresses are < 256 KiB) where a new descriptor
-/// costs a mask, a shift and an or as well.
-KGEN_DEVICE uint64_t descriptorAt(uint64_t d, int bytes) {
-  return d + uint64_t(bytes >> 4);
-}
-
 /// Makes this thread's shared-memory writes (stores, stmatrix) visible to
 /// the async proxy (wgmma, TMA stores) that reads them after the next
 /// barrier or mbarrier arrival.

@@ -410,9 +410,10 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
 
   /// Each product takes its operands' start descriptors, made just before
   /// it (held across the step they cost registers, which spill); a step
-  /// moves them (sm90::descriptorAt).
+  /// adds its byte offset / 16 to the address field (no carry: shared
+  /// addresses are < 256 KiB).
   static KGEN_DEVICE uint64_t at(uint64_t d, int bytes) {
-    return sm90::descriptorAt(d, bytes);
+    return d + uint64_t(bytes >> 4);
   }
 
   /// The state warpgroups' chunk k (the walk's i-th; tokens t0 .. t0 +
