@@ -80,6 +80,12 @@
 // cuBLAS's 64x32 kernel 15.4 in bench/gemm.py; 32x4096x4096 16.4 against
 // 20.7; 128x4096x4096 64x64 at 12 stages 16.2 against 23.2; 64x8192x8192
 // 51.6 against 54.1). B stored K x N has 64x64 there (fittedWgmmaShapes).
+// At M <= 16 (bf16/f16, A stored M x K) the default is the swapped tile 64
+// columns of N wide, M rows high (8 or 16), at its deepest ring: kgen tune
+// on the H100 (2026-11-23) took a swapped tile on all 8 of 1 and 16 x 4096
+// and 8192, nt and nn, that one or its 8-stage twin on 7 (1x4096x4096 nn
+// 13.93 us against the 16-row tiled split-K default's 15.51; bench/gemm.py
+// untuned, 1x8192x8192 nt: the tiled default 51.0 against 47.6).
 //
 // Repack variants (GemmConfig::repack) join when A or B cannot be read with
 // 16-byte vectors (rows of 1023 bf16, a ragged N of B 'N'): on the padded
@@ -670,15 +676,21 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
   ranked.insert(ranked.end(), pairs.begin(), pairs.end());
   std::stable_sort(ranked.begin(), ranked.end(), byCost);
   std::vector<GemmConfig> out = gemvConfigs(p, t);
-  // At 16 < M <= 128 the 64-row fitted tile at its deepest ring goes first,
-  // before the ranked list: the default there (see the top). So does the
-  // fitted swapped tile where M > 256 leaves few whole tiles (see the top).
+  // At M <= 16 the swapped 64-column tile at its deepest ring goes first,
+  // before the ranked list: the default there (see the top); at 16 < M <=
+  // 128 the 64-row fitted tile at its deepest ring. So does the fitted
+  // swapped tile where M > 256 leaves few whole tiles (see the top).
   auto firstPick = fittedPicks.end();
   auto tilesOf = [&](int64_t bm, int64_t bn) {
     return (p.m + bm - 1) / bm * ((p.n + bn - 1) / bn);
   };
   const int64_t units = targetInfo(t).computeUnits;
-  if (p.m <= 128)
+  const auto swapped64 = std::find_if(
+      fittedPicks.begin(), fittedPicks.end(),
+      [](const GemmConfig &c) { return c.swapAB && c.blockN == 64; });
+  if (p.m <= 16 && swapped64 != fittedPicks.end())
+    firstPick = swapped64;
+  else if (p.m <= 128)
     firstPick = std::find_if(
         fittedPicks.begin(), fittedPicks.end(),
         [](const GemmConfig &c) { return c.blockM == 64 && c.cluster == 1; });

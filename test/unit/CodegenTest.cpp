@@ -357,18 +357,46 @@ TEST(Candidates, SmallMDefaultsToAFittedTileWithADeepRing) {
 }
 
 TEST(Candidates, SmallMTiledLoopTakesTheDeepestSwizzledRing) {
-  // M <= 16 on NVIDIA: 16-row tiles of the tiled loop at 6 stages,
-  // swizzled (H100, kgen tune: the winner or within 1.5% of it on 1 and 16
-  // x 4096 and 8192, nt and nn). Not on AMD, nor for large M.
-  for (const char *layout : {"nt", "nn"})
-    for (Target t : {Target::SM90A, Target::SM80}) {
-      GemmConfig c = defaultConfig(problem(1, 8192, 8192, layout), t);
-      EXPECT_EQ(c.loop, GemmLoop::Tiled) << layout;
-      EXPECT_EQ(c.stages, 6) << layout;
-      EXPECT_EQ(c.smem, SmemLayout::Swizzled) << layout;
-    }
+  // M <= 16 on sm_80 (and on sm_90a where no swapped tile is offered: A
+  // stored K x M): 16-row tiles of the tiled loop at 6 stages, swizzled
+  // (H100, kgen tune before the swapped tiles: the winner or within 1.5% of
+  // it on 1 and 16 x 4096 and 8192, nt and nn). Not on AMD, nor for large
+  // M.
+  for (const char *layout : {"nt", "nn"}) {
+    GemmConfig c = defaultConfig(problem(1, 8192, 8192, layout), Target::SM80);
+    EXPECT_EQ(c.loop, GemmLoop::Tiled) << layout;
+    EXPECT_EQ(c.stages, 6) << layout;
+    EXPECT_EQ(c.smem, SmemLayout::Swizzled) << layout;
+  }
+  GemmConfig tn = defaultConfig(problem(1, 8192, 8192, "tn"), Target::SM90A);
+  EXPECT_EQ(tn.loop, GemmLoop::Tiled);
+  EXPECT_EQ(tn.stages, 6);
   EXPECT_LE(defaultConfig(problem(1, 8192, 8192), Target::GFX90A).stages, 4);
   EXPECT_LE(defaultConfig(problem(4096, 4096, 4096), Target::SM80).stages, 4);
+}
+
+TEST(Candidates, SmallMDefaultsToASwappedTileOnSm90a) {
+  // M <= 16 on sm_90a, 16-bit A stored M x K: the swapped tile 64 columns
+  // of N wide and 8 or 16 rows of M high at 12 stages (H100, kgen tune:
+  // it or its 8-stage twin won 7 of 1 and 16 x 4096 and 8192, nt and nn).
+  for (const char *layout : {"nt", "nn"})
+    for (int64_t m : {1, 16})
+      for (int64_t n : {4096, 8192}) {
+        GemmConfig c = defaultConfig(problem(m, n, n, layout), Target::SM90A);
+        EXPECT_EQ(c.loop, GemmLoop::Wgmma) << m << "x" << n << " " << layout;
+        EXPECT_TRUE(c.swapAB) << m << "x" << n << " " << layout;
+        EXPECT_EQ(c.blockN, 64) << m << "x" << n << " " << layout;
+        EXPECT_EQ(c.blockM, m == 16 && n == 8192 ? 16 : 8)
+            << m << "x" << n << " " << layout;
+        EXPECT_EQ(c.stages, 12) << m << "x" << n << " " << layout;
+      }
+  // fp8 has no swapped tiles: its 64-row fitted tile stays the default.
+  GemmProblem f8 = problem(1, 4096, 4096);
+  f8.ab = DType::E4M3;
+  f8.c = DType::BF16;
+  GemmConfig c8 = defaultConfig(f8, Target::SM90A);
+  EXPECT_FALSE(c8.swapAB);
+  EXPECT_EQ(c8.blockM, 64);
 }
 
 TEST(Candidates, SmallMGetsSmallTiles) {
