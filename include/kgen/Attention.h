@@ -99,8 +99,10 @@ struct AttentionConfig {
   /// head. For decode (Sq * g rows in place of Sq) it also fills the tile.
   bool packGqa = false;
   /// Persistent grid (wgmma loop only, no split-KV): min(work tiles, SMs)
-  /// blocks, each looping over (row block, head, batch) work tiles of a
-  /// static schedule (causal's longest row blocks first), the producer
+  /// blocks, each looping over (row block, head, batch) work tiles in
+  /// order (causal's longest row blocks first): round-robin, or where
+  /// attentionDynamicSchedule says, the next tile no block has claimed; the
+  /// producer
   /// loading the next tile's Q, K and V while the consumers finish the
   /// current one and store it.
   bool persistent = false;

@@ -83,9 +83,10 @@
 // At M <= 16 (bf16/f16, A stored M x K) the default is the swapped tile 64
 // columns of N wide, M rows high (8 or 16), at its deepest ring: kgen tune
 // on the H100 (2026-11-23) took a swapped tile on all 8 of 1 and 16 x 4096
-// and 8192, nt and nn, that one or its 8-stage twin on 7 (1x4096x4096 nn
-// 13.93 us against the 16-row tiled split-K default's 15.51; bench/gemm.py
-// untuned, 1x8192x8192 nt: the tiled default 51.0 against 47.6).
+// and 8192, nt and nn, that one or its 8-stage twin on 7. bench/gemm.py
+// untuned, H100, 2026-11-24, the old and the new default in one session:
+// 1x4096x4096 nn 15.6 -> 14.0 us, 16x4096x4096 nt 16.5 -> 14.7,
+// 1x8192x8192 nt 50.8 -> 47.5 (cuBLAS 14.2, 17.2, 47.5).
 //
 // Repack variants (GemmConfig::repack) join when A or B cannot be read with
 // 16-byte vectors (rows of 1023 bf16, a ragged N of B 'N'): on the padded
