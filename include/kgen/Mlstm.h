@@ -81,6 +81,11 @@ enum class MlstmKernel {
   /// each segment; mlstmSegments).
   SegmentStates,
 };
+/// One of the gate pre-pass's two kernels (GateSums, Gates): one warp a
+/// chunk, no shared memory, the plain Params.
+inline bool isGatePrePass(MlstmKernel k) {
+  return k == MlstmKernel::GateSums || k == MlstmKernel::Gates;
+}
 /// The kernels of config c, in launch order (a wgmma fused config's gate
 /// pre-pass, GateSums and Gates, first; its SegmentStates and Combine run only
 /// where mlstmSegments splits the sequence).

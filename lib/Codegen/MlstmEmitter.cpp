@@ -117,7 +117,7 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
                         2 * tr.smemBytes > targetInfo(t).maxSharedBytes;
   os << ", " << c.blockDV << " DV columns per block, " << c.warps << " warps\n";
   if (k != MlstmKernel::Recurrent && k != MlstmKernel::Combine &&
-      k != MlstmKernel::GateSums && k != MlstmKernel::Gates) {
+      !isGatePrePass(k)) {
     os << "// matrix work: ";
     if (wgmmaWalk)
       os << "wgmma m64nNk16 (two state warpgroups, one output warpgroup), "
@@ -138,7 +138,7 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
       os << "fp32 FMAs from shared memory\n";
   }
   os << "// launch: grid (";
-  if (k == MlstmKernel::GateSums || k == MlstmKernel::Gates)
+  if (isGatePrePass(k))
     os << "ceil(chunks / " << tr.threads / targetInfo(t).waveSize << ")";
   else if (k == MlstmKernel::Combine)
     os << "ceil((DQK * DV + DQK) / " << tr.threads << ")";
@@ -213,7 +213,7 @@ LaunchDims mlstmLaunchDims(const MlstmProblem &p, const MlstmConfig &c,
     x *= (s + c.chunk - 1) / c.chunk;
   if (k == MlstmKernel::Combine)
     x = (int64_t(p.dqk) * p.dv + p.dqk + tr.threads - 1) / tr.threads;
-  if (k == MlstmKernel::GateSums || k == MlstmKernel::Gates) {
+  if (isGatePrePass(k)) {
     const int64_t perBlock = tr.threads / targetInfo(t).waveSize;
     x = ((s + c.chunk - 1) / c.chunk + perBlock - 1) / perBlock;
   }

@@ -253,7 +253,7 @@ MlstmTraits mlstmTraits(const MlstmProblem &p, const MlstmConfig &c,
         4 * (3 * p.dqk + c.blockDV + 2 * (parts * c.blockDV + zpart));
     if (tr.rows > 0)
       tr.minBlocks = std::max(1, 65536 / (tr.threads * (4 * tr.rows + 32)));
-  } else if (k == MlstmKernel::GateSums || k == MlstmKernel::Gates) {
+  } else if (isGatePrePass(k)) {
     // Must match gateSums<> and gateTerms<>: one warp a chunk, 4 chunks a
     // block, no shared memory.
     tr.threads = 4 * targetInfo(t).waveSize;

@@ -302,9 +302,8 @@ void Runtime::launchMlstm(const MlstmPlan &plan, const MlstmArgs &args,
           (kind == MlstmKernel::SegmentStates || kind == MlstmKernel::Combine))
         continue;
       use = kind == MlstmKernel::Combine ? combineParams
-            : kind == MlstmKernel::GateSums || kind == MlstmKernel::Gates
-                ? params
-                : wgmmaParams;
+            : isGatePrePass(kind)        ? params
+                                         : wgmmaParams;
     }
     LaunchDims d =
         mlstmLaunchDims(kp, plan.config, kind, k.source.target, r.b, r.nh, r.s);

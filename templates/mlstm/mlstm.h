@@ -86,14 +86,14 @@ template <class T> KGEN_DEVICE void store(void *p, long long idx, float x) {
   static_cast<T *>(p)[idx] = Convert<T>::fromFloat(x);
 }
 
+/// Below every max the gate scans take (their identity for max).
+constexpr double kBelowAll = -1e300;
+
 /// An m^{k-1} below every g + m and every log D: gates() from it takes the
 /// chunk's own stabilizer (m^k = max_t a_t, m^comb_t = max_{s<=t} log D_ts)
 /// and decays whatever state to exp(-inf) = 0, as if the chunk started from
 /// none.
-constexpr double kNoState = -1e300;
-
-/// Below every max the gate scans take (their identity for max).
-constexpr double kBelowAll = -1e300;
+constexpr double kNoState = kBelowAll;
 
 template <bool kCond, class A, class B> struct Select { using type = A; };
 template <class A, class B> struct Select<false, A, B> { using type = B; };

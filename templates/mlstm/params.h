@@ -48,8 +48,8 @@ struct Params {
 };
 
 /// Bytes of one chunk's ChunkTerms (mlstm.h): seven fp32 per-token terms,
-/// then the decay and a pad, m^k and g in fp64 and a pad (a multiple of 16
-/// for even chunks).
+/// then the decay and a pad, and m^k, g and max a_t in fp64 (a multiple of
+/// 16 for even chunks).
 constexpr int chunkTermsBytes(int chunk) { return 28 * chunk + 32; }
 
 /// The fp32 words of the wgmma walk's scratch, Chunk's P region there (P
