@@ -266,21 +266,30 @@ template <class Config> struct Block {
     return true;
   }
 
-  /// Is key j visible to query i (both inside their sequences)?
-  KGEN_DEVICE bool visible(const Params &p, int i, int j) const {
-    if (j >= seqK)
-      return false;
+  /// The keys [lo, hi) visible to query i (inside its sequence): every
+  /// mask is one interval of keys per query. The softmax takes it once per
+  /// row, so a masked element costs a compare against a compile-time column
+  /// offset and a select, where testing each key anew cost its column
+  /// arithmetic as well.
+  KGEN_DEVICE void visibleKeys(const Params &p, int i, int &lo, int &hi) const {
+    lo = 0;
+    hi = seqK;
     if constexpr (Config::kCausal) {
-      if (j > i + offset)
-        return false;
+      if (i + offset + 1 < hi)
+        hi = i + offset + 1;
     }
     if constexpr (Config::kWindow) {
-      if (p.windowRight >= 0 && j > i + offset + p.windowRight)
-        return false;
-      if (p.windowLeft >= 0 && j < i + offset - p.windowLeft)
-        return false;
+      if (p.windowRight >= 0 && i + offset + p.windowRight + 1 < hi)
+        hi = i + offset + p.windowRight + 1;
+      if (p.windowLeft >= 0 && i + offset - p.windowLeft > lo)
+        lo = i + offset - p.windowLeft;
     }
-    return true;
+  }
+
+  /// Is key j (>= 0) outside [lo, hi), both relative to the same column?
+  /// Only a window moves lo off key 0.
+  static KGEN_DEVICE bool hidden(int j, int lo, int hi) {
+    return j >= hi || (Config::kWindow && j < lo);
   }
 
   /// The additive term of S (log2 domain) for query i of head hq, key j,
@@ -611,6 +620,13 @@ template <class Config> struct WarpAttention {
       for (int r = 0; r < 2; ++r) {
         const int row = m0 + row0 + 16 * i + 8 * r + g;
         const int query = blk.queryOf(row);
+        // The visible keys relative to this lane's first column, n0 + 2t.
+        int lo = 0, hi = 0;
+        if constexpr (kMasked) {
+          blk.visibleKeys(p, query, lo, hi);
+          lo -= n0 + 2 * t;
+          hi -= n0 + 2 * t;
+        }
         float mx = negInf();
 #pragma unroll
         for (int j = 0; j < kFragsN; ++j)
@@ -623,7 +639,7 @@ template <class Config> struct WarpAttention {
               if (row < blk.rows && col < blk.seqK)
                 x += blk.bias(p, blk.headOf(row), query, col);
             }
-            if (kMasked && !blk.visible(p, query, col))
+            if (kMasked && blk.hidden(8 * j + c, lo, hi))
               x = negInf();
             s[i][j][2 * r + c] = x;
             mx = maxOf(mx, x);
@@ -796,18 +812,26 @@ template <class Config> struct WarpAttention {
     for (int i = 0; i < kFragsM; ++i) {
       const int row = m0 + row0 + 32 * i + lane % 32;
       const int query = blk.queryOf(row);
+      // The visible keys relative to this lane's first column.
+      int lo = 0, hi = 0;
+      if constexpr (kMasked) {
+        blk.visibleKeys(p, query, lo, hi);
+        lo -= n0 + 4 * (lane / 32);
+        hi -= n0 + 4 * (lane / 32);
+      }
       float mx = negInf();
 #pragma unroll
       for (int j = 0; j < kFragsN; ++j)
 #pragma unroll
         for (int e = 0; e < 16; ++e) {
-          const int col = n0 + 32 * j + 8 * (e / 4) + 4 * (lane / 32) + e % 4;
+          const int rel = 32 * j + 8 * (e / 4) + e % 4;
+          const int col = n0 + 4 * (lane / 32) + rel;
           float x = s[i][j][e] * p.scaleLog2;
           if constexpr (Config::kAlibi || Config::kBias) {
             if (row < blk.rows && col < blk.seqK)
               x += blk.bias(p, blk.headOf(row), query, col);
           }
-          if (kMasked && !blk.visible(p, query, col))
+          if (kMasked && blk.hidden(rel, lo, hi))
             x = negInf();
           s[i][j][e] = x;
           mx = maxOf(mx, x);
