@@ -416,7 +416,9 @@ KGEN_DEVICE void consume(unsigned char *smem, const Barriers<Config> &bar,
   using W = WarpAttention<Config>;
   uint64_t *kFull = bar.kFull, *vFull = bar.vFull, *kEmpty = bar.kEmpty,
            *vEmpty = bar.vEmpty;
-  const int consumer = int(threadIdx.x / 128u) - 1;
+  // Lane 0's consumer index: warp-uniform to the compiler, so Q's address
+  // and descriptors live in uniform registers, which wgmma reads.
+  const int consumer = __shfl_sync(0xffffffffu, int(threadIdx.x / 128u) - 1, 0);
   const int warp = int(threadIdx.x / 32u) - 4, lane = int(threadIdx.x % 32u);
   const bool warpLeader = lane == 0;
   const unsigned char *sQ = smem + consumer * 64 * S::kRowBytes;
@@ -448,16 +450,17 @@ KGEN_DEVICE void consume(unsigned char *smem, const Barriers<Config> &bar,
   // packP8).
   uint32_t a[S::kStepsPv][4];
   // S = Q K^T: 4 k-steps per 128-byte column block.
+  // Each k-step's descriptors are the tile's moved (descriptorAt).
+  const uint64_t dQ = sm90::matrixDescriptor(sQ, 16, 1024);
   auto issueScores = [&](const unsigned char *sK) {
+    const uint64_t dK = sm90::matrixDescriptor(sK, 16, 1024);
 #pragma unroll
     for (int kk = 0; kk < S::kStepsS; ++kk) {
       const int c = kk / 4, step = kk % 4;
-      MmaS::run(s,
-                sm90::matrixDescriptor(
-                    sQ + c * S::kBlockM * S::kRowBytes + step * 32, 16, 1024),
-                sm90::matrixDescriptor(
-                    sK + c * S::kBlockN * S::kRowBytes + step * 32, 16, 1024),
-                kk > 0);
+      MmaS::run(
+          s, sm90::descriptorAt(dQ, c * S::kBlockM * S::kRowBytes + step * 32),
+          sm90::descriptorAt(dK, c * S::kBlockN * S::kRowBytes + step * 32),
+          kk > 0);
     }
     sm90::wgmmaCommit();
   };
@@ -467,15 +470,12 @@ KGEN_DEVICE void consume(unsigned char *smem, const Barriers<Config> &bar,
   // fp8: V^T's kDv rows of 128 keys, K-major as K is for S (32 bytes a
   // k-step).
   auto issuePv = [&](const unsigned char *sV) {
+    const uint64_t dV = sm90::matrixDescriptor(
+        sV, S::kFp8 ? 16 : S::kBlockN * S::kRowBytes, 1024);
 #pragma unroll
     for (int kc = 0; kc < S::kStepsPv; ++kc)
-      if constexpr (S::kFp8)
-        MmaO::run(o, a[kc], sm90::matrixDescriptor(sV + kc * 32, 16, 1024), 1);
-      else
-        MmaO::run(o, a[kc],
-                  sm90::matrixDescriptor(sV + kc * 2048,
-                                         S::kBlockN * S::kRowBytes, 1024),
-                  1);
+      MmaO::run(o, a[kc], sm90::descriptorAt(dV, kc * (S::kFp8 ? 32 : 2048)),
+                1);
     sm90::wgmmaCommit();
   };
   // S -> P (log2 domain, masks, running max and sum); O's rescale factors

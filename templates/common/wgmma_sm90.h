@@ -227,6 +227,15 @@ KGEN_DEVICE uint64_t matrixDescriptor(const void *smem, uint32_t lboBytes,
   return d;
 }
 
+/// The descriptor d of a matrix, moved by `bytes` (a multiple of 16): a
+/// k-step's operand from its tile's start descriptor. One 32-bit add on the
+/// address field, which cannot carry out of it (shared addresses are below
+/// 256 KiB), where a new descriptor costs a mask, a shift and an or as well.
+KGEN_DEVICE uint64_t descriptorAt(uint64_t d, int bytes) {
+  const uint32_t lo = uint32_t(d) + uint32_t(bytes >> 4);
+  return (d & 0xFFFFFFFF00000000ull) | lo;
+}
+
 /// Makes this thread's shared-memory writes (stores, stmatrix) visible to
 /// the async proxy (wgmma, TMA stores) that reads them after the next
 /// barrier or mbarrier arrival.

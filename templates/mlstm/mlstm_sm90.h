@@ -410,11 +410,7 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
 
   /// Each product takes its operands' start descriptors, made just before
   /// it (held across the step they cost registers, which spill); a step
-  /// adds its byte offset / 16 to the address field (no carry: shared
-  /// addresses are < 256 KiB).
-  static KGEN_DEVICE uint64_t at(uint64_t d, int bytes) {
-    return d + uint64_t(bytes >> 4);
-  }
+  /// moves them (sm90::descriptorAt).
 
   /// The state warpgroups' chunk k (the walk's i-th; tokens t0 .. t0 +
   /// len): Wp = diag(w) V, C = decay C + K^T Wp and n's increment on the
@@ -486,12 +482,17 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
       const int i0 = tileRow(r);
 #pragma unroll
       for (int kc = 0; kc < kL / 16; ++kc)
-        MmaU::run(c[r], at(dKt, (i0 / 64) * kKBlock + kc * 2048),
-                  at(sm90::matrixDescriptor(sW, kBlock, 1024), kc * 2048), 1);
+        MmaU::run(c[r],
+                  sm90::descriptorAt(dKt, (i0 / 64) * kKBlock + kc * 2048),
+                  sm90::descriptorAt(sm90::matrixDescriptor(sW, kBlock, 1024),
+                                     kc * 2048),
+                  1);
 #pragma unroll
       for (int kc = 0; kc < kL / 16; ++kc)
-        MmaN::run(dn[r], at(dKt, (i0 / 64) * kKBlock + kc * 2048),
-                  at(sm90::matrixDescriptor(sWn, 16, 1024), kc * 32), kc > 0);
+        MmaN::run(
+            dn[r], sm90::descriptorAt(dKt, (i0 / 64) * kKBlock + kc * 2048),
+            sm90::descriptorAt(sm90::matrixDescriptor(sWn, 16, 1024), kc * 32),
+            kc > 0);
     }
     sm90::wgmmaCommit();
     sm90::wgmmaWait<0>();
@@ -575,8 +576,10 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
         sm90::wgmmaFence();
 #pragma unroll
         for (int kk = 0; kk < kDQK / 16; ++kk)
-          MmaS::run(s, at(dQ, (kk / 4) * kBlock + (kk % 4) * 32),
-                    at(dK, (kk / 4) * kKBlock + (kk % 4) * 32), kk > 0);
+          MmaS::run(s,
+                    sm90::descriptorAt(dQ, (kk / 4) * kBlock + (kk % 4) * 32),
+                    sm90::descriptorAt(dK, (kk / 4) * kKBlock + (kk % 4) * 32),
+                    kk > 0);
         sm90::wgmmaCommit();
       }
       // P: the decayed, masked scores, and their row sums (two rows a
@@ -642,8 +645,10 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
       sm90::wgmmaFence();
 #pragma unroll
       for (int kk = 0; kk < kDQK / 16; ++kk)
-        MmaQC::run(o, at(dQ, (kk / 4) * kBlock + (kk % 4) * 32),
-                   at(dC, (kk / 4) * 2 * kBlock + (kk % 4) * 2048), kk > 0);
+        MmaQC::run(
+            o, sm90::descriptorAt(dQ, (kk / 4) * kBlock + (kk % 4) * 32),
+            sm90::descriptorAt(dC, (kk / 4) * 2 * kBlock + (kk % 4) * 2048),
+            kk > 0);
       sm90::wgmmaCommit();
     }
     sm90::wgmmaWait<0>();
@@ -672,8 +677,8 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
 #pragma unroll
     for (int kc = 0; kc < 4; ++kc)
       MmaPV::run(o, a[kc],
-                 at(sm90::matrixDescriptor(sV, kBlock, 1024),
-                    (i % 2) * kVBytes + kc * 2048),
+                 sm90::descriptorAt(sm90::matrixDescriptor(sV, kBlock, 1024),
+                                    (i % 2) * kVBytes + kc * 2048),
                  1);
     sm90::wgmmaCommit();
     // h's staging block was read by the chunk before's TMA store.
