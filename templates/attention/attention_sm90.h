@@ -86,6 +86,15 @@ template <class Config> struct Shape {
   /// swizzled rows. fp8's V tile is V^T: kDv rows of kBlockN (128) keys,
   /// and the stage holds V as loaded (kBlockN rows of kDv dims) after it.
   static constexpr int kQBytes = kBlockM * kDqk * int(sizeof(T));
+  /// Q's buffers (Config::kQBuffers): with two, the persistent grid loads
+  /// the next work tile's Q while this one runs, so the next tile's first S
+  /// can go out with this one's last P V without waiting for Q. Work tile w
+  /// takes buffer w % kQBuffers, in phase w / kQBuffers of its barriers.
+  static constexpr int kQBuffers = Config::kQBuffers;
+  static KGEN_DEVICE int qBuffer(int work) { return work % kQBuffers; }
+  static KGEN_DEVICE uint32_t qParity(int work) {
+    return uint32_t(work / kQBuffers) & 1u;
+  }
   static constexpr int kKBytes = kBlockN * kDqk * int(sizeof(T));
   static constexpr int kVBytes = kBlockN * kDv * int(sizeof(T));
   static constexpr int kRawVBytes = kFp8 ? kVBytes : 0;
@@ -95,18 +104,21 @@ template <class Config> struct Shape {
   static constexpr int kStageBytes = kKBytes + kVBytes + kRawVBytes;
   /// fp8: the producer warps that transpose V (transposeV).
   static constexpr int kTransposeWarps = 3;
-  /// Q full, K full, V full, K empty, V empty (one per stage each); with
-  /// the persistent grid Q empty and one word of two int slots (the work
-  /// tile's index, Barriers::tileSlot); with fp8 raw V full (one per
-  /// stage) and a stop flag per stage (Barriers::stop).
-  static constexpr int kBarriers = 1 + 4 * kStages +
-                                   (Config::kPersistent ? 2 : 0) +
+  /// Q full (one per Q buffer), K full, V full, K empty, V empty (one per
+  /// stage each); with the persistent grid Q empty (one per Q buffer) and
+  /// one word of two int slots (the work tile's index, Barriers::tileSlot);
+  /// with fp8 raw V full (one per stage) and a stop flag per stage
+  /// (Barriers::stop).
+  static constexpr int kBarriers = kQBuffers + 4 * kStages +
+                                   (Config::kPersistent ? kQBuffers + 1 : 0) +
                                    (kFp8 ? kStages + (kStages + 1) / 2 : 0);
+  /// Q's buffers, then the K/V stages.
+  static constexpr int kStagesOffset = kQBuffers * kQBytes;
   /// With Config::kStageO (no split-KV, and room left in shared memory),
   /// each consumer warp's slab of 16 rows of 64 values for the stores of O
   /// (storeStaged), after the barriers.
   static constexpr int kSlabOffset =
-      kQBytes + kStages * kStageBytes + (8 * kBarriers + 15) / 16 * 16;
+      kStagesOffset + kStages * kStageBytes + (8 * kBarriers + 15) / 16 * 16;
   static constexpr int kSlabBytes =
       Config::kStageO ? kConsumers * 4 * 16 * 64 * 2 : 0;
   /// 1024 bytes of slack to align the tiles to the swizzle's period.
@@ -139,6 +151,8 @@ template <class Config> struct Shape {
                 "fp8: V^T rows of 128 keys, 128 of them (attention.cpp)");
   static_assert(kBlockN % 64 == 0 && kBlockN <= 256 && kDv <= 256,
                 "wgmma N (kBlockN for S, kDv for O) is 64..256");
+  static_assert(kQBuffers == 1 || (kQBuffers == 2 && Config::kPersistent),
+                "a second Q buffer serves the persistent grid's next tile");
   static_assert(!Config::kPersistent || !Config::kPackGqa,
                 "GQA packing takes the one-block-per-row-block grid");
   static_assert(!Config::kVarlen && !Config::kPreloadV,
@@ -153,14 +167,15 @@ template <class Config> struct Shape {
 template <class Config> struct Barriers {
   using S = Shape<Config>;
   uint64_t *qFull, *kFull, *vFull, *kEmpty, *vEmpty, *qEmpty, *rawVFull;
-  /// Persistent grid: the work tile's index for the consumers, two slots
-  /// (work tiles w and w + 1 may be in flight together). The producer
-  /// writes slot w % 2 before its arrival on qFull for tile w, which the
-  /// consumers wait for before they read it; -1 ends the walk. (Derived,
-  /// not stored: one more pointer live across the consumers' loop made
-  /// ptxas spill.)
+  /// Persistent grid: the work tile's index for the consumers, two slots.
+  /// The producer writes slot w % 2 once tile w's Q buffer is free (the
+  /// consumers have released Q of tile w - kQBuffers, after reading its
+  /// slot, the same one when kQBuffers is 2) and before its arrival on
+  /// qFull for tile w, which the consumers wait for before they read it;
+  /// -1 ends the walk. (Derived, not stored: one more pointer live across
+  /// the consumers' loop made ptxas spill.)
   KGEN_DEVICE int *tileSlot() const {
-    return reinterpret_cast<int *>(qEmpty + 1);
+    return reinterpret_cast<int *>(qEmpty + S::kQBuffers);
   }
   /// fp8: one int flag per stage, zero until the producer sets the one of
   /// its last ring position before its arrival on that stage's rawVFull
@@ -170,10 +185,10 @@ template <class Config> struct Barriers {
     return reinterpret_cast<int *>(rawVFull + S::kStages);
   }
   KGEN_DEVICE explicit Barriers(uint64_t *bars)
-      : qFull(bars), kFull(bars + 1), vFull(kFull + S::kStages),
+      : qFull(bars), kFull(bars + S::kQBuffers), vFull(kFull + S::kStages),
         kEmpty(vFull + S::kStages), vEmpty(kEmpty + S::kStages),
         qEmpty(vEmpty + S::kStages),
-        rawVFull(qEmpty + (Config::kPersistent ? 2 : 0)) {}
+        rawVFull(qEmpty + (Config::kPersistent ? S::kQBuffers + 1 : 0)) {}
 };
 
 /// Where a block's work stands in the barriers' phases. Every mbarrier
@@ -198,24 +213,29 @@ struct Progress {
 
 /// The producer's single thread for one work tile: Q (its box from query
 /// q0 of head h), then K and V of every key tile (KV head hk). With the
-/// persistent grid Q waits for the previous work tile's consumers to release
-/// it, and goes after the first K: at a work tile's boundary that K stage frees
-/// first (once S of key tile n - kStages is done), Q next (once the last S is
-/// done), V last (once its P V is done).
+/// persistent grid Q waits for its buffer's previous work tile's consumers
+/// to release it, and goes after the first K: at a work tile's boundary that
+/// K stage frees first (once S of key tile n - kStages is done), Q next (once
+/// the last S is done), V last (once its P V is done). `publish` >= 0: the
+/// work tile's index, for the consumers' tile slot (the dynamic schedule).
 template <class Config>
-KGEN_DEVICE void produce(unsigned char *smem, const Barriers<Config> &bar,
-                         const TensorMap &mapQ, const TensorMap &mapK,
-                         const TensorMap &mapV, int q0, int h, int hk, int b,
-                         int tile0, int tiles, const Progress &at) {
+KGEN_DEVICE void
+produce(unsigned char *smem, const Barriers<Config> &bar, const TensorMap &mapQ,
+        const TensorMap &mapK, const TensorMap &mapV, int q0, int h, int hk,
+        int b, int tile0, int tiles, const Progress &at, int publish = -1) {
   using S = Shape<Config>;
-  unsigned char *sQ = smem, *sKV = smem + S::kQBytes;
+  const int qb = S::qBuffer(at.work);
+  unsigned char *sQ = smem + qb * S::kQBytes, *sKV = smem + S::kStagesOffset;
   auto loadQ = [&] {
-    if constexpr (Config::kPersistent) // the phase of the previous work tile
-      sm90::barrierWait(bar.qEmpty, uint32_t(at.work & 1) ^ 1u);
-    sm90::barrierArriveExpectTx(bar.qFull, S::kQBytes);
+    if constexpr (Config::kPersistent) { // the buffer's previous work tile
+      sm90::barrierWait(&bar.qEmpty[qb], S::qParity(at.work) ^ 1u);
+      if (publish >= 0)
+        bar.tileSlot()[at.work & 1] = publish;
+    }
+    sm90::barrierArriveExpectTx(&bar.qFull[qb], S::kQBytes);
 #pragma unroll
     for (int c = 0; c < S::kDqk / S::kRowElems; ++c)
-      sm90::tmaLoad4d(sQ + c * S::kBlockM * S::kRowBytes, &mapQ, bar.qFull,
+      sm90::tmaLoad4d(sQ + c * S::kBlockM * S::kRowBytes, &mapQ, &bar.qFull[qb],
                       c * S::kRowElems, h, q0, b);
   };
   if (!Config::kPersistent || tiles == 0)
@@ -354,7 +374,7 @@ KGEN_DEVICE void transposeV(unsigned char *smem, const Barriers<Config> &bar) {
   const int stDim = 16 * (i >> 1) + 2 * j + ((i & 1) ^ (j >> 2));
   const bool odd = lane >= 16;
   const uint32_t sel0 = odd ? 0x7531u : 0x6420u, sel1 = odd ? 0x6420u : 0x7531u;
-  const uint32_t tiles = sm90::smemAddress(smem + S::kQBytes);
+  const uint32_t tiles = sm90::smemAddress(smem + S::kStagesOffset);
   int stage = 0;
   uint32_t phase = 0;
   for (;;) {
@@ -430,7 +450,9 @@ template <class Config> struct Consumer {
   const Barriers<Config> &bar;
   const Params &p;
   int consumer, warp, lane;
-  uint64_t dQ; ///< Q's descriptor (this warpgroup's 64 rows)
+  /// Q's descriptor (this warpgroup's 64 rows) in buffer 0; dQWork: in the
+  /// work tile's buffer.
+  uint64_t dQ, dQWork;
   W wa;
   float s[S::kAccumS];
   // P of the previous tile, as P V's A registers: 16-key slices packed in
@@ -451,6 +473,7 @@ template <class Config> struct Consumer {
     warp = int(threadIdx.x / 32u) - 4;
     lane = int(threadIdx.x % 32u);
     dQ = sm90::matrixDescriptor(smem + consumer * 64 * S::kRowBytes, 16, 1024);
+    dQWork = dQ;
     wa.init(0, warp, lane);
     if constexpr (S::kFp8) {
       if (p.qDescale)
@@ -474,7 +497,7 @@ template <class Config> struct Consumer {
     return uint32_t(r / S::kStages) & 1u;
   }
   KGEN_DEVICE const unsigned char *kTile(int r) const {
-    return smem + S::kQBytes + stageOf(r) * S::kStageBytes;
+    return smem + S::kStagesOffset + stageOf(r) * S::kStageBytes;
   }
 
   // Ping-pong between the consumer warpgroups (FlashAttention-3): each
@@ -505,7 +528,8 @@ template <class Config> struct Consumer {
     for (int kk = 0; kk < S::kStepsS; ++kk) {
       const int c = kk / 4, step = kk % 4;
       MmaS::run(
-          s, sm90::descriptorAt(dQ, c * S::kBlockM * S::kRowBytes + step * 32),
+          s,
+          sm90::descriptorAt(dQWork, c * S::kBlockM * S::kRowBytes + step * 32),
           sm90::descriptorAt(dK, c * S::kBlockN * S::kRowBytes + step * 32),
           kk > 0);
     }
@@ -548,10 +572,10 @@ template <class Config> struct Consumer {
   // Persistent: Q may be overwritten by the next work tile once this
   // warp's last S (the only reader of Q) has completed; one arrival per
   // consumer warp, as for the K/V stages.
-  KGEN_DEVICE void releaseQ() {
+  KGEN_DEVICE void releaseQ(int work) {
     if constexpr (Config::kPersistent)
       if (warpLeader())
-        sm90::barrierArrive(bar.qEmpty);
+        sm90::barrierArrive(&bar.qEmpty[S::qBuffer(work)]);
   }
   KGEN_DEVICE void releaseV(int r) {
     if (warpLeader())
@@ -603,9 +627,10 @@ template <class Config> struct Consumer {
                         const Progress &at, bool pending,
                         Pending &&storePending) {
     const int r0 = at.ring;
-    sm90::barrierWait(bar.qFull, uint32_t(at.work & 1));
+    sm90::barrierWait(&bar.qFull[S::qBuffer(at.work)], S::qParity(at.work));
+    dQWork = sm90::descriptorAt(dQ, S::qBuffer(at.work) * S::kQBytes);
     if (tiles == 0) {
-      releaseQ();
+      releaseQ(at.work);
       return;
     }
     // Tile 0: S, and the previous work tile's last P V.
@@ -631,7 +656,7 @@ template <class Config> struct Consumer {
     if (warpLeader())
       sm90::barrierArrive(&bar.kEmpty[stageOf(r0)]);
     if (tiles == 1)
-      releaseQ();
+      releaseQ(at.work);
     if (pending) {
       sm90::fenceAccumulators(o());
       releaseV(r0 - 1);
@@ -655,7 +680,7 @@ template <class Config> struct Consumer {
       if (warpLeader())
         sm90::barrierArrive(&bar.kEmpty[stageOf(r)]);
       if (it == tiles - 1)
-        releaseQ();
+        releaseQ(at.work);
       toProbabilities(blk, m0, (tile0 + it) * S::kBlockN, alpha);
       sm90::wgmmaWait<0>();
       sm90::fenceAccumulators(o());
@@ -674,11 +699,12 @@ template <class Config> KGEN_DEVICE uint64_t *setUp(unsigned char *&smem) {
   // swizzle, so TMA and wgmma agree on the pattern.
   extern __shared__ __align__(1024) unsigned char smemRaw[];
   smem = smemRaw + ((1024 - (sm90::smemAddress(smemRaw) & 1023)) & 1023);
-  uint64_t *bars = reinterpret_cast<uint64_t *>(smem + S::kQBytes +
+  uint64_t *bars = reinterpret_cast<uint64_t *>(smem + S::kStagesOffset +
                                                 S::kStages * S::kStageBytes);
   if (threadIdx.x == 0) {
     const Barriers<Config> bar(bars);
-    sm90::barrierInit(bar.qFull, 1);
+    for (int q = 0; q < S::kQBuffers; ++q)
+      sm90::barrierInit(&bar.qFull[q], 1);
     for (int s = 0; s < S::kStages; ++s) {
       sm90::barrierInit(&bar.kFull[s], 1);
       // fp8: one arrival per transposing warp (transposeV).
@@ -687,7 +713,8 @@ template <class Config> KGEN_DEVICE uint64_t *setUp(unsigned char *&smem) {
       sm90::barrierInit(&bar.vEmpty[s], S::kConsumers * 4);
     }
     if constexpr (Config::kPersistent)
-      sm90::barrierInit(bar.qEmpty, S::kConsumers * 4);
+      for (int q = 0; q < S::kQBuffers; ++q)
+        sm90::barrierInit(&bar.qEmpty[q], S::kConsumers * 4);
     if constexpr (S::kFp8)
       for (int s = 0; s < S::kStages; ++s) {
         sm90::barrierInit(&bar.rawVFull[s], 1);
@@ -807,10 +834,11 @@ KGEN_DEVICE void runPersistent(const TensorMap &mapQ, const TensorMap &mapK,
     sm90::setMaxRegsDec<Shape<Config>::kProducerRegs>();
     if (threadIdx.x == 0) {
       const int g = p.headsQ / p.headsKv;
+      int publish = -1; // the dynamic schedule's tile, for the slot
       auto work = [&](const Block<Config> &blk, int m0, int tile0, int tiles,
                       const Progress &at) {
         produce<Config>(smem, bar, mapQ, mapK, mapV, m0, blk.h, blk.h / g,
-                        blk.b, tile0, tiles, at);
+                        blk.b, tile0, tiles, at, publish);
       };
       // Dynamic schedule: the first round is blockIdx.x; after it a block
       // takes the next unclaimed work tile when it starts one (claimed a
@@ -825,8 +853,7 @@ KGEN_DEVICE void runPersistent(const TensorMap &mapQ, const TensorMap &mapK,
         const int next =
             dynamic ? int(gridDim.x) + int(atomicAdd(p.tileCounter, 1u))
                     : t + int(gridDim.x);
-        if (dynamic)
-          bar.tileSlot()[at.work & 1] = t;
+        publish = dynamic ? t : -1;
         step(t, at, work);
         t = next;
       }
@@ -834,9 +861,11 @@ KGEN_DEVICE void runPersistent(const TensorMap &mapQ, const TensorMap &mapK,
       if (dynamic) {
         // The end: once Q's previous use is released (as loadQ waits), the
         // slot says so and Q's full barrier completes without a load.
-        sm90::barrierWait(bar.qEmpty, uint32_t(at.work & 1) ^ 1u);
+        const int qb = Shape<Config>::qBuffer(at.work);
+        sm90::barrierWait(&bar.qEmpty[qb],
+                          Shape<Config>::qParity(at.work) ^ 1u);
         bar.tileSlot()[at.work & 1] = -1;
-        sm90::barrierArrive(bar.qFull);
+        sm90::barrierArrive(&bar.qFull[qb]);
         // The last block to stop claiming puts both counters back to zero
         // for the next launch; every claim of the others came before their
         // count (the fence).
@@ -884,7 +913,7 @@ KGEN_DEVICE void runPersistent(const TensorMap &mapQ, const TensorMap &mapK,
       if (dynamic) {
         // The producer's choice. work() waits for this phase again: it
         // has completed, so that returns at once.
-        sm90::barrierWait(bar.qFull, uint32_t(at.work & 1));
+        sm90::barrierWait(&bar.qFull[S::qBuffer(at.work)], S::qParity(at.work));
         t = *static_cast<volatile int *>(&bar.tileSlot()[at.work & 1]);
         if (t < 0)
           break;
