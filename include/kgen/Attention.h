@@ -120,9 +120,6 @@ struct AttentionTraits {
   /// wgmma loop: O goes out through per-warp shared-memory slabs (16-byte
   /// stores); without split-KV, where shared memory has room for them.
   bool stageO = false;
-  /// wgmma loop: Q's buffers. 2 on the persistent grid where shared memory
-  /// has room: the next work tile's Q loads while this one runs.
-  int qBuffers = 1;
 };
 
 AttentionTraits attentionTraits(const AttentionProblem &p,

@@ -127,17 +127,14 @@ AttentionTraits attentionTraits(const AttentionProblem &p,
     // stages hold V as loaded beside V^T (transposeV), with a barrier
     // each, and a 4-byte stop flag each (two to an 8-byte slot).
     const bool fp8 = isFp8(p.dtype);
-    const int64_t qBytes = int64_t(c.blockM) * p.headDimQk * sizeOf(p.dtype);
-    auto bytes = [&](int qBuffers) {
-      const int64_t barriers = 8 * (qBuffers + 4 * int64_t(c.stages) +
-                                    (c.persistent ? qBuffers + 1 : 0) +
-                                    (fp8 ? c.stages + (c.stages + 1) / 2 : 0));
-      return 1024 + qBuffers * qBytes +
-             int64_t(c.stages) * c.blockN *
-                 (p.headDimQk + p.headDimV * (fp8 ? 2 : 1)) * sizeOf(p.dtype) +
-             (barriers + 15) / 16 * 16;
-    };
-    int64_t smem = bytes(1);
+    const int64_t barriers =
+        8 * (1 + 4 * int64_t(c.stages) + (c.persistent ? 2 : 0) +
+             (fp8 ? c.stages + (c.stages + 1) / 2 : 0));
+    int64_t smem = 1024 + int64_t(c.blockM) * p.headDimQk * sizeOf(p.dtype) +
+                   int64_t(c.stages) * c.blockN *
+                       (p.headDimQk + p.headDimV * (fp8 ? 2 : 1)) *
+                       sizeOf(p.dtype) +
+                   (barriers + 15) / 16 * 16;
     // Without split-KV, and where they fit, each consumer warp's 2 KB slab
     // for the stores of O follows (attention_sm90.h, storeStaged): 16-byte
     // stores of O, which a ring too deep for them goes without.
@@ -145,13 +142,6 @@ AttentionTraits attentionTraits(const AttentionProblem &p,
     tr.stageO = c.splits == 1 && smem + slabs <= ti.maxSharedBytes;
     if (tr.stageO)
       smem += slabs;
-    // The persistent grid's second Q buffer, where it fits after the slabs:
-    // the next work tile's Q loads while this one runs.
-    if (c.persistent &&
-        bytes(2) + (tr.stageO ? slabs : 0) <= ti.maxSharedBytes) {
-      tr.qBuffers = 2;
-      smem = bytes(2) + (tr.stageO ? slabs : 0);
-    }
     tr.smemBytes = int(std::min<int64_t>(smem, INT32_MAX));
     // O and S per consumer thread (a warpgroup's 64 rows over 128 threads).
     tr.accumPerThread = (p.headDimV + c.blockN) / 2;

@@ -181,7 +181,6 @@ KernelSource emitAttention(const AttentionProblem &p, const AttentionConfig &c,
      << "  static constexpr bool kWgmma = " << boolStr(wgmma)
      << ", kPersistent = " << boolStr(c.persistent)
      << ", kStageO = " << boolStr(tr.stageO) << ";\n"
-     << "  static constexpr int kQBuffers = " << tr.qBuffers << ";\n"
      << "  static constexpr int kThreads = " << tr.threads << ";\n"
      << "  static constexpr int kSmemBytes = " << tr.smemBytes << ";\n"
      << "  static constexpr int kCombineThreads = " << p.headDimV << ";\n"

@@ -86,15 +86,6 @@ template <class Config> struct Shape {
   /// swizzled rows. fp8's V tile is V^T: kDv rows of kBlockN (128) keys,
   /// and the stage holds V as loaded (kBlockN rows of kDv dims) after it.
   static constexpr int kQBytes = kBlockM * kDqk * int(sizeof(T));
-  /// Q's buffers (Config::kQBuffers): with two, the persistent grid loads
-  /// the next work tile's Q while this one runs, so the next tile's first S
-  /// can go out with this one's last P V without waiting for Q. Work tile w
-  /// takes buffer w % kQBuffers, in phase w / kQBuffers of its barriers.
-  static constexpr int kQBuffers = Config::kQBuffers;
-  static KGEN_DEVICE int qBuffer(int work) { return work % kQBuffers; }
-  static KGEN_DEVICE uint32_t qParity(int work) {
-    return uint32_t(work / kQBuffers) & 1u;
-  }
   static constexpr int kKBytes = kBlockN * kDqk * int(sizeof(T));
   static constexpr int kVBytes = kBlockN * kDv * int(sizeof(T));
   static constexpr int kRawVBytes = kFp8 ? kVBytes : 0;
@@ -104,21 +95,18 @@ template <class Config> struct Shape {
   static constexpr int kStageBytes = kKBytes + kVBytes + kRawVBytes;
   /// fp8: the producer warps that transpose V (transposeV).
   static constexpr int kTransposeWarps = 3;
-  /// Q full (one per Q buffer), K full, V full, K empty, V empty (one per
-  /// stage each); with the persistent grid Q empty (one per Q buffer) and
-  /// one word of two int slots (the work tile's index, Barriers::tileSlot);
-  /// with fp8 raw V full (one per stage) and a stop flag per stage
-  /// (Barriers::stop).
-  static constexpr int kBarriers = kQBuffers + 4 * kStages +
-                                   (Config::kPersistent ? kQBuffers + 1 : 0) +
+  /// Q full, K full, V full, K empty, V empty (one per stage each); with
+  /// the persistent grid Q empty and one word of two int slots (the work
+  /// tile's index, Barriers::tileSlot); with fp8 raw V full (one per
+  /// stage) and a stop flag per stage (Barriers::stop).
+  static constexpr int kBarriers = 1 + 4 * kStages +
+                                   (Config::kPersistent ? 2 : 0) +
                                    (kFp8 ? kStages + (kStages + 1) / 2 : 0);
-  /// Q's buffers, then the K/V stages.
-  static constexpr int kStagesOffset = kQBuffers * kQBytes;
   /// With Config::kStageO (no split-KV, and room left in shared memory),
   /// each consumer warp's slab of 16 rows of 64 values for the stores of O
   /// (storeStaged), after the barriers.
   static constexpr int kSlabOffset =
-      kStagesOffset + kStages * kStageBytes + (8 * kBarriers + 15) / 16 * 16;
+      kQBytes + kStages * kStageBytes + (8 * kBarriers + 15) / 16 * 16;
   static constexpr int kSlabBytes =
       Config::kStageO ? kConsumers * 4 * 16 * 64 * 2 : 0;
   /// 1024 bytes of slack to align the tiles to the swizzle's period.
@@ -151,8 +139,6 @@ template <class Config> struct Shape {
                 "fp8: V^T rows of 128 keys, 128 of them (attention.cpp)");
   static_assert(kBlockN % 64 == 0 && kBlockN <= 256 && kDv <= 256,
                 "wgmma N (kBlockN for S, kDv for O) is 64..256");
-  static_assert(kQBuffers == 1 || (kQBuffers == 2 && Config::kPersistent),
-                "a second Q buffer serves the persistent grid's next tile");
   static_assert(!Config::kPersistent || !Config::kPackGqa,
                 "GQA packing takes the one-block-per-row-block grid");
   static_assert(!Config::kVarlen && !Config::kPreloadV,
@@ -167,15 +153,14 @@ template <class Config> struct Shape {
 template <class Config> struct Barriers {
   using S = Shape<Config>;
   uint64_t *qFull, *kFull, *vFull, *kEmpty, *vEmpty, *qEmpty, *rawVFull;
-  /// Persistent grid: the work tile's index for the consumers, two slots.
-  /// The producer writes slot w % 2 once tile w's Q buffer is free (the
-  /// consumers have released Q of tile w - kQBuffers, after reading its
-  /// slot, the same one when kQBuffers is 2) and before its arrival on
-  /// qFull for tile w, which the consumers wait for before they read it;
-  /// -1 ends the walk. (Derived, not stored: one more pointer live across
-  /// the consumers' loop made ptxas spill.)
+  /// Persistent grid: the work tile's index for the consumers, two slots
+  /// (work tiles w and w + 1 may be in flight together). The producer
+  /// writes slot w % 2 before its arrival on qFull for tile w, which the
+  /// consumers wait for before they read it; -1 ends the walk. (Derived,
+  /// not stored: one more pointer live across the consumers' loop made
+  /// ptxas spill.)
   KGEN_DEVICE int *tileSlot() const {
-    return reinterpret_cast<int *>(qEmpty + S::kQBuffers);
+    return reinterpret_cast<int *>(qEmpty + 1);
   }
   /// fp8: one int flag per stage, zero until the producer sets the one of
   /// its last ring position before its arrival on that stage's rawVFull
@@ -185,10 +170,10 @@ template <class Config> struct Barriers {
     return reinterpret_cast<int *>(rawVFull + S::kStages);
   }
   KGEN_DEVICE explicit Barriers(uint64_t *bars)
-      : qFull(bars), kFull(bars + S::kQBuffers), vFull(kFull + S::kStages),
+      : qFull(bars), kFull(bars + 1), vFull(kFull + S::kStages),
         kEmpty(vFull + S::kStages), vEmpty(kEmpty + S::kStages),
         qEmpty(vEmpty + S::kStages),
-        rawVFull(qEmpty + (Config::kPersistent ? S::kQBuffers + 1 : 0)) {}
+        rawVFull(qEmpty + (Config::kPersistent ? 2 : 0)) {}
 };
 
 /// Where a block's work stands in the barriers' phases. Every mbarrier
@@ -213,29 +198,24 @@ struct Progress {
 
 /// The producer's single thread for one work tile: Q (its box from query
 /// q0 of head h), then K and V of every key tile (KV head hk). With the
-/// persistent grid Q waits for its buffer's previous work tile's consumers
-/// to release it, and goes after the first K: at a work tile's boundary that
-/// K stage frees first (once S of key tile n - kStages is done), Q next (once
-/// the last S is done), V last (once its P V is done). `publish` >= 0: the
-/// work tile's index, for the consumers' tile slot (the dynamic schedule).
+/// persistent grid Q waits for the previous work tile's consumers to release
+/// it, and goes after the first K: at a work tile's boundary that K stage frees
+/// first (once S of key tile n - kStages is done), Q next (once the last S is
+/// done), V last (once its P V is done).
 template <class Config>
-KGEN_DEVICE void
-produce(unsigned char *smem, const Barriers<Config> &bar, const TensorMap &mapQ,
-        const TensorMap &mapK, const TensorMap &mapV, int q0, int h, int hk,
-        int b, int tile0, int tiles, const Progress &at, int publish = -1) {
+KGEN_DEVICE void produce(unsigned char *smem, const Barriers<Config> &bar,
+                         const TensorMap &mapQ, const TensorMap &mapK,
+                         const TensorMap &mapV, int q0, int h, int hk, int b,
+                         int tile0, int tiles, const Progress &at) {
   using S = Shape<Config>;
-  const int qb = S::qBuffer(at.work);
-  unsigned char *sQ = smem + qb * S::kQBytes, *sKV = smem + S::kStagesOffset;
+  unsigned char *sQ = smem, *sKV = smem + S::kQBytes;
   auto loadQ = [&] {
-    if constexpr (Config::kPersistent) { // the buffer's previous work tile
-      sm90::barrierWait(&bar.qEmpty[qb], S::qParity(at.work) ^ 1u);
-      if (publish >= 0)
-        bar.tileSlot()[at.work & 1] = publish;
-    }
-    sm90::barrierArriveExpectTx(&bar.qFull[qb], S::kQBytes);
+    if constexpr (Config::kPersistent) // the phase of the previous work tile
+      sm90::barrierWait(bar.qEmpty, uint32_t(at.work & 1) ^ 1u);
+    sm90::barrierArriveExpectTx(bar.qFull, S::kQBytes);
 #pragma unroll
     for (int c = 0; c < S::kDqk / S::kRowElems; ++c)
-      sm90::tmaLoad4d(sQ + c * S::kBlockM * S::kRowBytes, &mapQ, &bar.qFull[qb],
+      sm90::tmaLoad4d(sQ + c * S::kBlockM * S::kRowBytes, &mapQ, bar.qFull,
                       c * S::kRowElems, h, q0, b);
   };
   if (!Config::kPersistent || tiles == 0)
@@ -374,7 +354,7 @@ KGEN_DEVICE void transposeV(unsigned char *smem, const Barriers<Config> &bar) {
   const int stDim = 16 * (i >> 1) + 2 * j + ((i & 1) ^ (j >> 2));
   const bool odd = lane >= 16;
   const uint32_t sel0 = odd ? 0x7531u : 0x6420u, sel1 = odd ? 0x6420u : 0x7531u;
-  const uint32_t tiles = sm90::smemAddress(smem + S::kStagesOffset);
+  const uint32_t tiles = sm90::smemAddress(smem + S::kQBytes);
   int stage = 0;
   uint32_t phase = 0;
   for (;;) {
@@ -427,139 +407,87 @@ KGEN_DEVICE void stopTransposing(const Barriers<Config> &bar, int ring) {
 /// turned into P_j while P V still runs, and once P V is done O is rescaled
 /// and P_j packed into the A registers P V read. Between warpgroups, the
 /// issues take turns (ping-pong, below).
-///
-/// A work tile's last P V goes out with the next work tile's first S (the
-/// persistent grid), so the tensor cores keep working across the boundary:
-/// work() takes the previous tile as pending, and stores its O once that
-/// P V is done, before the new tile's first softmax. finish() issues a
-/// last P V alone (the end of the walk, the one-block grid) and stores.
-template <class Config> struct Consumer {
+template <class Config>
+KGEN_DEVICE void consume(unsigned char *smem, const Barriers<Config> &bar,
+                         const Params &p, const Block<Config> &blk, int m0,
+                         int tile0, int tiles, const Progress &at) {
   using S = Shape<Config>;
   using T = typename S::T;
   using W = WarpAttention<Config>;
-  using MmaS = sm90::Wgmma<T, S::kBlockN, false>;
-  // fp8 wgmma reads B K-major only: V^T (transposeV).
-  using MmaO = sm90::WgmmaRs<T, S::kDv, !S::kFp8>;
+  uint64_t *kFull = bar.kFull, *vFull = bar.vFull, *kEmpty = bar.kEmpty,
+           *vEmpty = bar.vEmpty;
+  // Lane 0's consumer index: warp-uniform to the compiler, so Q's address
+  // and descriptors live in uniform registers, which wgmma reads.
+  const int consumer = __shfl_sync(0xffffffffu, int(threadIdx.x / 128u) - 1, 0);
+  const int warp = int(threadIdx.x / 32u) - 4, lane = int(threadIdx.x % 32u);
+  const bool warpLeader = lane == 0;
+  const unsigned char *sQ = smem + consumer * 64 * S::kRowBytes;
+  const unsigned char *sKV = smem + S::kQBytes;
+
   // WarpAttention's row statistics, O (16 rows per warp: kFragsM = 1) and
   // its softmax/store; S and O are the wgmma accumulators themselves.
   static_assert(W::kFragsM == 1 && W::kFragsN * 4 == S::kAccumS &&
                     W::kFragsD * 4 == S::kAccumO,
                 "wgmma's m64nN accumulators are WarpAttention's fragments");
-
-  unsigned char *smem;
-  const Barriers<Config> &bar;
-  const Params &p;
-  int consumer, warp, lane;
-  /// Q's descriptor (this warpgroup's 64 rows) in buffer 0; dQWork: in the
-  /// work tile's buffer.
-  uint64_t dQ, dQWork;
   W wa;
+  wa.init(0, warp, lane);
+  float(&o)[S::kAccumO] = reinterpret_cast<float(&)[S::kAccumO]>(wa.o);
+  using MmaS = sm90::Wgmma<T, S::kBlockN, false>;
+  // fp8 wgmma reads B K-major only: V^T (transposeV).
+  using MmaO = sm90::WgmmaRs<T, S::kDv, !S::kFp8>;
+  if constexpr (S::kFp8) {
+    if (p.qDescale)
+      wa.scoreScale = *p.qDescale;
+    if (p.kDescale)
+      wa.scoreScale *= *p.kDescale;
+    if (p.vDescale)
+      wa.oScale = *p.vDescale;
+  }
+
   float s[S::kAccumS];
   // P of the previous tile, as P V's A registers: 16-key slices packed in
   // pairs exactly as W::pv packs them for mma.sync (fp8: 32-key slices,
   // packP8).
   uint32_t a[S::kStepsPv][4];
-  /// 0 until the work tile's first P V, which overwrites O (wgmma's
-  /// scale-d): zeroing O between wgmmas instead made ptxas serialize them
-  /// (C7515).
-  int accumulate = 0;
-
-  KGEN_DEVICE Consumer(unsigned char *smem, const Barriers<Config> &bar,
-                       const Params &p)
-      : smem(smem), bar(bar), p(p) {
-    // Lane 0's consumer index: warp-uniform to the compiler, so Q's address
-    // and descriptors live in uniform registers, which wgmma reads.
-    consumer = __shfl_sync(0xffffffffu, int(threadIdx.x / 128u) - 1, 0);
-    warp = int(threadIdx.x / 32u) - 4;
-    lane = int(threadIdx.x % 32u);
-    dQ = sm90::matrixDescriptor(smem + consumer * 64 * S::kRowBytes, 16, 1024);
-    dQWork = dQ;
-    wa.init(0, warp, lane);
-    if constexpr (S::kFp8) {
-      if (p.qDescale)
-        wa.scoreScale = *p.qDescale;
-      if (p.kDescale)
-        wa.scoreScale *= *p.kDescale;
-      if (p.vDescale)
-        wa.oScale = *p.vDescale;
-    }
-  }
-
-  KGEN_DEVICE float (&o())[S::kAccumO] {
-    return reinterpret_cast<float(&)[S::kAccumO]>(wa.o);
-  }
-  KGEN_DEVICE bool warpLeader() const { return lane == 0; }
-
-  // Ring position r (Progress::ring): its stage, the parity of its phase,
-  // its K tile (V follows K in the stage).
-  static KGEN_DEVICE int stageOf(int r) { return r % S::kStages; }
-  static KGEN_DEVICE uint32_t phaseOf(int r) {
-    return uint32_t(r / S::kStages) & 1u;
-  }
-  KGEN_DEVICE const unsigned char *kTile(int r) const {
-    return smem + S::kStagesOffset + stageOf(r) * S::kStageBytes;
-  }
-
-  // Ping-pong between the consumer warpgroups (FlashAttention-3): each
-  // issues its wgmmas only after the previous one (cyclically) has issued
-  // its own, so one warpgroup's softmax runs while the other's matrix work
-  // has the tensor cores. Barrier 1 + c is consumer c's turn; the last
-  // consumer opens the first turn. The one-block grid's last consumer skips
-  // its final hand-over (`last`), so every barrier sees as many arrivals as
-  // syncs. The persistent grid keeps one chain of turns across its work
-  // tiles (every consumer takes as many turns in each), opened and closed
-  // by runPersistent: per tile, the next tile's first turn would wait for
-  // the last consumer's epilogue.
-  KGEN_DEVICE void turnBegin() {
-    if constexpr (S::kConsumers > 1)
-      sm90::namedBarrierSync<256>(1 + consumer);
-  }
-  KGEN_DEVICE void turnEnd(bool last = false) {
-    if constexpr (S::kConsumers > 1)
-      if (Config::kPersistent || !(last && consumer == S::kConsumers - 1))
-        sm90::namedBarrierArrive<256>(1 + (consumer + 1) % S::kConsumers);
-  }
-
-  // S = Q K^T: 4 k-steps per 128-byte column block. Each k-step's
-  // descriptors are the tile's moved (descriptorAt).
-  KGEN_DEVICE void issueScores(const unsigned char *sK) {
+  // S = Q K^T: 4 k-steps per 128-byte column block.
+  // Each k-step's descriptors are the tile's moved (descriptorAt).
+  const uint64_t dQ = sm90::matrixDescriptor(sQ, 16, 1024);
+  auto issueScores = [&](const unsigned char *sK) {
     const uint64_t dK = sm90::matrixDescriptor(sK, 16, 1024);
 #pragma unroll
     for (int kk = 0; kk < S::kStepsS; ++kk) {
       const int c = kk / 4, step = kk % 4;
       MmaS::run(
-          s,
-          sm90::descriptorAt(dQWork, c * S::kBlockM * S::kRowBytes + step * 32),
+          s, sm90::descriptorAt(dQ, c * S::kBlockM * S::kRowBytes + step * 32),
           sm90::descriptorAt(dK, c * S::kBlockN * S::kRowBytes + step * 32),
           kk > 0);
     }
     sm90::wgmmaCommit();
-  }
+  };
   // O += P V: V's k16 steps are 16 swizzled rows (2048 bytes) apart, its
   // 64-dim column blocks kBlockN rows apart (the descriptor's leading
   // offset).
   // fp8: V^T's kDv rows of 128 keys, K-major as K is for S (32 bytes a
   // k-step).
-  KGEN_DEVICE void issuePv(const unsigned char *sV) {
+  auto issuePv = [&](const unsigned char *sV) {
     const uint64_t dV = sm90::matrixDescriptor(
         sV, S::kFp8 ? 16 : S::kBlockN * S::kRowBytes, 1024);
 #pragma unroll
     for (int kc = 0; kc < S::kStepsPv; ++kc)
-      MmaO::run(o(), a[kc], sm90::descriptorAt(dV, kc * (S::kFp8 ? 32 : 2048)),
-                kc > 0 ? 1 : accumulate);
+      MmaO::run(o, a[kc], sm90::descriptorAt(dV, kc * (S::kFp8 ? 32 : 2048)),
+                1);
     sm90::wgmmaCommit();
-    accumulate = 1;
-  }
+  };
   // S -> P (log2 domain, masks, running max and sum); O's rescale factors
   // go to alpha.
-  KGEN_DEVICE void toProbabilities(const Block<Config> &blk, int m0, int n0,
-                                   float (&alpha)[1][2]) {
+  auto toProbabilities = [&](int it, float (&alpha)[1][2]) {
+    const int n0 = (tile0 + it) * S::kBlockN;
     wa.probabilities(p, blk, m0, n0, blk.tileMasked(p, m0, n0),
                      reinterpret_cast<float(&)[1][W::kFragsN][4]>(s), alpha);
-  }
+  };
   // P into P V's A registers. wgmma reads them asynchronously: never while
   // a P V that uses them is still running.
-  KGEN_DEVICE void packP() {
+  auto packP = [&] {
     if constexpr (S::kFp8)
       packP8<T>(s, a);
     else
@@ -568,128 +496,114 @@ template <class Config> struct Consumer {
 #pragma unroll
         for (int e = 0; e < 4; ++e)
           a[kc][e] = W::pack(s[8 * kc + 2 * e], s[8 * kc + 2 * e + 1]);
+  };
+  // Ping-pong between the consumer warpgroups (FlashAttention-3): each
+  // issues its wgmmas only after the previous one (cyclically) has issued
+  // its own, so one warpgroup's softmax runs while the other's matrix work
+  // has the tensor cores. Barrier 1 + c is consumer c's turn; the last
+  // consumer opens the first turn, and skips its final hand-over so every
+  // barrier sees as many arrivals as syncs. The persistent grid keeps one
+  // chain of turns across its work tiles (every consumer takes as many
+  // turns in each), opened and closed by runPersistent: per tile, the
+  // next tile's first turn would wait for the last consumer's epilogue.
+  const int steps = tiles > 0 ? tiles + 1 : 0; // S_0, then one per tile
+  int step = 0;
+  auto turnBegin = [&] {
+    if constexpr (S::kConsumers > 1)
+      sm90::namedBarrierSync<256>(1 + consumer);
+  };
+  auto turnEnd = [&] {
+    if constexpr (S::kConsumers > 1) {
+      ++step;
+      if (Config::kPersistent ||
+          !(consumer == S::kConsumers - 1 && step == steps))
+        sm90::namedBarrierArrive<256>(1 + (consumer + 1) % S::kConsumers);
+    }
+  };
+  if constexpr (S::kConsumers > 1 && !Config::kPersistent) {
+    if (consumer == S::kConsumers - 1 && steps > 0)
+      sm90::namedBarrierArrive<256>(1);
   }
+  auto stageOf = [&](int it) { return (at.ring + it) % S::kStages; };
+  auto phaseOf = [&](int it) {
+    return uint32_t((at.ring + it) / S::kStages) & 1u;
+  };
+  auto kTile = [&](int it) { return sKV + stageOf(it) * S::kStageBytes; };
   // Persistent: Q may be overwritten by the next work tile once this
   // warp's last S (the only reader of Q) has completed; one arrival per
   // consumer warp, as for the K/V stages.
-  KGEN_DEVICE void releaseQ(int work) {
+  auto releaseQ = [&] {
     if constexpr (Config::kPersistent)
-      if (warpLeader())
-        sm90::barrierArrive(&bar.qEmpty[S::qBuffer(work)]);
-  }
-  KGEN_DEVICE void releaseV(int r) {
-    if (warpLeader())
-      sm90::barrierArrive(&bar.vEmpty[stageOf(r)]);
-  }
+      if (warpLeader)
+        sm90::barrierArrive(bar.qEmpty);
+  };
 
-  /// O and LSE of the work tile's rows, then the row statistics start over
-  /// for the next (O, with the next P V: `accumulate`). Rows with no
-  /// visible key have l = 0, so O's finite leftovers store as zeros.
-  KGEN_DEVICE void store(const Block<Config> &blk, int m0) {
-    if constexpr (Config::kStageO)
-      storeStaged<Config>(
-          wa, RowWriter<Config>(p, blk), blk, m0,
-          reinterpret_cast<typename Config::TO *>(smem + S::kSlabOffset) +
-              warp * 16 * 64);
-    else
-      wa.store(RowWriter<Config>(p, blk), blk, m0);
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      wa.m[0][r] = attention::negInf();
-      wa.l[0][r] = 0.f;
-    }
-    accumulate = 0;
-  }
-
-  /// The work tile's last P V (its V at ring position `last`) alone, then
-  /// its store. `final`: the one-block grid's last turn.
-  KGEN_DEVICE void finish(const Block<Config> &blk, int m0, int last,
-                          bool final) {
-    sm90::barrierWait(&bar.vFull[stageOf(last)], phaseOf(last));
-    sm90::fenceAccumulators(o());
+  sm90::barrierWait(bar.qFull, uint32_t(at.work & 1));
+  if (tiles == 0)
+    releaseQ();
+  if (tiles > 0) {
+    // Tile 0: S alone.
+    sm90::barrierWait(&kFull[stageOf(0)], phaseOf(0));
     turnBegin();
     sm90::wgmmaFence();
-    issuePv(kTile(last) + S::kKBytes);
-    turnEnd(final);
-    sm90::wgmmaWait<0>();
-    sm90::fenceAccumulators(o());
-    releaseV(last);
-    store(blk, m0);
-  }
-
-  /// The key tiles [tile0, tile0 + tiles) of the rows m0.. of blk, from
-  /// ring position at.ring; the last P V is left to the caller (finish, or
-  /// the next work tile's first step). `pending`: the previous work tile
-  /// (ring position at.ring - 1) still has its last P V to issue, which
-  /// the first S takes along; storePending() then stores its O.
-  template <class Pending>
-  KGEN_DEVICE void work(const Block<Config> &blk, int m0, int tile0, int tiles,
-                        const Progress &at, bool pending,
-                        Pending &&storePending) {
-    const int r0 = at.ring;
-    sm90::barrierWait(&bar.qFull[S::qBuffer(at.work)], S::qParity(at.work));
-    dQWork = sm90::descriptorAt(dQ, S::qBuffer(at.work) * S::kQBytes);
-    if (tiles == 0) {
-      releaseQ(at.work);
-      return;
-    }
-    // Tile 0: S, and the previous work tile's last P V.
-    sm90::barrierWait(&bar.kFull[stageOf(r0)], phaseOf(r0));
-    if (pending) {
-      sm90::barrierWait(&bar.vFull[stageOf(r0 - 1)], phaseOf(r0 - 1));
-      sm90::fenceAccumulators(o());
-    }
-    turnBegin();
-    // One fence per branch: after a fence and a branch, ptxas fences the
-    // registers of P V's A operand again (C7519).
-    if (pending) {
-      sm90::wgmmaFence();
-      issueScores(kTile(r0));
-      issuePv(kTile(r0 - 1) + S::kKBytes);
-    } else {
-      sm90::wgmmaFence();
-      issueScores(kTile(r0));
-    }
+    issueScores(kTile(0));
     turnEnd();
     sm90::wgmmaWait<0>();
     sm90::fenceAccumulators(s);
-    if (warpLeader())
-      sm90::barrierArrive(&bar.kEmpty[stageOf(r0)]);
+    if (warpLeader)
+      sm90::barrierArrive(&kEmpty[stageOf(0)]);
     if (tiles == 1)
-      releaseQ(at.work);
-    if (pending) {
-      sm90::fenceAccumulators(o());
-      releaseV(r0 - 1);
-      storePending();
-    }
+      releaseQ();
     float alpha[1][2];
-    toProbabilities(blk, m0, tile0 * S::kBlockN, alpha); // no rescale
+    toProbabilities(0, alpha); // O is still zero: no rescale
     packP();
-    for (int it = 1; it < tiles; ++it) {
-      const int r = r0 + it;
-      sm90::barrierWait(&bar.kFull[stageOf(r)], phaseOf(r));
-      sm90::barrierWait(&bar.vFull[stageOf(r - 1)], phaseOf(r - 1));
-      sm90::fenceAccumulators(o());
-      turnBegin();
-      sm90::wgmmaFence();
-      issueScores(kTile(r));
-      issuePv(kTile(r - 1) + S::kKBytes);
-      turnEnd();
-      sm90::wgmmaWait<1>(); // S has landed; P V of the tile before runs
-      sm90::fenceAccumulators(s);
-      if (warpLeader())
-        sm90::barrierArrive(&bar.kEmpty[stageOf(r)]);
-      if (it == tiles - 1)
-        releaseQ(at.work);
-      toProbabilities(blk, m0, (tile0 + it) * S::kBlockN, alpha);
-      sm90::wgmmaWait<0>();
-      sm90::fenceAccumulators(o());
-      releaseV(r - 1);
-      wa.rescale(alpha);
-      packP();
-    }
   }
-};
+  for (int it = 1; it < tiles; ++it) {
+    const int prev = it - 1;
+    sm90::barrierWait(&kFull[stageOf(it)], phaseOf(it));
+    sm90::barrierWait(&vFull[stageOf(prev)], phaseOf(prev));
+    sm90::fenceAccumulators(o);
+    turnBegin();
+    sm90::wgmmaFence();
+    issueScores(kTile(it));
+    issuePv(kTile(prev) + S::kKBytes);
+    turnEnd();
+    sm90::wgmmaWait<1>(); // S_it has landed; P V of prev still runs
+    sm90::fenceAccumulators(s);
+    if (warpLeader)
+      sm90::barrierArrive(&kEmpty[stageOf(it)]);
+    if (it == tiles - 1)
+      releaseQ();
+    float alpha[1][2];
+    toProbabilities(it, alpha);
+    sm90::wgmmaWait<0>();
+    sm90::fenceAccumulators(o);
+    if (warpLeader)
+      sm90::barrierArrive(&vEmpty[stageOf(prev)]);
+    wa.rescale(alpha);
+    packP();
+  }
+  if (tiles > 0) {
+    const int last = tiles - 1;
+    sm90::barrierWait(&vFull[stageOf(last)], phaseOf(last));
+    sm90::fenceAccumulators(o);
+    turnBegin();
+    sm90::wgmmaFence();
+    issuePv(kTile(last) + S::kKBytes);
+    turnEnd();
+    sm90::wgmmaWait<0>();
+    sm90::fenceAccumulators(o);
+    if (warpLeader)
+      sm90::barrierArrive(&vEmpty[stageOf(last)]);
+  }
+  if constexpr (Config::kStageO)
+    storeStaged<Config>(
+        wa, RowWriter<Config>(p, blk), blk, m0,
+        reinterpret_cast<typename Config::TO *>(smem + S::kSlabOffset) +
+            warp * 16 * 64);
+  else
+    wa.store(RowWriter<Config>(p, blk), blk, m0);
+}
 
 /// Both kernels' set-up: the aligned shared memory (into smem) and the
 /// initialized barriers (returned).
@@ -699,12 +613,11 @@ template <class Config> KGEN_DEVICE uint64_t *setUp(unsigned char *&smem) {
   // swizzle, so TMA and wgmma agree on the pattern.
   extern __shared__ __align__(1024) unsigned char smemRaw[];
   smem = smemRaw + ((1024 - (sm90::smemAddress(smemRaw) & 1023)) & 1023);
-  uint64_t *bars = reinterpret_cast<uint64_t *>(smem + S::kStagesOffset +
+  uint64_t *bars = reinterpret_cast<uint64_t *>(smem + S::kQBytes +
                                                 S::kStages * S::kStageBytes);
   if (threadIdx.x == 0) {
     const Barriers<Config> bar(bars);
-    for (int q = 0; q < S::kQBuffers; ++q)
-      sm90::barrierInit(&bar.qFull[q], 1);
+    sm90::barrierInit(bar.qFull, 1);
     for (int s = 0; s < S::kStages; ++s) {
       sm90::barrierInit(&bar.kFull[s], 1);
       // fp8: one arrival per transposing warp (transposeV).
@@ -713,8 +626,7 @@ template <class Config> KGEN_DEVICE uint64_t *setUp(unsigned char *&smem) {
       sm90::barrierInit(&bar.vEmpty[s], S::kConsumers * 4);
     }
     if constexpr (Config::kPersistent)
-      for (int q = 0; q < S::kQBuffers; ++q)
-        sm90::barrierInit(&bar.qEmpty[q], S::kConsumers * 4);
+      sm90::barrierInit(bar.qEmpty, S::kConsumers * 4);
     if constexpr (S::kFp8)
       for (int s = 0; s < S::kStages; ++s) {
         sm90::barrierInit(&bar.rawVFull[s], 1);
@@ -765,17 +677,8 @@ KGEN_DEVICE void run(const TensorMap &mapQ, const TensorMap &mapK,
         transposeV<Config>(smem, bar);
     }
   } else {
-    using S = Shape<Config>;
-    sm90::setMaxRegsInc<S::kConsumerRegs>();
-    Consumer<Config> c(smem, bar, p);
-    if constexpr (S::kConsumers > 1) // the first turn
-      if (c.consumer == S::kConsumers - 1 && tiles > 0)
-        sm90::namedBarrierArrive<256>(1);
-    c.work(blk, m0, tile0, tiles, start, false, [] {});
-    if (tiles > 0)
-      c.finish(blk, m0, tiles - 1, true);
-    else
-      c.store(blk, m0); // no visible key: zeros, LSE -inf
+    sm90::setMaxRegsInc<Shape<Config>::kConsumerRegs>();
+    consume<Config>(smem, bar, p, blk, m0, tile0, tiles, start);
   }
 }
 
@@ -814,16 +717,12 @@ KGEN_DEVICE void runPersistent(const TensorMap &mapQ, const TensorMap &mapK,
   const Barriers<Config> bar(setUp<Config>(smem));
   waitForPreviousGrid(); // launched overlapping the kernel before it
   const bool dynamic = p.tileCounter != nullptr;
-  // Work tile t's rows (returns m0) and key tiles.
-  auto rowsOf = [&](int t, Block<Config> &blk) {
-    const WorkTile w = workTile<Config>(p, t);
-    blk.init(p, w.mBlock, w.h, w.b); // every scheduled row block exists
-    return w.mBlock * Config::kBlockM;
-  };
   // One work tile: its row block, key tiles and barrier progress.
   auto step = [&](int t, Progress &at, auto &&work) {
+    const WorkTile w = workTile<Config>(p, t);
     Block<Config> blk;
-    const int m0 = rowsOf(t, blk);
+    blk.init(p, w.mBlock, w.h, w.b); // every scheduled row block exists
+    const int m0 = w.mBlock * Config::kBlockM;
     int tile0, tiles;
     blk.keyTiles(p, m0, tile0, tiles);
     work(blk, m0, tile0, tiles, at);
@@ -834,11 +733,10 @@ KGEN_DEVICE void runPersistent(const TensorMap &mapQ, const TensorMap &mapK,
     sm90::setMaxRegsDec<Shape<Config>::kProducerRegs>();
     if (threadIdx.x == 0) {
       const int g = p.headsQ / p.headsKv;
-      int publish = -1; // the dynamic schedule's tile, for the slot
       auto work = [&](const Block<Config> &blk, int m0, int tile0, int tiles,
                       const Progress &at) {
         produce<Config>(smem, bar, mapQ, mapK, mapV, m0, blk.h, blk.h / g,
-                        blk.b, tile0, tiles, at, publish);
+                        blk.b, tile0, tiles, at);
       };
       // Dynamic schedule: the first round is blockIdx.x; after it a block
       // takes the next unclaimed work tile when it starts one (claimed a
@@ -853,7 +751,8 @@ KGEN_DEVICE void runPersistent(const TensorMap &mapQ, const TensorMap &mapK,
         const int next =
             dynamic ? int(gridDim.x) + int(atomicAdd(p.tileCounter, 1u))
                     : t + int(gridDim.x);
-        publish = dynamic ? t : -1;
+        if (dynamic)
+          bar.tileSlot()[at.work & 1] = t;
         step(t, at, work);
         t = next;
       }
@@ -861,11 +760,9 @@ KGEN_DEVICE void runPersistent(const TensorMap &mapQ, const TensorMap &mapK,
       if (dynamic) {
         // The end: once Q's previous use is released (as loadQ waits), the
         // slot says so and Q's full barrier completes without a load.
-        const int qb = Shape<Config>::qBuffer(at.work);
-        sm90::barrierWait(&bar.qEmpty[qb],
-                          Shape<Config>::qParity(at.work) ^ 1u);
+        sm90::barrierWait(bar.qEmpty, uint32_t(at.work & 1) ^ 1u);
         bar.tileSlot()[at.work & 1] = -1;
-        sm90::barrierArrive(&bar.qFull[qb]);
+        sm90::barrierArrive(bar.qFull);
         // The last block to stop claiming puts both counters back to zero
         // for the next launch; every claim of the others came before their
         // count (the fence).
@@ -887,54 +784,30 @@ KGEN_DEVICE void runPersistent(const TensorMap &mapQ, const TensorMap &mapK,
     // 0 takes the last consumer's final hand-over once it is done, so each
     // named barrier sees as many arrivals as syncs (also with no turn at
     // all: a block without work tiles, or tiles without keys).
-    Consumer<Config> c(smem, bar, p);
+    const int consumer = int(threadIdx.x / 128u) - 1;
     if constexpr (S::kConsumers > 1)
-      if (c.consumer == S::kConsumers - 1)
+      if (consumer == S::kConsumers - 1)
         sm90::namedBarrierArrive<256>(1);
+    auto work = [&](const Block<Config> &blk, int m0, int tile0, int tiles,
+                    const Progress &at) {
+      consume<Config>(smem, bar, p, blk, m0, tile0, tiles, at);
+    };
     Progress at;
-    // The work tile whose last P V is still to issue (-1: none): its
-    // store, after that P V went out with the next tile's first S, or its
-    // finish, where no next S comes.
-    int pendingT = -1;
-    auto storePending = [&] {
-      Block<Config> prev;
-      const int prevM0 = rowsOf(pendingT, prev);
-      c.store(prev, prevM0);
-    };
-    auto finishPending = [&] {
-      if (pendingT >= 0) {
-        Block<Config> prev;
-        const int prevM0 = rowsOf(pendingT, prev);
-        c.finish(prev, prevM0, at.ring - 1, false);
-        pendingT = -1;
-      }
-    };
     for (int t = int(blockIdx.x);; t += int(gridDim.x)) {
       if (dynamic) {
-        // The producer's choice. work() waits for this phase again: it
+        // The producer's choice. consume() waits for this phase again: it
         // has completed, so that returns at once.
-        sm90::barrierWait(&bar.qFull[S::qBuffer(at.work)], S::qParity(at.work));
+        sm90::barrierWait(bar.qFull, uint32_t(at.work & 1));
         t = *static_cast<volatile int *>(&bar.tileSlot()[at.work & 1]);
         if (t < 0)
           break;
       } else if (t >= p.tiles) {
         break;
       }
-      step(t, at,
-           [&](const Block<Config> &blk, int m0, int tile0, int tiles,
-               const Progress &at) {
-             c.work(blk, m0, tile0, tiles, at, pendingT >= 0, storePending);
-             if (tiles > 0) {
-               pendingT = t;
-             } else { // no visible key: zeros, LSE -inf
-               finishPending();
-               c.store(blk, m0);
-             }
-           });
+      step(t, at, work);
     }
-    finishPending();
     if constexpr (S::kConsumers > 1)
-      if (c.consumer == 0)
+      if (consumer == 0)
         sm90::namedBarrierSync<256>(1);
   }
 }
