@@ -408,9 +408,9 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
   /// next barrier.
   static KGEN_DEVICE void fenceForWgmma() { sm90::fenceProxyAsync(); }
 
-  /// Each product takes its operands' start descriptors, made just before
-  /// it (held across the step they cost registers, which spill); a step
-  /// moves them (sm90::descriptorAt).
+  // Each product takes its operands' start descriptors, made just before
+  // it (held across the step they cost registers, which spill); a step
+  // moves them (sm90::descriptorAt).
 
   /// The state warpgroups' chunk k (the walk's i-th; tokens t0 .. t0 +
   /// len): Wp = diag(w) V, C = decay C + K^T Wp and n's increment on the
