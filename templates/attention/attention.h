@@ -266,12 +266,14 @@ template <class Config> struct Block {
     return true;
   }
 
-  /// The keys [lo, hi) visible to query i (inside its sequence): every
-  /// mask is one interval of keys per query. The softmax takes it once per
-  /// row, so a masked element costs a compare against a compile-time column
-  /// offset and a select, where testing each key anew cost its column
-  /// arithmetic as well.
-  KGEN_DEVICE void visibleKeys(const Params &p, int i, int &lo, int &hi) const {
+  /// The keys [lo, hi) visible to query i (inside its sequence), counted
+  /// from key `from`: every mask is one interval of keys per query. The
+  /// softmax takes it once per row from the lane's first column, so a
+  /// masked element costs a compare against a compile-time column offset
+  /// and a select, where testing each key anew cost its column arithmetic
+  /// as well.
+  KGEN_DEVICE void visibleKeys(const Params &p, int i, int from, int &lo,
+                               int &hi) const {
     lo = 0;
     hi = seqK;
     if constexpr (Config::kCausal) {
@@ -284,6 +286,8 @@ template <class Config> struct Block {
       if (p.windowLeft >= 0 && i + offset - p.windowLeft > lo)
         lo = i + offset - p.windowLeft;
     }
+    lo -= from;
+    hi -= from;
   }
 
   /// Is key j (>= 0) outside [lo, hi), both relative to the same column?
@@ -622,11 +626,8 @@ template <class Config> struct WarpAttention {
         const int query = blk.queryOf(row);
         // The visible keys relative to this lane's first column, n0 + 2t.
         int lo = 0, hi = 0;
-        if constexpr (kMasked) {
-          blk.visibleKeys(p, query, lo, hi);
-          lo -= n0 + 2 * t;
-          hi -= n0 + 2 * t;
-        }
+        if constexpr (kMasked)
+          blk.visibleKeys(p, query, n0 + 2 * t, lo, hi);
         float mx = negInf();
 #pragma unroll
         for (int j = 0; j < kFragsN; ++j)
@@ -814,11 +815,8 @@ template <class Config> struct WarpAttention {
       const int query = blk.queryOf(row);
       // The visible keys relative to this lane's first column.
       int lo = 0, hi = 0;
-      if constexpr (kMasked) {
-        blk.visibleKeys(p, query, lo, hi);
-        lo -= n0 + 4 * (lane / 32);
-        hi -= n0 + 4 * (lane / 32);
-      }
+      if constexpr (kMasked)
+        blk.visibleKeys(p, query, n0 + 4 * (lane / 32), lo, hi);
       float mx = negInf();
 #pragma unroll
       for (int j = 0; j < kFragsN; ++j)
