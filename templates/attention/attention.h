@@ -312,23 +312,16 @@ template <class Config> struct Block {
     return x * kLog2e;
   }
 
-  /// Keys [lo, hi) that some row of [m0, m0 + kBlockM) may see.
+  /// Keys [lo, hi) that some row of [r0, r0 + kBlockM) may see. A row's
+  /// interval only moves right with its query, so the first row's start
+  /// and the last row's end bound them.
   KGEN_DEVICE void keyRange(const Params &p, int r0, int &lo, int &hi) const {
-    const int m0 = queryOf(r0);
-    const int mLast = queryOf(
-        (r0 + Config::kBlockM < rows ? r0 + Config::kBlockM : rows) - 1);
-    lo = 0;
-    hi = seqK;
-    if constexpr (Config::kCausal) {
-      if (mLast + offset + 1 < hi)
-        hi = mLast + offset + 1;
-    }
-    if constexpr (Config::kWindow) {
-      if (p.windowRight >= 0 && mLast + offset + p.windowRight + 1 < hi)
-        hi = mLast + offset + p.windowRight + 1;
-      if (p.windowLeft >= 0 && m0 + offset - p.windowLeft > lo)
-        lo = m0 + offset - p.windowLeft;
-    }
+    const int rLast = (r0 + Config::kBlockM < rows ? r0 + Config::kBlockM
+                                                   : rows) -
+                      1;
+    int unused;
+    visibleKeys(p, queryOf(r0), 0, lo, unused);
+    visibleKeys(p, queryOf(rLast), 0, unused, hi);
   }
 
   /// The key tiles [tile0, tile0 + tiles) of kBlockN keys that the block of
@@ -356,20 +349,13 @@ template <class Config> struct Block {
   }
 
   /// Does the tile of keys [n0, n0 + kBlockN) need the element mask for the
-  /// rows [r0, r0 + kBlockM)?
+  /// rows [r0, r0 + kBlockM)? Yes unless every row sees all of it: the
+  /// first row's interval ends earliest, the last row's starts latest.
   KGEN_DEVICE bool tileMasked(const Params &p, int r0, int n0) const {
-    const int nLast = n0 + Config::kBlockN - 1;
-    const int m0 = queryOf(r0), mLast = queryOf(r0 + Config::kBlockM - 1);
-    bool masked = nLast >= seqK;
-    if constexpr (Config::kCausal)
-      masked = masked || nLast > m0 + offset;
-    if constexpr (Config::kWindow) {
-      masked =
-          masked || (p.windowRight >= 0 && nLast > m0 + offset + p.windowRight);
-      masked =
-          masked || (p.windowLeft >= 0 && n0 < mLast + offset - p.windowLeft);
-    }
-    return masked;
+    int lo, hi, unused;
+    visibleKeys(p, queryOf(r0), 0, unused, hi);
+    visibleKeys(p, queryOf(r0 + Config::kBlockM - 1), 0, lo, unused);
+    return n0 + Config::kBlockN > hi || n0 < lo;
   }
 };
 
