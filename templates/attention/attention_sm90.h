@@ -116,14 +116,14 @@ template <class Config> struct Shape {
   static_assert(Config::kWgmma, "the wgmma loop's Config");
   static_assert(kBlockM % 64 == 0 && kConsumers >= 1 && kConsumers <= 3,
                 "one to three consumer warpgroups of 64 rows");
-  /// setmaxnreg: the producer keeps 24 registers (fp8's transposing warps
-  /// 32: with 24 they spilled), the consumers share the rest of what the
-  /// launch allocated, 168 a thread (64K over 384 threads, in multiples of
-  /// 8) for two consumers, 128 for three: 240 each for one or two (fp8:
-  /// 232), 160 for three. (A setmaxnreg.inc past the pool waits forever.)
-  static constexpr int kProducerRegs = kFp8 ? 32 : 24;
-  static constexpr int kConsumerRegs =
-      kConsumers == 3 ? 160 : (kFp8 ? 232 : 240);
+  /// setmaxnreg: the producer keeps what its thread needs without spilling
+  /// (the persistent grid's work-tile walk spilled 40-52 bytes at 24), the
+  /// consumers share the rest of what the launch allocated, 168 a thread
+  /// (64K over 384 threads, in multiples of 8) for two consumers, 128 for
+  /// three: 40 and 232 each for one or two consumers, 32 and 160 for
+  /// three. (A setmaxnreg.inc past the pool waits forever.)
+  static constexpr int kProducerRegs = kConsumers == 3 ? 32 : 40;
+  static constexpr int kConsumerRegs = kConsumers == 3 ? 160 : 232;
   static_assert(kProducerRegs + kConsumers * kConsumerRegs <=
                     (kConsumers + 1) *
                         (65536 / (128 * (kConsumers + 1)) / 8 * 8),
