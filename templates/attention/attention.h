@@ -560,8 +560,8 @@ template <class Config> struct WarpAttention {
                            int n0, bool masked,
                            float (&s)[kFragsM][kFragsN][4]) {
     float alpha[kFragsM][2];
-    probabilities(p, blk, m0, n0, masked, s, alpha);
-    rescale(alpha);
+    if (probabilities(p, blk, m0, n0, masked, s, alpha))
+      rescale(alpha);
   }
 
   /// O *= alpha, row by row.
@@ -577,26 +577,45 @@ template <class Config> struct WarpAttention {
 
   /// softmax without touching O: S becomes P, and alpha receives the factor
   /// O must be scaled by (the wgmma loop applies it once the previous tile's
-  /// P V, still running, has completed).
+  /// P V, still running, has completed). Returns whether O needs it (the
+  /// same answer on every lane of the warp).
+  ///
+  /// With kConditionalRescale, a row's reference (m, what its exponentials
+  /// subtract) moves only when its maximum exceeds it by more than
+  /// kRescaleSlack (log2 units); otherwise P and l stay relative to the old
+  /// reference, P <= 2^kRescaleSlack, alpha is 1, and when no row of the
+  /// warp moved, O is not rescaled at all (FlashAttention-4's conditional
+  /// rescaling). The result does not depend on the reference (O / l and LSE
+  /// = m + log2 l cancel it), 16-bit P rounds as finely at 256 as at 1, and
+  /// fp32 l and O have room. What it saves on almost every key tile after
+  /// the first few is the rescale of O (32 to 128 multiplies a thread); H100,
+  /// 2026-11-24: S 4096 and 16384 at D 128 and the seed's D 256 4% faster,
+  /// but causal D 64 at S 512 and 1024 on the persistent grid 2% slower, so
+  /// only the one-block-per-row-block grid (long sequences) takes it. fp8's
+  /// P never does: with a 2- or 3-bit mantissa the row's largest term is
+  /// exact only at the exact reference (e5m2 decode went from 0.4-0.8x the
+  /// naive error to 1.5-2.3x).
   ///
   /// The mask is a template argument of the body: evaluated under a run-time
   /// flag, every element of every tile paid its compare, column arithmetic
   /// and select (predicated, not skipped; seen in the wgmma loop's SASS).
-  KGEN_DEVICE void probabilities(const Params &p, const Block<Config> &blk,
+  KGEN_DEVICE bool probabilities(const Params &p, const Block<Config> &blk,
                                  int m0, int n0, bool masked,
                                  float (&s)[kFragsM][kFragsN][4],
                                  float (&alpha)[kFragsM][2]) {
     if (masked)
-      probabilitiesOf<true>(p, blk, m0, n0, s, alpha);
-    else
-      probabilitiesOf<false>(p, blk, m0, n0, s, alpha);
+      return probabilitiesOf<true>(p, blk, m0, n0, s, alpha);
+    return probabilitiesOf<false>(p, blk, m0, n0, s, alpha);
   }
 
+  static constexpr bool kConditionalRescale =
+      !kDescaled && !Config::kPersistent;
+  static constexpr float kRescaleSlack = 8.f;
+
   template <bool kMasked>
-  KGEN_DEVICE void probabilitiesOf(const Params &p, const Block<Config> &blk,
-                                   int m0, int n0,
-                                   float (&s)[kFragsM][kFragsN][4],
-                                   float (&alpha)[kFragsM][2]) {
+  KGEN_DEVICE bool
+  probabilitiesOf(const Params &p, const Block<Config> &blk, int m0, int n0,
+                  float (&s)[kFragsM][kFragsN][4], float (&alpha)[kFragsM][2]) {
     const int g = lane / 4, t = lane % 4;
     // Without bias terms the scale is folded into the exponent's FMA:
     // max(scale * s) = scale * max(s) for the positive scale the runtime
@@ -604,6 +623,7 @@ template <class Config> struct WarpAttention {
     constexpr bool kFold = !Config::kAlibi && !Config::kBias;
     const float scaleLog2 = kDescaled ? p.scaleLog2 * scoreScale : p.scaleLog2;
     const float expScale = kFold ? scaleLog2 : 1.f;
+    bool moved = false; // kConditionalRescale: some row's reference moved
 #pragma unroll
     for (int i = 0; i < kFragsM; ++i)
 #pragma unroll
@@ -635,10 +655,20 @@ template <class Config> struct WarpAttention {
         mx = maxOf(mx, shuffleXor(mx, 2));
         if constexpr (kFold)
           mx *= scaleLog2; // -inf stays -inf
-        const float mNew = maxOf(m[i][r], mx);
-        const float ref = mNew == negInf() ? 0.f : mNew;
-        alpha[i][r] = exp2Of(m[i][r] - ref);
-        m[i][r] = mNew;
+        if constexpr (kConditionalRescale) {
+          // Past the slack only (-inf + slack: any max).
+          alpha[i][r] = 1.f;
+          if (mx > m[i][r] + kRescaleSlack) {
+            alpha[i][r] = exp2Of(m[i][r] - mx);
+            m[i][r] = mx;
+            moved = true;
+          }
+        } else {
+          const float mNew = maxOf(m[i][r], mx);
+          alpha[i][r] = exp2Of(m[i][r] - (mNew == negInf() ? 0.f : mNew));
+          m[i][r] = mNew;
+        }
+        const float ref = m[i][r] == negInf() ? 0.f : m[i][r];
         float sum = 0.f;
 #pragma unroll
         for (int j = 0; j < kFragsN; ++j)
@@ -651,6 +681,9 @@ template <class Config> struct WarpAttention {
           }
         l[i][r] = l[i][r] * alpha[i][r] + sum; // this lane's part of the row
       }
+    if constexpr (kConditionalRescale)
+      return anyLane(moved);
+    return true;
   }
 
   KGEN_DEVICE void pv(uint32_t sV, const float (&s)[kFragsM][kFragsN][4]) {

@@ -479,11 +479,12 @@ KGEN_DEVICE void consume(unsigned char *smem, const Barriers<Config> &bar,
     sm90::wgmmaCommit();
   };
   // S -> P (log2 domain, masks, running max and sum); O's rescale factors
-  // go to alpha.
+  // go to alpha, and whether O needs them (warp-uniform) is returned.
   auto toProbabilities = [&](int it, float (&alpha)[1][2]) {
     const int n0 = (tile0 + it) * S::kBlockN;
-    wa.probabilities(p, blk, m0, n0, blk.tileMasked(p, m0, n0),
-                     reinterpret_cast<float(&)[1][W::kFragsN][4]>(s), alpha);
+    return wa.probabilities(p, blk, m0, n0, blk.tileMasked(p, m0, n0),
+                            reinterpret_cast<float(&)[1][W::kFragsN][4]>(s),
+                            alpha);
   };
   // P into P V's A registers. wgmma reads them asynchronously: never while
   // a P V that uses them is still running.
@@ -575,12 +576,13 @@ KGEN_DEVICE void consume(unsigned char *smem, const Barriers<Config> &bar,
     if (it == tiles - 1)
       releaseQ();
     float alpha[1][2];
-    toProbabilities(it, alpha);
+    const bool rescale = toProbabilities(it, alpha);
     sm90::wgmmaWait<0>();
     sm90::fenceAccumulators(o);
     if (warpLeader)
       sm90::barrierArrive(&vEmpty[stageOf(prev)]);
-    wa.rescale(alpha);
+    if (rescale)
+      wa.rescale(alpha);
     packP();
   }
   if (tiles > 0) {

@@ -1,10 +1,11 @@
 //===- shuffle.h - Lane exchange within a warp / wavefront ------*- C++ -*-===//
 //
-// The one cross-lane atom the attention softmax needs: the value of the lane
+// The cross-lane atoms the attention softmax needs: the value of the lane
 // whose index is this lane's XOR `mask` (row max and row sum reductions over
-// the lanes that hold one row). NVIDIA: shfl.sync over the full warp; AMD:
-// HIP's __shfl_xor (ds_bpermute) over the wavefront. And syncWave, the
-// warp's barrier for shared memory one lane writes and another reads.
+// the lanes that hold one row; NVIDIA: shfl.sync over the full warp, AMD:
+// HIP's __shfl_xor (ds_bpermute) over the wavefront), and anyLane, a vote
+// over the warp. And syncWave, the warp's barrier for shared memory one
+// lane writes and another reads.
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,6 +29,16 @@ KGEN_DEVICE double shuffleXor(double v, int mask) {
   return __shfl_xor_sync(0xffffffffu, v, mask);
 #else
   return __shfl_xor(v, mask);
+#endif
+}
+
+/// Whether `v` holds on any lane of the calling warp (wavefront): a
+/// warp-uniform answer, so a branch on it does not diverge.
+KGEN_DEVICE bool anyLane(bool v) {
+#if KGEN_NVIDIA
+  return __any_sync(0xffffffffu, v);
+#else
+  return __any(v);
 #endif
 }
 

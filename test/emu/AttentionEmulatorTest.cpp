@@ -185,7 +185,13 @@ struct Errors {
   double ours = 0, naive = 0, maxRef = 0, lseOurs = 0, lseNaive = 0, maxLse = 0;
 };
 
-std::string runOne(const AttnKernel &k, const Shape &s, unsigned seed) {
+/// rising: scores that grow along the keys, about 10 log2 units every 32
+/// keys (Q in [0, 1), key j's elements j * c plus [-1/4, 1/4)), so that the
+/// softmax's running maximum moves on some key tiles by more than its
+/// rescale slack of 8 and on others by less (WarpAttention::probabilities;
+/// 16-key tiles alternate).
+std::string runOne(const AttnKernel &k, const Shape &s, unsigned seed,
+                   bool rising = false) {
   if (s.hq % s.hkv != 0)
     return "attn_cases.def: Hq = " + std::to_string(s.hq) +
            " is not a multiple of Hkv = " + std::to_string(s.hkv);
@@ -196,12 +202,20 @@ std::string runOne(const AttnKernel &k, const Shape &s, unsigned seed) {
   Tensor K(t, s.sk, s.hkv, k.dqk, s.bhsd, k.varlen);
   Tensor V(t, s.sk, s.hkv, k.dv, s.bhsd, k.varlen);
   Tensor O(t, s.sq, s.hq, k.dv, s.bhsd, k.varlen);
+  // 10 log2 units (6.93 natural) over 32 keys: scale * (dqk / 2) * c * 32.
+  const float ramp = 6.93f / (16.f * std::sqrt(float(k.dqk)));
   for (Tensor *x : {&Q, &K, &V})
     for (int b = 0; b < s.batch; ++b)
       for (int i = 0; i < (x == &Q ? s.sq : s.sk)[size_t(b)]; ++i)
         for (int h = 0; h < x->heads; ++h)
-          for (int d = 0; d < x->dim; ++d)
-            x->data[x->index(b, i, h, d)] = encode(t, uni(rng));
+          for (int d = 0; d < x->dim; ++d) {
+            float v = uni(rng);
+            if (rising && x == &Q)
+              v = 0.5f * (v + 1.f);
+            else if (rising && x == &K)
+              v = 0.25f * v + ramp * float(i);
+            x->data[x->index(b, i, h, d)] = encode(t, v);
+          }
   const int maxSq = s.maxSq(), maxSk = s.maxSk();
   // Bias [batch][hq][maxSq][maxSk] (row stride maxSk), ALiBi slopes.
   std::vector<uint16_t> bias;
@@ -458,6 +472,23 @@ TEST_P(AttentionEmulated, MatchesReference) {
       std::string(kgen::toString(k.target)).c_str(), k.name, shapes.size(),
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count());
+}
+
+/// The same kernels on scores that rise along the keys: the running
+/// maximum moves past the softmax's rescale slack on some key tiles and
+/// stays within it on others.
+TEST_P(AttentionEmulated, RisingScoresMatchReference) {
+  const AttnKernel &k = kAttnKernels[GetParam()];
+  const std::vector<Shape> shapes = parseRuns(k);
+  ASSERT_FALSE(shapes.empty()) << k.name << ": no runs";
+  for (size_t r = 0; r < shapes.size(); ++r) {
+    const std::string err =
+        runOne(k, shapes[r], unsigned(GetParam() * 100 + int(r) + 51), true);
+    if (!err.empty())
+      ADD_FAILURE() << kgen::toString(k.target) << " " << k.name << ", run "
+                    << r << " (rising scores):\n"
+                    << err;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, AttentionEmulated,

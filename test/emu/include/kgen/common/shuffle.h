@@ -28,6 +28,15 @@ template <class V> inline V shuffleXorAny(V v, int mask) {
 inline float shuffleXor(float v, int mask) { return shuffleXorAny(v, mask); }
 inline double shuffleXor(double v, int mask) { return shuffleXorAny(v, mask); }
 
+/// Whether `v` holds on any lane of the calling warp, as __any_sync.
+inline bool anyLane(bool v) {
+  const unsigned char *slots = emu::exchange(&v, sizeof(v));
+  bool any = false;
+  for (int l = 0; l < emu::waveSize(); ++l)
+    any = any || slots[l * emu::kSlotBytes] != 0;
+  return any;
+}
+
 /// A barrier over the calling warp's lanes, as __syncwarp.
 inline void syncWave() { emu::syncWarp(); }
 
