@@ -120,8 +120,9 @@ template <class Config> struct Shape {
   /// (the persistent grid's work-tile walk spilled 40-52 bytes at 24), the
   /// consumers share the rest of what the launch allocated, 168 a thread
   /// (64K over 384 threads, in multiples of 8) for two consumers, 128 for
-  /// three: 40 and 232 each for one or two consumers, 32 and 160 for
-  /// three. (A setmaxnreg.inc past the pool waits forever.)
+  /// three: the producer 40 and each consumer 232 beside one or two
+  /// consumers, 32 and 160 beside three. (A setmaxnreg.inc past the pool
+  /// waits forever.)
   static constexpr int kProducerRegs = kConsumers == 3 ? 32 : 40;
   static constexpr int kConsumerRegs = kConsumers == 3 ? 160 : 232;
   static_assert(kProducerRegs + kConsumers * kConsumerRegs <=
