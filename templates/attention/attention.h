@@ -663,7 +663,7 @@ template <class Config> struct WarpAttention {
             m[i][r] = mx;
             moved = true;
           }
-        } else {
+        } else { // exact (the slack-0 form computes the same, in other code)
           const float mNew = maxOf(m[i][r], mx);
           alpha[i][r] = exp2Of(m[i][r] - (mNew == negInf() ? 0.f : mNew));
           m[i][r] = mNew;
