@@ -183,6 +183,10 @@ template <int kBytes> struct alignas(kBytes) Bytes {
 template <> struct alignas(2) Bytes<2> { uint16_t half; };
 #endif
 
+/// kN adjacent elements of type T moved as one access (kN * sizeof(T) bytes,
+/// a power of two up to 16).
+template <class T, int kN> struct alignas(kN * sizeof(T)) Vec { T x[kN]; };
+
 template <class A, class B> struct IsSame {
   static constexpr bool value = false;
 };

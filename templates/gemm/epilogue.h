@@ -68,9 +68,6 @@ template <int kAct> KGEN_DEVICE float activate(float x) {
   }
 }
 
-/// kN adjacent elements moved as one access.
-template <class T, int kN> struct alignas(kN * sizeof(T)) Vec { T x[kN]; };
-
 template <class Config, int kWidth>
 KGEN_DEVICE void epilogue(const Params &p, int batch, int row, int col,
                           const float *acc) {

@@ -479,9 +479,7 @@ template <class Config, int kScratch = 0> struct Chunk {
 };
 
 /// Four fp32, one 16-byte access (C rows, n, P rows).
-struct alignas(16) F4 {
-  float x[4];
-};
+using F4 = Vec<float, 4>;
 
 /// 16 bytes, for vector copies.
 struct alignas(16) Vec16 {
@@ -720,9 +718,7 @@ template <class Config> struct ChunkMma : Chunk<Config> {
                 "the 32x32 warp tiles cover the chunk, DQK and the slice");
   static_assert(!IsSame<T, float>::value, "tensor cores take 16-bit inputs");
   /// Eight 16-bit elements, one 16-byte shared-memory access.
-  struct alignas(16) T8 {
-    T x[8];
-  };
+  using T8 = Vec<T, 8>;
   /// With Config::kStateInRegisters (mlstmStateInRegisters) the fp32 C is
   /// not in shared memory: warp w holds the update's tiles w, w + kWarps,
   /// ... as accumulators that live across the chunks (state[r]), so the
@@ -1039,9 +1035,7 @@ template <class Config> struct ChunkMma : Chunk<Config> {
   /// Chunk::rescaleScores, four fp32 of P a step, writing the rescaled rows
   /// to P's 16-bit copy too (P V's operand).
   KGEN_DEVICE void rescaleScores(int len) const {
-    struct alignas(8) T4 {
-      T x[4];
-    };
+    using T4 = Vec<T, 4>;
     for (int e = this->tid; e < len * kL / 4; e += kThreads) {
       const int t = 4 * e / kL, s = 4 * e % kL;
       const float r = this->wa[t];

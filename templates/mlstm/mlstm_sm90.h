@@ -173,9 +173,7 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
   using MmaN = sm90::Wgmma<T, 8, false, true>;  // K^T w, m64n8 (MlstmEmitter)
 
   /// Eight 16-bit elements, one 16-byte shared-memory access.
-  struct alignas(16) T8 {
-    T x[8];
-  };
+  using T8 = Vec<T, 8>;
 
   unsigned char *sQ, *sK, *sV, *sW, *sC, *sH, *sWn;
   Terms *terms;            // [3], in P (kTermsAt)
