@@ -94,7 +94,9 @@
 // model ties 4, 5 and 6 stages; 64x64 tiles, repack only, fill 130 of 132
 // multiprocessors at 127x4099), the best wgmma stream-K config where the
 // tiles leave multiprocessors idle, and the best two tiled configs (split-K
-// included), placed last and never the default (repackCost says why).
+// included), placed last (repackCost says why); but on sm_90a the first wgmma
+// one goes first, the default, for M * N * K >= 2^26 (measured: see the end
+// of enumerateConfigs).
 //
 //===----------------------------------------------------------------------===//
 
@@ -332,9 +334,9 @@ std::vector<GemmConfig> splitKConfigs(const GemmProblem &p,
 /// unit a byte). The model has no term for the narrow loads repack removes
 /// (a vector-1 tiled loop costs the same as a vector-8 one here), so these
 /// costs only rank repack configs among themselves: the enumerator puts
-/// them last, defaultConfig never picks one, and the tuner decides per shape
-/// (on 127x4099x1023 the untuned default is a vector-1 tiled loop, measured
-/// at 29.7 us on an H200 against cuBLAS's 21.0 us).
+/// them last, but for the measured rule that makes the best wgmma one the
+/// sm_90a default (the end of enumerateConfigs), and the tuner decides per
+/// shape.
 double repackCost(const GemmProblem &p, const GemmConfig &c, Target t) {
   GemmConfig inner = c;
   inner.repack = false;
@@ -716,6 +718,28 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
                                return c.blockM == 128 && c.blockN == 208 &&
                                       c.stages == 4 && c.cluster == 1;
                              });
+  // Rows the main loops can read only in 2-byte pieces, on sm_90a: the
+  // first wgmma repack pick goes first of all (the default), where the
+  // problem is large enough for the copy kernel's launch to pay (M * N * K
+  // >= 2^26). Measured on an H100: at 127x4099x1023, wgmma 64x64 s8 repack
+  // (this rule's pick) ran nt 16.4-16.9 us and nn 17.2-17.8 (bench/gemm.py
+  // with a tuning DB, 2026-11-23/24: the tuner's winner or within 1.6% of
+  // it), the vector-1 tiled default 27.9 and 27.1 (bench/gemm.py
+  // KGEN_TUNE=off, 2026-11-24), cuBLAS 19.8-22.1; kgen tune (2026-11-23)
+  // put repack far ahead at 1000x1000x1001 (13.3 us) and 4000x4000x4001
+  // (358 us) too. At 33x17x9 the vector-1 tiled loop won (2.7 us, about a
+  // copy kernel's launch alone).
+  if (t == Target::SM90A &&
+      double(p.m) * double(p.n) * double(p.k) >= double(1 << 26)) {
+    auto wgmmaRepack =
+        std::find_if(repackPicks.begin(), repackPicks.end(), [](auto &c) {
+          return c.loop == GemmLoop::Wgmma && !c.streamK;
+        });
+    if (wgmmaRepack != repackPicks.end()) {
+      out.push_back(*wgmmaRepack);
+      repackPicks.erase(wgmmaRepack);
+    }
+  }
   if (firstPick != fittedPicks.end()) {
     out.push_back(*firstPick);
     fittedPicks.erase(firstPick);
@@ -723,8 +747,8 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
   for (auto &[cost, c] : ranked)
     out.push_back(c);
   // Then the fitted widths, which the model would rank too well (see the
-  // top); last the repack picks: the model cannot rank them against the
-  // rest (see repackCost).
+  // top); last the other repack picks: the model cannot rank them against
+  // the rest (see repackCost).
   out.insert(out.end(), fittedPicks.begin(), fittedPicks.end());
   out.insert(out.end(), repackPicks.begin(), repackPicks.end());
   return out;
@@ -739,8 +763,10 @@ GemmConfig defaultConfig(const GemmProblem &p, Target t) {
   // slower than the winner, another loop's in 9 of them. They stay
   // candidates, and the tuner takes them where they win (gemv at
   // 1x4096x4096, stream-K at 64x4096x4096).
+  // Repack configs come last but where enumerateConfigs puts its wgmma pick
+  // first (rows read in 2-byte pieces, on sm_90a).
   for (const GemmConfig &c : enumerateConfigs(p, t))
-    if (c.loop != GemmLoop::Gemv && !c.streamK && !c.repack)
+    if (c.loop != GemmLoop::Gemv && !c.streamK)
       return c;
   // The enumerated space always contains a 64x64x32, 2-stage config that is
   // valid for every well-formed problem; reaching here means the problem

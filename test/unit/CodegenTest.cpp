@@ -889,20 +889,27 @@ GemmConfig firstRepack(const GemmProblem &p, Target t) {
 
 } // namespace
 
-TEST(Repack, OfferedOnlyForMisalignedOperandsAndNeverTheDefault) {
+TEST(Repack, OfferedOnlyForMisalignedOperandsLastInTheList) {
   // Issue 3's shape: rows of 1023 bf16. On sm_90a two wgmma tiles at two
   // depths each, 64x64 among them (130 tiles for 132 multiprocessors), one
   // wgmma stream-K (64x64 too, at the deepest ring) and two tiled picks;
-  // tiled ones elsewhere; after every other candidate.
+  // tiled ones elsewhere; after every other candidate, but for the first
+  // wgmma one on sm_90a, which goes first: the default there (a 2-byte loop
+  // elsewhere).
   const GemmProblem ragged = problem(127, 4099, 1023, "nt");
   for (Target t : {Target::SM90A, Target::SM80, Target::GFX90A}) {
     const std::vector<GemmConfig> all = enumerateConfigs(ragged, t);
     size_t wgmma = 0, tiled = 0, streamK = 0, fill = 0;
     bool seen = false;
-    for (const GemmConfig &c : all) {
-      if (c.repack) {
-        seen = true;
+    for (size_t i = 0; i < all.size(); ++i) {
+      const GemmConfig &c = all[i];
+      if (c.repack)
         EXPECT_FALSE(checkConfig(ragged, c, t)) << toString(t);
+      if (c.repack && i == 0 && t == Target::SM90A) { // the default
+        wgmma += 1;
+        fill += c.blockM == 64 && c.blockN == 64;
+      } else if (c.repack) {
+        seen = true;
         (c.loop == GemmLoop::Wgmma ? wgmma : tiled) += 1;
         streamK += c.streamK;
         fill += c.loop == GemmLoop::Wgmma && c.blockM == 64 && c.blockN == 64;
@@ -915,8 +922,20 @@ TEST(Repack, OfferedOnlyForMisalignedOperandsAndNeverTheDefault) {
     EXPECT_EQ(streamK, t == Target::SM90A ? 1u : 0u) << toString(t);
     EXPECT_EQ(fill, t == Target::SM90A ? 3u : 0u) << toString(t);
     EXPECT_EQ(tiled, 2u) << toString(t);
-    EXPECT_FALSE(defaultConfig(ragged, t).repack);
+    const GemmConfig def = defaultConfig(ragged, t);
+    if (t == Target::SM90A) {
+      EXPECT_TRUE(def.repack && def.loop == GemmLoop::Wgmma && !def.streamK);
+      EXPECT_EQ(def, all.front());
+      EXPECT_EQ(def.blockM, 64);
+      EXPECT_EQ(def.blockN, 64);
+    } else {
+      EXPECT_FALSE(def.repack) << toString(t);
+    }
   }
+  // Too small for the copy's launch to pay: the 2-byte loop stays.
+  EXPECT_FALSE(defaultConfig(problem(33, 17, 9, "nt"), Target::SM90A).repack);
+  EXPECT_FALSE(
+      defaultConfig(problem(64, 256, 1023, "nt"), Target::SM90A).repack);
   // Aligned operands: nothing to repack (nor the repack-only 64x64 wgmma
   // tile of the fixed list; 64 is the fitted width here, 2 x 65 tiles, at
   // its deep rings only). A ragged N of B 'T' is not a row.
