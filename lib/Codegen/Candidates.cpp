@@ -95,8 +95,8 @@
 // multiprocessors at 127x4099), the best wgmma stream-K config where the
 // tiles leave multiprocessors idle, and the best two tiled configs (split-K
 // included), placed last (repackCost says why); but on sm_90a the first wgmma
-// one goes first, the default, for M * N * K >= 2^26 (measured: see the end
-// of enumerateConfigs).
+// one goes first, the default, for M > 64 and M * N * K >= 2^26 (measured:
+// see the end of enumerateConfigs).
 //
 //===----------------------------------------------------------------------===//
 
@@ -719,17 +719,17 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
                                       c.stages == 4 && c.cluster == 1;
                              });
   // Rows the main loops can read only in 2-byte pieces, on sm_90a: the
-  // first wgmma repack pick goes first of all (the default), where the
-  // problem is large enough for the copy kernel's launch to pay (M * N * K
-  // >= 2^26). Measured on an H100: at 127x4099x1023, wgmma 64x64 s8 repack
-  // (this rule's pick) ran nt 16.4-16.9 us and nn 17.2-17.8 (bench/gemm.py
-  // with a tuning DB, 2026-11-23/24: the tuner's winner or within 1.6% of
-  // it), the vector-1 tiled default 27.9 and 27.1 (bench/gemm.py
-  // KGEN_TUNE=off, 2026-11-24), cuBLAS 19.8-22.1; kgen tune (2026-11-23)
-  // put repack far ahead at 1000x1000x1001 (13.3 us) and 4000x4000x4001
-  // (358 us) too. At 33x17x9 the vector-1 tiled loop won (2.7 us, about a
-  // copy kernel's launch alone).
-  if (t == Target::SM90A &&
+  // first wgmma repack pick goes first of all (the default), where the copy
+  // kernel's launch and traffic pay: M > 64 and M * N * K >= 2^26. H100,
+  // bench/gemm.py KGEN_TUNE=off, the vector-1 tiled default against this
+  // rule's pick in one session (2026-11-24, us, cuBLAS in brackets):
+  // 127x4099x1023 nt 27.2 -> 16.3 (21.7), nn 26.9 -> 17.5 (19.7);
+  // 1000x1000x1001 nt 42.9 -> 13.0 (29.0); 4000x4000x4001 nt 1369 -> 376
+  // (994); 300x4096x1023 nt 90.7 -> 18.8 (42.7). At 33x17x9 the vector-1
+  // loop stays (2.6-3.1 us, about a copy's launch). The bounds are not
+  // measured in between; at M <= 64 (memory-bound, where the copy moves as
+  // many bytes as the product) nothing was measured.
+  if (t == Target::SM90A && p.m > 64 &&
       double(p.m) * double(p.n) * double(p.k) >= double(1 << 26)) {
     auto wgmmaRepack =
         std::find_if(repackPicks.begin(), repackPicks.end(), [](auto &c) {

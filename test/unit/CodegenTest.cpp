@@ -889,7 +889,7 @@ GemmConfig firstRepack(const GemmProblem &p, Target t) {
 
 } // namespace
 
-TEST(Repack, OfferedOnlyForMisalignedOperandsLastInTheList) {
+TEST(Repack, OfferedForMisalignedOperandsLastButTheSm90aDefault) {
   // Issue 3's shape: rows of 1023 bf16. On sm_90a two wgmma tiles at two
   // depths each, 64x64 among them (130 tiles for 132 multiprocessors), one
   // wgmma stream-K (64x64 too, at the deepest ring) and two tiled picks;
@@ -932,10 +932,15 @@ TEST(Repack, OfferedOnlyForMisalignedOperandsLastInTheList) {
       EXPECT_FALSE(def.repack) << toString(t);
     }
   }
-  // Too small for the copy's launch to pay: the 2-byte loop stays.
+  // Too small for the copy's launch to pay, or M <= 64 (unmeasured): the
+  // 2-byte loop stays.
   EXPECT_FALSE(defaultConfig(problem(33, 17, 9, "nt"), Target::SM90A).repack);
   EXPECT_FALSE(
-      defaultConfig(problem(64, 256, 1023, "nt"), Target::SM90A).repack);
+      defaultConfig(problem(128, 256, 1023, "nt"), Target::SM90A).repack);
+  EXPECT_FALSE(
+      defaultConfig(problem(64, 8192, 8191, "nt"), Target::SM90A).repack);
+  EXPECT_TRUE(
+      defaultConfig(problem(1000, 1000, 1001, "nn"), Target::SM90A).repack);
   // Aligned operands: nothing to repack (nor the repack-only 64x64 wgmma
   // tile of the fixed list; 64 is the fitted width here, 2 x 65 tiles, at
   // its deep rings only). A ragged N of B 'T' is not a row.
