@@ -72,7 +72,7 @@
 // multiprocessors, but the measured time is bound by L2 bandwidth more
 // than the model knows (788x2048x2048 nt on an H200: 128x120 at 6 stages
 // 18.0 us, 128x128 16.0), and the tuner takes them where they win (64x208
-// there, 14.8 us). Except at small M (16 < M <= 128), where the 64-row
+// there, 14.8 us). Except at small M (32 < M <= 128), where the 64-row
 // fitted tile at its deepest ring comes first and is the default: there
 // the time is that of streaming B from HBM, and a narrow tile with a deep
 // ring keeps more of each B row in flight (H100, kgen tune: 64x4096x4096
@@ -80,13 +80,18 @@
 // cuBLAS's 64x32 kernel 15.4 in bench/gemm.py; 32x4096x4096 16.4 against
 // 20.7; 128x4096x4096 64x64 at 12 stages 16.2 against 23.2; 64x8192x8192
 // 51.6 against 54.1). B stored K x N has 64x64 there (fittedWgmmaShapes).
-// At M <= 16 (bf16/f16, A stored M x K) the default is the swapped tile 64
-// columns of N wide, M rows high (8 or 16), at its deepest ring: kgen tune
-// on the H100 (2026-11-23) took a swapped tile on all 8 of 1 and 16 x 4096
-// and 8192, nt and nn, that one or its 8-stage twin on 7. bench/gemm.py
+// At M <= 32 (bf16/f16, A stored M x K) the default is the swapped tile 64
+// columns of N wide, M rows high (8 to 32: as many tiles of M as the
+// multiprocessors left hold), at its deepest ring: kgen tune on the H100
+// (2026-11-23) took a swapped tile on all 12 of 1, 16 and 32 x 4096 and
+// 8192, nt and nn, that one or its 8-stage twin on 11. bench/gemm.py
 // untuned, H100, 2026-11-24, the old and the new default in one session:
 // 1x4096x4096 nn 15.6 -> 14.0 us, 16x4096x4096 nt 16.5 -> 14.7,
-// 1x8192x8192 nt 50.8 -> 47.5 (cuBLAS 14.2, 17.2, 47.5).
+// 1x8192x8192 nt 50.8 -> 47.5 (cuBLAS 14.2, 17.2, 47.5); from M = 16 to 32
+// (two rounds each, 23:20 UTC): 24x4096x4096 nt 17.4-17.5 -> 14.7-15.0,
+// 32x4096x4096 nt 16.5-16.7 -> 14.8-15.1, nn 15.1-15.2 -> 14.3-14.7,
+// 32x8192x8192 nt 49.0-49.4 -> 48.0-48.4 (cuBLAS 14.7-14.9, 15.0-15.3,
+// 14.7-14.9, 48.7-49.1); 16 and 48 rows unchanged.
 //
 // Repack variants (GemmConfig::repack) join when A or B cannot be read with
 // 16-byte vectors (rows of 1023 bf16, a ragged N of B 'N'): on the padded
@@ -679,8 +684,8 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
   ranked.insert(ranked.end(), pairs.begin(), pairs.end());
   std::stable_sort(ranked.begin(), ranked.end(), byCost);
   std::vector<GemmConfig> out = gemvConfigs(p, t);
-  // At M <= 16 the swapped 64-column tile at its deepest ring goes first,
-  // before the ranked list: the default there (see the top); at 16 < M <=
+  // At M <= 32 the swapped 64-column tile at its deepest ring goes first,
+  // before the ranked list: the default there (see the top); at 32 < M <=
   // 128 the 64-row fitted tile at its deepest ring. So does the fitted
   // swapped tile where M > 256 leaves few whole tiles (see the top).
   auto firstPick = fittedPicks.end();
@@ -691,7 +696,7 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
   const auto swapped64 = std::find_if(
       fittedPicks.begin(), fittedPicks.end(),
       [](const GemmConfig &c) { return c.swapAB && c.blockN == 64; });
-  if (p.m <= 16 && swapped64 != fittedPicks.end())
+  if (p.m <= 32 && swapped64 != fittedPicks.end())
     firstPick = swapped64;
   else if (p.m <= 128)
     firstPick = std::find_if(

@@ -320,7 +320,7 @@ TEST(Candidates, EveryCandidateIsValidAndThereIsOne) {
 }
 
 TEST(Candidates, SmallMDefaultsToAFittedTileWithADeepRing) {
-  // 16 < M <= 128 on sm_90a (B stored N x K): the 64-row tile whose
+  // 32 < M <= 128 on sm_90a (B stored N x K): the 64-row tile whose
   // width makes one wave, at the deepest ring that fits (see the top of
   // Candidates.cpp): 128 tiles of 64x32 at 16 stages of 12 KB, 2 x 64 of
   // 64x64 at 12 of 16 KB.
@@ -332,7 +332,7 @@ TEST(Candidates, SmallMDefaultsToAFittedTileWithADeepRing) {
     EXPECT_EQ(c.stages, stages) << m << "x" << n;
     EXPECT_EQ(c.cluster, 1) << m << "x" << n;
   };
-  expect(32, 4096, 32, 16);
+  expect(33, 4096, 32, 16);
   expect(64, 4096, 32, 16);
   expect(128, 4096, 64, 12);
   expect(64, 8192, 64, 12);
@@ -348,9 +348,9 @@ TEST(Candidates, SmallMDefaultsToAFittedTileWithADeepRing) {
     EXPECT_EQ(c.blockM * c.blockN, 64 * 128) << q.m << "x" << q.n;
     EXPECT_EQ(c.stages, 8) << q.m << "x" << q.n;
   }
-  // Not for M <= 16 (gemv and 16-row tiles), M > 256 (a swapped tile there,
-  // see SwapAB), nor off sm_90a.
-  EXPECT_LE(defaultConfig(problem(16, 4096, 4096), Target::SM90A).blockM, 16);
+  // Not for M <= 32 (a swapped tile, SmallMDefaultsToASwappedTileOnSm90a),
+  // M > 256 (a swapped tile there too, see SwapAB), nor off sm_90a.
+  EXPECT_TRUE(defaultConfig(problem(32, 4096, 4096), Target::SM90A).swapAB);
   EXPECT_TRUE(defaultConfig(problem(532, 2048, 2048), Target::SM90A).swapAB);
   EXPECT_EQ(defaultConfig(problem(64, 4096, 4096), Target::SM80).loop,
             GemmLoop::Tiled);
@@ -376,17 +376,18 @@ TEST(Candidates, SmallMTiledLoopTakesTheDeepestSwizzledRing) {
 }
 
 TEST(Candidates, SmallMDefaultsToASwappedTileOnSm90a) {
-  // M <= 16 on sm_90a, 16-bit A stored M x K: the swapped tile 64 columns
-  // of N wide and 8 or 16 rows of M high at 12 stages (H100, kgen tune:
-  // it or its 8-stage twin won 7 of 1 and 16 x 4096 and 8192, nt and nn).
+  // M <= 32 on sm_90a, 16-bit A stored M x K: the swapped tile 64 columns
+  // of N wide and 8 to 32 rows of M high (M over the tiles of M that the
+  // multiprocessors left hold) at 12 stages (H100, kgen tune: it or its
+  // 8-stage twin won 11 of 1, 16 and 32 x 4096 and 8192, nt and nn).
   for (const char *layout : {"nt", "nn"})
-    for (int64_t m : {1, 16})
+    for (int64_t m : {1, 16, 32})
       for (int64_t n : {4096, 8192}) {
         GemmConfig c = defaultConfig(problem(m, n, n, layout), Target::SM90A);
         EXPECT_EQ(c.loop, GemmLoop::Wgmma) << m << "x" << n << " " << layout;
         EXPECT_TRUE(c.swapAB) << m << "x" << n << " " << layout;
         EXPECT_EQ(c.blockN, 64) << m << "x" << n << " " << layout;
-        EXPECT_EQ(c.blockM, m == 16 && n == 8192 ? 16 : 8)
+        EXPECT_EQ(c.blockM, m == 1 ? 8 : n == 8192 ? m : m / 2)
             << m << "x" << n << " " << layout;
         EXPECT_EQ(c.stages, 12) << m << "x" << n << " " << layout;
       }
