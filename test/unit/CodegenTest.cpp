@@ -387,7 +387,9 @@ TEST(Candidates, SmallMDefaultsToASwappedTileOnSm90a) {
         EXPECT_EQ(c.loop, GemmLoop::Wgmma) << m << "x" << n << " " << layout;
         EXPECT_TRUE(c.swapAB) << m << "x" << n << " " << layout;
         EXPECT_EQ(c.blockN, 64) << m << "x" << n << " " << layout;
-        EXPECT_EQ(c.blockM, m == 1 ? 8 : n == 8192 ? m : m / 2)
+        EXPECT_EQ(c.blockM, m == 1      ? 8
+                            : n == 8192 ? m
+                                        : m / 2)
             << m << "x" << n << " " << layout;
         EXPECT_EQ(c.stages, 12) << m << "x" << n << " " << layout;
       }
