@@ -605,7 +605,9 @@ void Runtime::launch(const Kernel &k, const GemmArgs &args, void *stream) {
       cd.smemBytes = 0;
       void *copyParams[] = {&rp};
       // Nothing to copy (aligned operands, K a multiple of 8): no launch.
-      if (gemm::repackGrid(rp, int64_t(backend_->computeUnits()) * 16,
+      if (gemm::repackGrid(rp,
+                           int64_t(backend_->computeUnits()) *
+                               gemm::kRepackBlocksPerUnit,
                            cd.grid)) {
         backend_->launch(k.prologueFunction, cd, copyParams, stream);
       }

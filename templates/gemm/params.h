@@ -68,6 +68,14 @@ struct RepackParams {
 /// blocks: 32 KiB), 2 took 54 (4 blocks: 32 KiB).
 constexpr int kRepackThreads = 256;
 constexpr int kRepackUnroll = 3;
+/// The copy kernel's blocks a multiprocessor (the runtime's maxBlocks for
+/// repackGrid): the 3 that are resident at once, so that one wave strides
+/// over the chunks with no tail of a second. H100, bench/gemm.py untuned,
+/// two rounds against 16 (127x4099x1023: 706 blocks, 1.78 waves):
+/// 127x4099x1023 nt 16.4-16.5 -> 15.9-16.0 us, nn 17.6 -> 17.2-17.3;
+/// 300x4096x1023 nt 18.9-19.1 -> 18.5-18.8; 1000x1000x1001 unchanged
+/// (13.1-13.2, 16.2-16.3). An unroll of 4 or 6 ran as fast or slower.
+constexpr int kRepackBlocksPerUnit = 3;
 
 /// Whether the main loop cannot read this 2-byte operand directly with
 /// 16-byte vectors: a pointer, row stride, row length or batch stride off
