@@ -322,6 +322,24 @@ storeTile(const float (&acc)[Shape<Config>::kMmaM][Shape<Config>::kAccum],
           }
         continue;
       }
+      if constexpr (Config::kVecC == 1) {
+        // C's rows allow single elements only (an odd N or leading
+        // dimension): lane l stores column c0 + l of each of the 16 rows,
+        // so a warp's store is 32 adjacent elements of one row (whole
+        // sectors), where runs of 8 wrote 2 bytes of 16 rows' sectors 8
+        // times over. ncu, H100, warm L2, 64x64 tiles: 127x4099x1024 (A and
+        // B aligned) 10.0-10.8 -> 8.5-8.9 us (128x4096x1024: 6.6-6.9);
+        // bench/gemm.py 127x4099x1023 nt 16.3-16.4 -> 14.1-14.6.
+        if (lane < width)
+#pragma unroll 4
+          for (int r = 0; r < 16; ++r) {
+            const float v =
+                slab[r * kCols + (((lane / 4) ^ (r % 8)) * 4) + lane % 4];
+            gemm::epilogue<Config, 1>(p, 0, row0 + mi * 64 + warp * 16 + r,
+                                      col0 + c0 + lane, &v);
+          }
+        continue;
+      }
       const int q = lane % 4; // this lane's 8 columns: chunks 2q, 2q + 1
       if (q * 8 < width)
 #pragma unroll
