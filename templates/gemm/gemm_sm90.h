@@ -279,6 +279,8 @@ KGEN_DEVICE bool fixup(const gemm::Params &p, float (&acc)[S::kMmaM][S::kAccum],
 /// its 16 rows to its own staging slab (fp32; 16-byte chunks XOR-swizzled by
 /// row, so neither side conflicts on a bank), then each lane reads 8 columns
 /// of one row back: 4 lanes cover 128 contiguous bytes of fp32, 64 of C.
+/// Where C's rows allow single elements only (kVecC = 1), each lane reads a
+/// column instead, so a warp stores 32 adjacent elements of a row.
 template <class Config>
 KGEN_DEVICE void
 storeTile(const float (&acc)[Shape<Config>::kMmaM][Shape<Config>::kAccum],
