@@ -481,11 +481,6 @@ template <class Config, int kScratch = 0> struct Chunk {
 /// Four fp32, one 16-byte access (C rows, n, P rows).
 using F4 = Vec<float, 4>;
 
-/// 16 bytes, for vector copies.
-struct alignas(16) Vec16 {
-  uint32_t w[4];
-};
-
 // WarpMma's members differ by vendor and do not depend on a kernel's
 // Config, so in the host emulator, which links NVIDIA and AMD kernels into
 // one program, the two layouts would share one symbol (ASan caught the AMD
@@ -905,7 +900,6 @@ template <class Config> struct ChunkMma : Chunk<Config> {
     const T zero = Convert<T>::fromFloat(0.f);
     // 16 bytes (8 elements) at a time where the tensors are 16-byte aligned
     // (rows are: DQK and DV are multiples of 16, slices of 32).
-    using Vec = Vec16;
     if (((unsigned long long)(q) | (unsigned long long)(k) |
          (unsigned long long)(v)) %
             16 ==
@@ -944,23 +938,23 @@ template <class Config> struct ChunkMma : Chunk<Config> {
       constexpr int kNQ = kWithQ ? kNK : 0;
       constexpr int kN = kNK + kNQ + kNV, kBatch = 8;
       for (int e0 = this->tid; e0 < kN; e0 += kBatch * kThreads) {
-        Vec x[kBatch];
+        T8 x[kBatch];
 #pragma unroll
         for (int r = 0; r < kBatch; ++r) {
           int e = e0 + r * kThreads;
-          x[r] = Vec{};
+          x[r] = T8{};
           if (e < kNK + kNQ) {
             const T *src = e < kNK ? k : q;
             e = e < kNK ? e : e - kNK;
             const int t = e / kQv, i = 8 * (e % kQv);
             if (t < len)
               x[r] =
-                  *reinterpret_cast<const Vec *>(src + (row0 + t) * kDQK + i);
+                  *reinterpret_cast<const T8 *>(src + (row0 + t) * kDQK + i);
           } else if (e < kN) {
             e -= kNK + kNQ;
             const int t = e / kVv, j = 8 * (e % kVv);
             if (t < len)
-              x[r] = *reinterpret_cast<const Vec *>(
+              x[r] = *reinterpret_cast<const T8 *>(
                   v + (row0 + t) * Config::kDV + j0 + j);
           }
         }
@@ -970,11 +964,11 @@ template <class Config> struct ChunkMma : Chunk<Config> {
           if (e < kNK + kNQ) {
             T *dst = e < kNK ? this->K : this->Q;
             e = e < kNK ? e : e - kNK;
-            *reinterpret_cast<Vec *>(dst + e / kQv * kRowQ + 8 * (e % kQv)) =
+            *reinterpret_cast<T8 *>(dst + e / kQv * kRowQ + 8 * (e % kQv)) =
                 x[r];
           } else if (e < kN) {
             e -= kNK + kNQ;
-            *reinterpret_cast<Vec *>(this->V + e / kVv * kRowV +
+            *reinterpret_cast<T8 *>(this->V + e / kVv * kRowV +
                                      8 * (e % kVv)) = x[r];
           }
         }
