@@ -61,21 +61,24 @@ struct RepackParams {
   RepackOperand op[2]; ///< A, B
 };
 
-/// Threads of a copy-kernel block, and the 16-byte chunks each moves a step
-/// of its loop, all their loads issued before the first is used. 3: 68
-/// registers a thread on sm_90a (nvcc 13), so 3 blocks a multiprocessor
-/// keep 2304 chunks (36 KiB of source) in flight; 4 took 116 registers (2
-/// blocks: 32 KiB), 2 took 54 (4 blocks: 32 KiB).
+/// Threads of a copy-kernel block, and the 16-byte destination chunks a
+/// warp moves at a time (kRepackSegment / 32 a lane on NVIDIA, / 64 on
+/// AMD), all their loads issued before the first is used. The host counts
+/// kRepackWarps warps of 32 a block (AMD's waves of 64 make 4; the kernel's
+/// stride loop covers every segment either way).
 constexpr int kRepackThreads = 256;
-constexpr int kRepackUnroll = 3;
-/// The copy kernel's blocks a multiprocessor (the runtime's maxBlocks for
-/// repackGrid): the 3 that are resident at once, so that one wave strides
-/// over the chunks with no tail of a second. H100, bench/gemm.py untuned,
-/// two rounds against 16 (127x4099x1023: 706 blocks, 1.78 waves):
-/// 127x4099x1023 nt 16.4-16.5 -> 15.9-16.0 us, nn 17.6 -> 17.2-17.3;
-/// 300x4096x1023 nt 18.9-19.1 -> 18.5-18.8; 1000x1000x1001 unchanged
-/// (13.1-13.2, 16.2-16.3). An unroll of 4 or 6 ran as fast or slower.
-constexpr int kRepackBlocksPerUnit = 3;
+constexpr int kRepackSegment = 128;
+constexpr int kRepackWarps = kRepackThreads / 32;
+/// The copy kernel's blocks a multiprocessor at most (the runtime's
+/// maxBlocks for repackGrid): 127x4099x1023 nt takes 16 + 513 blocks, one
+/// row a warp. H100 (84 registers a thread, 3 blocks resident), against
+/// the previous kernel (a thread a chunk of any row, 3 blocks a
+/// multiprocessor): ncu with warm L2 7.7-7.9 us against 8.3-8.9, and
+/// bench/gemm.py untuned, two rounds: 127x4099x1023 nt 14.1-14.3 ->
+/// 13.7-13.8 us, nn 15.6-15.7 -> 15.5; 300x4096x1023 nt 18.5-18.6 ->
+/// 17.0-18.2, nn 18.3-18.5 -> 16.0-16.2; 1000x1000x1001 nt 13.0-13.1 ->
+/// 12.4-12.5, nn 16.0-16.3 -> 15.6-15.7.
+constexpr int kRepackBlocksPerUnit = 4;
 
 /// Whether the main loop cannot read this 2-byte operand directly with
 /// 16-byte vectors: a pointer, row stride, row length or batch stride off
@@ -141,10 +144,10 @@ inline long long planRepack(Params &p, RepackParams &rp, bool transA,
 }
 
 /// The copy kernel's grid: x holds the copied operands' blocks one after
-/// the other (A's first; op[i].blocks each, at most maxBlocks, striding over
-/// the operand's 16-byte chunks kRepackThreads * kRepackUnroll at a time),
-/// z the batch. Returns the blocks along x: 0 when nothing is copied (the
-/// launch can be skipped; grid[0] is 1 then).
+/// the other (A's first; op[i].blocks each, one a kRepackWarps of the
+/// operand's (row, segment) units, at most maxBlocks: the warps then
+/// stride), z the batch. Returns the blocks along x: 0 when nothing is
+/// copied (the launch can be skipped; grid[0] is 1 then).
 inline long long repackGrid(RepackParams &rp, long long maxBlocks,
                             unsigned grid[3]) {
   long long total = 0, batch = 1;
@@ -152,9 +155,9 @@ inline long long repackGrid(RepackParams &rp, long long maxBlocks,
     o.blocks = 0;
     if (!o.src)
       continue;
-    const long long chunks = o.dstRows * (o.dstLd / 8);
-    const long long span = (long long)kRepackThreads * kRepackUnroll;
-    long long blocks = (chunks + span - 1) / span;
+    const long long segments =
+        (o.dstLd / 8 + kRepackSegment - 1) / kRepackSegment;
+    long long blocks = (o.dstRows * segments + kRepackWarps - 1) / kRepackWarps;
     blocks = blocks < maxBlocks ? blocks : maxBlocks;
     o.blocks = int(blocks > 0 ? blocks : 1);
     total += o.blocks;

@@ -10,24 +10,30 @@
 // so the padded products add exact zeros and the main loop reads 16-byte
 // vectors.
 //
-// Each thread writes whole 16-byte chunks of the destination (8 elements).
-// A chunk's source is 16 bytes at any even address: the thread reads the
-// one or two 16-byte aligned blocks that cover it and shifts the bytes into
-// place (a 2-byte-aligned row start is off a block by 0..14 bytes), so a
-// chunk costs two 16-byte loads instead of eight 2-byte ones; consecutive
-// threads read consecutive blocks (a warp's loads cover one contiguous
-// 512-byte span, the second load's mostly from L1). A block is read only
-// if it lies inside the source batch's bytes, from its first element to its
-// last: the chunks at the very start and end of a batch whose blocks would
-// reach past them read their elements one by one instead (nothing outside
-// the caller's tensor is touched, as compute-sanitizer checks). Elements
-// past a row's extent, and rows past the source's, are the zero padding.
+// A warp (a wave on AMD) copies one segment of a row at a time: up to
+// kRepackSegment 16-byte chunks of the destination (8 elements each), lane
+// l the chunks l, l + kWaveSize, ... A row starts at one byte offset in its
+// 16-byte block, the same for all its chunks, so the warp reads the
+// aligned blocks that cover the row (chunk c's 16 bytes lie in blocks c and
+// c + 1; the second load mostly hits L1, its neighbour lane having read
+// it) and shifts each chunk's bytes by that one offset: a branch the whole
+// warp takes alike, then one funnel shift a word. Every load of a segment
+// is issued before the first is used (bytes in flight are what a copy's
+// speed is made of). The previous copy kernel gave each thread chunks of
+// any row, with per-chunk 64-bit positions, bounds and a blend network for
+// the offset: 8.3-8.9 us with warm L2 for 127x4099x1023 (ncu, H100), this
+// one 7.7-7.9 (params.h, kRepackBlocksPerUnit).
 //
-// A thread moves kRepackUnroll chunks a step, kRepackThreads apart, with
-// every load issued before the first is used (bytes in flight are what a
-// copy's speed is made of). The grid's x holds A's blocks, then B's
-// (repackGrid); each strides over its operand's chunks; z is the batch.
-// Every global access goes through kgen/common/global_io.h.
+// A block is read only if it lies inside the source batch's bytes, from
+// its first element to its last: a chunk whose block would reach past them
+// (at the very start or end of a batch) reads its elements one by one
+// instead, so nothing outside the caller's tensor is touched (as
+// compute-sanitizer checks). Elements past a row's extent, and rows past
+// the source's, are the zero padding.
+//
+// The grid's x holds A's blocks, then B's (repackGrid); each block's warps
+// stride over their operand's (row, segment) units; z is the batch. Every
+// global access goes through kgen/common/global_io.h.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,33 +45,32 @@
 
 namespace kgen::gemm {
 
-/// One destination chunk between its loads and its store: the aligned
-/// blocks' words (zero where not read), and in `info` its source elements
-/// (bits 0-3: 8, fewer at a row's end, 0 past the rows), its first
-/// element's byte offset in the first block (bits 4-7) and whether the
-/// blocks were read (bit 8; else the elements are read one by one).
-struct RepackChunk {
-  uint32_t w[8];
-  int info;
-};
-
-/// Steps a (row, column) position over a row of perRow chunks by dr rows
-/// and dc < perRow columns.
-KGEN_DEVICE void repackAdvance(long long &row, long long &col, long long dr,
-                               long long dc, long long perRow) {
+/// Steps a (row, segment) position over rows of perRow segments by dr rows
+/// and dc < perRow segments.
+KGEN_DEVICE void repackAdvance(long long &row, int &seg, long long dr, int dc,
+                               int perRow) {
   row += dr;
-  col += dc;
-  if (col >= perRow) {
-    col -= perRow;
+  seg += dc;
+  if (seg >= perRow) {
+    seg -= perRow;
     ++row;
   }
 }
 
-/// a where `mask` is set, else b: a blend of values, which a compiler
-/// cannot turn into a choice between the addresses they came from (hiprtc
-/// did, for ?: over array elements, and put the chunks in scratch).
-KGEN_DEVICE uint32_t repackBlend(uint32_t mask, uint32_t a, uint32_t b) {
-  return (a & mask) | (b & ~mask);
+/// The 16 bytes at byte 4 * Q + sh / 8 of the 32 in w (sh 0 or 16): four
+/// funnel shifts of adjacent words.
+template <int Q>
+KGEN_DEVICE Words4 repackWindow(const uint32_t (&w)[8], int sh) {
+  uint32_t o[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    o[j] = uint32_t(((unsigned long long)w[j + Q + 1] << 32 | w[j + Q]) >> sh);
+  return Words4{o[0], o[1], o[2], o[3]};
+}
+
+/// The mask of word j's elements (2j, 2j + 1) below n.
+KGEN_DEVICE uint32_t repackKeep(int j, int n) {
+  return (2 * j < n ? 0xffffu : 0u) | (2 * j + 1 < n ? 0xffff0000u : 0u);
 }
 
 /// Copies every operand of `p` (2-byte elements); kRepackThreads threads a
@@ -77,106 +82,108 @@ KGEN_DEVICE void repackOperands(const RepackParams &p) {
   allowNextGrid();
   const bool isA = int(blockIdx.x) < p.op[0].blocks;
   const RepackOperand &o = p.op[isA ? 0 : 1];
-  const long long block = isA ? blockIdx.x : blockIdx.x - p.op[0].blocks;
+  const int block = isA ? int(blockIdx.x) : int(blockIdx.x) - p.op[0].blocks;
   if (!o.src || int(blockIdx.z) >= o.batch)
     return;
+  constexpr int kWarps = kRepackThreads / kWaveSize;
+  constexpr int kPerLane = kRepackSegment / kWaveSize;
+  const int lane = int(threadIdx.x) % kWaveSize;
   const uint16_t *src =
       static_cast<const uint16_t *>(o.src) + blockIdx.z * o.stride;
   uint16_t *dst = static_cast<uint16_t *>(o.dst) + blockIdx.z * o.dstStride;
   // The batch's bytes, first element to last: what a block may be read from.
-  const char *bytes = reinterpret_cast<const char *>(src);
   const unsigned long long begin = reinterpret_cast<unsigned long long>(src);
   const unsigned long long end =
       begin + (unsigned long long)((o.rows - 1) * o.ld + o.extent) * 2;
-  const long long perRow = o.dstLd / 8;
-  const long long chunks = o.dstRows * perRow;
-  const long long span = (long long)kRepackThreads * kRepackUnroll;
-  const long long step = (long long)o.blocks * span;
-  // Positions advance by fixed strides: divide once, not per chunk.
-  const long long first = block * span + threadIdx.x;
-  long long row = first / perRow, col = first % perRow;
-  const long long dRow = kRepackThreads / perRow,
-                  dCol = kRepackThreads % perRow;
-  const long long sRow = step / perRow, sCol = step % perRow;
-  for (long long i = first; i < chunks; i += step) {
-    RepackChunk k[kRepackUnroll];
-    long long r = row, c = col;
+  const int extent = int(o.extent), chunks = int(o.dstLd / 8);
+  const int segments = (chunks + kRepackSegment - 1) / kRepackSegment;
+  // This warp's first unit, and the fixed step to its next.
+  const long long first = (long long)block * kWarps + threadIdx.x / kWaveSize;
+  const long long step = (long long)o.blocks * kWarps;
+  long long row = first / segments;
+  int seg = int(first % segments);
+  const long long dRow = step / segments;
+  const int dSeg = int(step % segments);
+  for (; row < o.dstRows; repackAdvance(row, seg, dRow, dSeg, segments)) {
+    uint16_t *out = dst + row * o.dstLd;
+    const int c0 = seg * kRepackSegment + lane;
+    if (row >= o.rows) {
 #pragma unroll
-    for (int u = 0; u < kRepackUnroll; ++u) {
+      for (int u = 0; u < kPerLane; ++u)
+        if (c0 + u * kWaveSize < chunks)
+          storeGlobal16(out + 8 * (c0 + u * kWaveSize), Words4{0, 0, 0, 0});
+      continue;
+    }
+    const uint16_t *in = src + row * o.ld;
+    const unsigned long long at = reinterpret_cast<unsigned long long>(in);
+    const char *lo = reinterpret_cast<const char *>(at & ~15ull);
+    const int off = int(at & 15); // even: 2-byte elements
+    // Blocks [firstBlock, endBlock) of the row lie inside the batch's bytes.
+    const int firstBlock = (at & ~15ull) < begin ? 1 : 0;
+    const unsigned long long inside = (end - (at & ~15ull)) / 16;
+    const int endBlock =
+        inside < (unsigned long long)chunks + 1 ? int(inside) : chunks + 1;
+    uint32_t w[kPerLane][8];
 #pragma unroll
-      for (int j = 0; j < 8; ++j)
-        k[u].w[j] = 0;
-      k[u].info = 0;
-      if (r < o.rows) {
-        const long long left = o.extent - c * 8;
-        const int n = left < 8 ? int(left) : 8;
-        const unsigned long long at =
-            begin + (unsigned long long)(r * o.ld + c * 8) * 2;
-        const unsigned long long lo = at & ~15ull;
-        const bool two = at + 2 * n > lo + 16;
-        const bool vec =
-            (at & 1) == 0 && lo >= begin && lo + (two ? 32 : 16) <= end;
-        k[u].info = n | int(at - lo) << 4 | int(vec) << 8;
-        if (vec) {
-          const Words4 b0 = loadGlobal16(bytes + (lo - begin));
-          k[u].w[0] = b0.x;
-          k[u].w[1] = b0.y;
-          k[u].w[2] = b0.z;
-          k[u].w[3] = b0.w;
-          if (two) {
-            const Words4 b1 = loadGlobal16(bytes + (lo + 16 - begin));
-            k[u].w[4] = b1.x;
-            k[u].w[5] = b1.y;
-            k[u].w[6] = b1.z;
-            k[u].w[7] = b1.w;
-          }
+    for (int u = 0; u < kPerLane; ++u) {
+      const int c = c0 + u * kWaveSize;
+      const int left = extent - 8 * c;
+      const int n = left < 0 ? 0 : left < 8 ? left : 8;
+      Words4 b0{0, 0, 0, 0}, b1{0, 0, 0, 0};
+      if (n > 0 && c >= firstBlock && c < endBlock)
+        b0 = loadGlobal16(lo + 16 * c);
+      if (off + 2 * n > 16 && c + 1 < endBlock)
+        b1 = loadGlobal16(lo + 16 * (c + 1));
+      w[u][0] = b0.x, w[u][1] = b0.y, w[u][2] = b0.z, w[u][3] = b0.w;
+      w[u][4] = b1.x, w[u][5] = b1.y, w[u][6] = b1.z, w[u][7] = b1.w;
+    }
+    const int sh = (off & 2) * 8;
+#pragma unroll
+    for (int u = 0; u < kPerLane; ++u) {
+      const int c = c0 + u * kWaveSize;
+      if (c >= chunks)
+        continue;
+      const int left = extent - 8 * c;
+      const int n = left < 0 ? 0 : left < 8 ? left : 8;
+      Words4 v{0, 0, 0, 0};
+      if (n > 0 &&
+          (c < firstBlock || (off + 2 * n > 16 ? c + 1 : c) >= endBlock)) {
+        // A batch's first or last chunk: its elements one by one.
+        uint32_t e[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const uint32_t a = 2 * j < n ? loadGlobal2(in + 8 * c + 2 * j) : 0u;
+          const uint32_t b =
+              2 * j + 1 < n ? loadGlobal2(in + 8 * c + 2 * j + 1) : 0u;
+          e[j] = a | b << 16;
+        }
+        v = Words4{e[0], e[1], e[2], e[3]};
+      } else if (n > 0) {
+        // Bytes off.. of the 32 read: the warp's offset, a uniform branch.
+        switch (off >> 2) {
+        case 0:
+          v = repackWindow<0>(w[u], sh);
+          break;
+        case 1:
+          v = repackWindow<1>(w[u], sh);
+          break;
+        case 2:
+          v = repackWindow<2>(w[u], sh);
+          break;
+        default:
+          v = repackWindow<3>(w[u], sh);
+          break;
+        }
+        if (n < 8) {
+          // Elements past the row's extent are the K padding.
+          v.x &= repackKeep(0, n);
+          v.y &= repackKeep(1, n);
+          v.z &= repackKeep(2, n);
+          v.w &= repackKeep(3, n);
         }
       }
-      repackAdvance(r, c, dRow, dCol, perRow);
+      storeGlobal16(out + 8 * c, v);
     }
-    r = row;
-    c = col;
-#pragma unroll
-    for (int u = 0; u < kRepackUnroll; ++u) {
-      if (i + (long long)u * kRepackThreads < chunks) {
-        uint32_t out[4];
-        const int n = k[u].info & 15, m = k[u].info >> 4 & 15;
-        if (k[u].info & 256) {
-          // The 16 bytes from byte m (even) of the 32 read: by 8, 4, then
-          // 2 bytes, each a blend (no indexing by m, so no scratch).
-          const uint32_t by8 = 0u - uint32_t(m >> 3 & 1),
-                         by4 = 0u - uint32_t(m >> 2 & 1),
-                         by2 = 0u - uint32_t(m >> 1 & 1);
-          uint32_t v[6];
-#pragma unroll
-          for (int j = 0; j < 6; ++j)
-            v[j] = repackBlend(by8, k[u].w[j + 2], k[u].w[j]);
-#pragma unroll
-          for (int j = 0; j < 5; ++j)
-            v[j] = repackBlend(by4, v[j + 1], v[j]);
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            out[j] = repackBlend(by2, (v[j] >> 16) | (v[j + 1] << 16), v[j]);
-            // Elements past the row's extent are the K padding.
-            out[j] &=
-                (2 * j < n ? 0xffffu : 0u) | (2 * j + 1 < n ? 0xffff0000u : 0u);
-          }
-        } else {
-          // The batch's first or last chunks, or rows past the source's.
-          const uint16_t *s = src + r * o.ld + c * 8;
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            const uint32_t lo = 2 * j < n ? loadGlobal2(s + 2 * j) : 0u;
-            const uint32_t hi = 2 * j + 1 < n ? loadGlobal2(s + 2 * j + 1) : 0u;
-            out[j] = lo | hi << 16;
-          }
-        }
-        storeGlobal16(dst + r * o.dstLd + c * 8,
-                      Words4{out[0], out[1], out[2], out[3]});
-      }
-      repackAdvance(r, c, dRow, dCol, perRow);
-    }
-    repackAdvance(row, col, sRow, sCol, perRow);
   }
 }
 

@@ -188,8 +188,9 @@ std::string copyBoth(const OperandCase &a, const OperandCase &b,
 }
 
 TEST(RepackCopy, EqualsThePlainCopyAtEveryAlignment) {
-  // Rows of 1, 2, 6, 128 and 513 chunks: the grid's strides wrap rows in
-  // steps that do and do not divide them.
+  // Rows of 1, 2, 6, 128 and 513 chunks (one to five segments a row): the
+  // warps' strides wrap the (row, segment) units in steps that do and do
+  // not divide them.
   const long long extents[] = {1, 7, 8, 9, 45, 1023};
   const long long otherExtents[] = {4099, 1023, 16, 100, 3};
   const long long rowCounts[] = {1, 2, 3, 31, 300, 127};

@@ -1072,13 +1072,13 @@ TEST(Repack, PlanPadsRowsAndKAndSizesTheWorkspace) {
   EXPECT_EQ(rp.op[1].batch, 3);
   EXPECT_EQ(rp.op[1].rows, 1024);
   EXPECT_EQ(rp.op[1].extent, 4099);
-  // The grid: B's blocks alone (A is not copied), each moving
-  // kRepackThreads x kRepackUnroll chunks a step; capped, they stride.
+  // The grid: B's blocks alone (A is not copied), one a kRepackWarps of
+  // (row, segment) units: rows of 4104 / 8 = 513 chunks are 5 segments of
+  // up to kRepackSegment; capped, the warps stride.
+  static_assert(gemm::kRepackSegment == 128 && gemm::kRepackWarps == 8);
   unsigned grid[3];
-  const long long span = gemm::kRepackThreads * gemm::kRepackUnroll;
-  EXPECT_EQ(gemm::repackGrid(rp, 1 << 20, grid),
-            (1024LL * 4104 / 8 + span - 1) / span);
-  EXPECT_EQ(grid[0], unsigned((1024LL * 4104 / 8 + span - 1) / span));
+  EXPECT_EQ(gemm::repackGrid(rp, 1 << 20, grid), (1024LL * 5 + 7) / 8);
+  EXPECT_EQ(grid[0], unsigned((1024LL * 5 + 7) / 8));
   EXPECT_EQ(rp.op[0].blocks, 0);
   EXPECT_EQ(rp.op[1].blocks, int(grid[0]));
   EXPECT_EQ(grid[1], 1u);
@@ -1091,9 +1091,10 @@ TEST(Repack, PlanPadsRowsAndKAndSizesTheWorkspace) {
   both.k = 1023;
   both.lda = both.ldb = 1023;
   gemm::planRepack(both, rp, false, true, true, true, ws);
+  // Rows of 1024 / 8 = 128 chunks: one segment a row, one warp.
   EXPECT_EQ(gemm::repackGrid(rp, 1 << 20, grid),
-            (127 * 128 + span - 1) / span + (4099 * 128 + span - 1) / span);
-  EXPECT_EQ(rp.op[0].blocks, int((127 * 128 + span - 1) / span));
+            (127 + 7) / 8 + (4099 + 7) / 8);
+  EXPECT_EQ(rp.op[0].blocks, (127 + 7) / 8);
   EXPECT_EQ(grid[0], unsigned(rp.op[0].blocks + rp.op[1].blocks));
   // A shared operand (stride 0) is copied once and stays shared.
   gemm::Params s = q;

@@ -33,15 +33,17 @@ kgen.gemm @ragged {m = 127, n = 4099, k = 1023, ab = bf16, c = bf16, layout = "n
 // ROUND:      config = #kgen.gemm_config<repack = 1, block = [64, 64, 32], warps = [2, 2], stages = 3, smem = padded, pad = 8>
 kgen.gemm @ragged_nn {m = 127, n = 4099, k = 1023, ab = bf16, c = bf16, layout = "nn", target = "sm_90a", config = #kgen.gemm_config<repack = 1, block = [64, 64, 32], warps = [2, 2], stages = 3, smem = padded, pad = 8>}
 
-// The copy kernel: whole 16-byte chunks of the padded rows, each read as
-// the aligned 16-byte blocks that cover it (its elements one by one at a
-// batch's ends), shifted into place; zeros past the source's extent and
-// rows; every access through kgen/common/global_io.h.
+// The copy kernel: a warp copies a segment of a row at a time, reading the
+// aligned 16-byte blocks that cover it (its elements one by one at a
+// batch's ends) and shifting them by the row's one byte offset; zeros past
+// the source's extent and rows; every access through
+// kgen/common/global_io.h.
 // INLINE:     begin kgen/common/global_io.h
 // INLINE:     KGEN_DEVICE Words4 loadGlobal16(const void *p) {
 // INLINE:     begin kgen/gemm/repack.h
 // INLINE:     KGEN_DEVICE void repackOperands(const RepackParams &p) {
-// INLINE:     lo >= begin && lo + (two ? 32 : 16) <= end;
-// INLINE:     const Words4 b0 = loadGlobal16(bytes + (lo - begin));
-// INLINE:     out[j] = repackBlend(by2, (v[j] >> 16) | (v[j + 1] << 16), v[j]);
-// INLINE:     storeGlobal16(dst + r * o.dstLd + c * 8,
+// INLINE:     b0 = loadGlobal16(lo + 16 * c);
+// INLINE:     b1 = loadGlobal16(lo + 16 * (c + 1));
+// INLINE:     switch (off >> 2) {
+// INLINE:     v = repackWindow<1>(w[u], sh);
+// INLINE:     storeGlobal16(out + 8 * c, v);
