@@ -92,6 +92,19 @@
 // 32x4096x4096 nt 16.5-16.7 -> 14.8-15.1, nn 15.1-15.2 -> 14.3-14.7,
 // 32x8192x8192 nt 49.0-49.4 -> 48.0-48.4 (cuBLAS 14.7-14.9, 15.0-15.3,
 // 14.7-14.9, 48.7-49.1); 16 and 48 rows unchanged.
+// Past M = 128, where the best-ranked config's 128-row tiles compute up to
+// 64 rows past M (M mod 128 in 1..64), the 64-row fitted tile at its
+// deepest ring is the default too: one tile a CTA, and fewer padded rows.
+// H100, bench/gemm.py untuned, two rounds (2026-11-25, µs, cuBLAS in
+// brackets): 788x2048x2048 nt 15.2-15.3 -> 14.4-15.1 (13.5-13.9),
+// 700x2304x8192 43.5-44.5 -> 38.7-39.2 (55.5-57.3), 160x8192x8192
+// 82.4-82.6 -> 53.6-54.2 (51.7-52.3). kgen tune: with no padded rows
+// 128x128 won (1024x2048x2048 13.9 against 14.6 for 64x256, 640x2816x2048
+// 13.8 against 14.7); at 900x1536x4096, where the swapped rule above
+// picks 184x64 (24.5), 64x192 ran 22.3 (left to the tuner). Not where
+// the ranked pick has 64-row tiles already:
+// 150x4096x4096's 64x128 ran 18.4-18.6 against 21.0-21.2 for the fitted
+// 64x96.
 //
 // Repack variants (GemmConfig::repack) join when A or B cannot be read with
 // 16-byte vectors (rows of 1023 bf16, a ragged N of B 'N'): on the padded
@@ -711,6 +724,17 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
                                return c.swapAB && c.blockN == 64 &&
                                       10 * tilesOf(c.blockM, 64) >= 9 * units;
                              });
+  // Where the best-ranked config has 128-row tiles whose last row is at
+  // most half full (M > 128, M mod 128 in 1..64) and no rule above chose:
+  // the 64-row fitted tile at its deepest ring, where one wave holds it (B
+  // stored N x K). One tile a CTA, and fewer rows computed past M (see the
+  // top).
+  if (firstPick == fittedPicks.end() && p.m > 128 && p.m % 128 != 0 &&
+      p.m % 128 <= 64 && !ranked.empty() && ranked.front().second.blockM == 128)
+    firstPick = std::find_if(
+        fittedPicks.begin(), fittedPicks.end(), [](const GemmConfig &c) {
+          return c.blockM == 64 && !c.swapAB && c.cluster == 1;
+        });
   // Promoted sums (fp8, an f32 C) in tiles that fill the GPU twice over:
   // 128x208 at 4 stages (H100, kgen tune: fp8 the winner or within 1.4% of
   // it at 4096^3, 4096x14336x4096 and 4096x4096x14336, where the model's

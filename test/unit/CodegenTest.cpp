@@ -1114,6 +1114,42 @@ TEST(Repack, PlanPadsRowsAndKAndSizesTheWorkspace) {
   EXPECT_TRUE(gemm::repackNeeded(aligned, 1024, 1024, 0, 1023));
 }
 
+TEST(Candidates, SixtyFourRowFittedTilesWhereHalfATileRowIsPadding) {
+  // The ranked list's 128-row tiles compute up to 64 rows past M here, one
+  // tile a CTA: the default is the 64-row fitted tile (one wave of them) at
+  // its deepest ring. 788 rows: 13 x 10 tiles of 64x208 (7 x 16 of
+  // 128x128); 160 rows: 3 x 43 of 64x192 (2 x 64 of 128x128).
+  struct Pick {
+    int64_t m, n, k;
+    int blockN;
+  };
+  for (const Pick &q : {Pick{788, 2048, 2048, 208}, Pick{160, 8192, 8192, 192},
+                        Pick{700, 2304, 8192, 192}}) {
+    const GemmConfig c =
+        defaultConfig(problem(q.m, q.n, q.k, "nt"), Target::SM90A);
+    EXPECT_EQ(c.loop, GemmLoop::Wgmma) << q.m;
+    EXPECT_EQ(c.blockM, 64) << q.m;
+    EXPECT_EQ(c.blockN, q.blockN) << q.m;
+    EXPECT_EQ(c.stages, 6) << q.m;
+    EXPECT_FALSE(c.swapAB);
+    EXPECT_LE((q.m + 63) / 64 * ((q.n + c.blockN - 1) / c.blockN), 132);
+  }
+  // Not where the 128-row tiles' last row is more than half full (1000 =
+  // 7 x 128 + 104), nor where the ranked pick has 64-row tiles already
+  // (150x4096x4096: 64x128, which ran 18.4-18.6 us against 21.0-21.2 for
+  // the fitted 64x96 on the H100), nor for B stored K x N (no fitted
+  // tiles past M = 128).
+  EXPECT_EQ(
+      defaultConfig(problem(1000, 3072, 2048, "nt"), Target::SM90A).blockM,
+      128);
+  const GemmConfig at150 =
+      defaultConfig(problem(150, 4096, 4096, "nt"), Target::SM90A);
+  EXPECT_EQ(at150.blockM, 64);
+  EXPECT_EQ(at150.blockN, 128);
+  EXPECT_EQ(defaultConfig(problem(788, 2048, 2048, "nn"), Target::SM90A).blockM,
+            128);
+}
+
 TEST(SwapAB, FittedTilesLimitsAndJson) {
   // 532 x 2048 on sm_90a's 132 SMs: 32 columns of 64, so 4 rows of tiles,
   // 136 = ceil(532 / 4) rounded to 8 rows each.
