@@ -105,6 +105,17 @@
 // the ranked pick has 64-row tiles already:
 // 150x4096x4096's 64x128 ran 18.4-18.6 against 21.0-21.2 for the fitted
 // 64x96.
+// B stored K x N has no 64-row fitted tiles past M = 128: there the
+// swapped tile that makes the most CTAs (64 columns on a tie) at its
+// deepest ring goes first instead. kgen tune, H100, 2026-11-25 (all
+// candidates, µs; the old default 128x128 in brackets): 788x2048x2048 nn
+// 200x64 13.86 (14.73), 160x8192x8192 nn 80x128 49.80 and 160x64 50.72
+// (84.31), 700x2304x8192 nn 104x128 43.37 (45.23), 400x4096x4096 nn 200x64
+// 23.52 (32.14). bench/gemm.py untuned, old and new in one session, two
+// rounds: 160x8192x8192 nn 85.2/84.7 -> 51.1/51.5 (cuBLAS 49.7-50.2),
+// 400x4096x4096 nn 32.5/30.7 -> 24.5/24.6 (21.0-21.6), 788x2048x2048 nn
+// 14.7/14.2 -> 14.5/14.2 (13.2-13.5), 700x2304x8192 nn 44.0/45.3 ->
+// 44.1/44.6 (56.3-56.9).
 //
 // Repack variants (GemmConfig::repack) join when A or B cannot be read with
 // 16-byte vectors (rows of 1023 bf16, a ragged N of B 'N'): on the padded
@@ -728,13 +739,23 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
   // most half full (M > 128, M mod 128 in 1..64) and no rule above chose:
   // the 64-row fitted tile at its deepest ring, where one wave holds it (B
   // stored N x K). One tile a CTA, and fewer rows computed past M (see the
-  // top).
+  // top). B stored K x N has no such tile: there the swapped tile that
+  // makes the most CTAs (64 columns wide on a tie) at its deepest ring,
+  // whose n fits M the same way (see the top).
   if (firstPick == fittedPicks.end() && p.m > 128 && p.m % 128 != 0 &&
-      p.m % 128 <= 64 && !ranked.empty() && ranked.front().second.blockM == 128)
+      p.m % 128 <= 64 && !ranked.empty() &&
+      ranked.front().second.blockM == 128) {
     firstPick = std::find_if(
         fittedPicks.begin(), fittedPicks.end(), [](const GemmConfig &c) {
           return c.blockM == 64 && !c.swapAB && c.cluster == 1;
         });
+    if (firstPick == fittedPicks.end())
+      for (auto it = fittedPicks.begin(); it != fittedPicks.end(); ++it)
+        if (it->swapAB && (firstPick == fittedPicks.end() ||
+                           tilesOf(it->blockM, it->blockN) >
+                               tilesOf(firstPick->blockM, firstPick->blockN)))
+          firstPick = it;
+  }
   // Promoted sums (fp8, an f32 C) in tiles that fill the GPU twice over:
   // 128x208 at 4 stages (H100, kgen tune: fp8 the winner or within 1.4% of
   // it at 4096^3, 4096x14336x4096 and 4096x4096x14336, where the model's

@@ -1137,8 +1137,7 @@ TEST(Candidates, SixtyFourRowFittedTilesWhereHalfATileRowIsPadding) {
   // Not where the 128-row tiles' last row is more than half full (1000 =
   // 7 x 128 + 104), nor where the ranked pick has 64-row tiles already
   // (150x4096x4096: 64x128, which ran 18.4-18.6 us against 21.0-21.2 for
-  // the fitted 64x96 on the H100), nor for B stored K x N (no fitted
-  // tiles past M = 128).
+  // the fitted 64x96 on the H100).
   EXPECT_EQ(
       defaultConfig(problem(1000, 3072, 2048, "nt"), Target::SM90A).blockM,
       128);
@@ -1146,8 +1145,28 @@ TEST(Candidates, SixtyFourRowFittedTilesWhereHalfATileRowIsPadding) {
       defaultConfig(problem(150, 4096, 4096, "nt"), Target::SM90A);
   EXPECT_EQ(at150.blockM, 64);
   EXPECT_EQ(at150.blockN, 128);
-  EXPECT_EQ(defaultConfig(problem(788, 2048, 2048, "nn"), Target::SM90A).blockM,
-            128);
+  // B stored K x N has no fitted tiles past M = 128: the swapped tile with
+  // the most CTAs, 64 columns wide on a tie, at its deepest ring. 788 rows:
+  // 4 x 32 tiles of 200x64 or 8 x 16 of 104x128; 160 rows: 1 x 128 of
+  // 160x64 or 2 x 64 of 80x128; 700 rows: 3 x 36 of 240x64 (108) against 7
+  // x 18 of 104x128 (126).
+  struct Swapped {
+    int64_t m, n, k;
+    int blockM, blockN;
+  };
+  for (const Swapped &q :
+       {Swapped{788, 2048, 2048, 200, 64}, Swapped{160, 8192, 8192, 160, 64},
+        Swapped{700, 2304, 8192, 104, 128}}) {
+    const GemmConfig c =
+        defaultConfig(problem(q.m, q.n, q.k, "nn"), Target::SM90A);
+    EXPECT_TRUE(c.swapAB) << q.m;
+    EXPECT_EQ(c.blockM, q.blockM) << q.m;
+    EXPECT_EQ(c.blockN, q.blockN) << q.m;
+    EXPECT_EQ(c.stages, 6) << q.m;
+  }
+  // Not past the swapped tile's 256 rows (4100 rows: no swapped candidate).
+  EXPECT_FALSE(
+      defaultConfig(problem(4100, 4096, 4096, "nn"), Target::SM90A).swapAB);
 }
 
 TEST(SwapAB, FittedTilesLimitsAndJson) {
