@@ -115,7 +115,11 @@
 // rounds: 160x8192x8192 nn 85.2/84.7 -> 51.1/51.5 (cuBLAS 49.7-50.2),
 // 400x4096x4096 nn 32.5/30.7 -> 24.5/24.6 (21.0-21.6), 788x2048x2048 nn
 // 14.7/14.2 -> 14.5/14.2 (13.2-13.5), 700x2304x8192 nn 44.0/45.3 ->
-// 44.1/44.6 (56.3-56.9).
+// 44.1/44.6 (56.3-56.9). Only where the 128-row tiles' padded rows are
+// more than a 16th of theirs (700 rows: 68 of 768): at 1200 (80 of 1280)
+// kgen tune ran the swapped 152x128 at 19.01 us against 18.47 for the
+// ranked 128x192 (nn; nt, which has no fitted 64-row tile there either:
+// 19.22 against 18.44-19.03).
 //
 // Repack variants (GemmConfig::repack) join when A or B cannot be read with
 // 16-byte vectors (rows of 1023 bf16, a ragged N of B 'N'): on the padded
@@ -741,7 +745,8 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
   // stored N x K). One tile a CTA, and fewer rows computed past M (see the
   // top). B stored K x N has no such tile: there the swapped tile that
   // makes the most CTAs (64 columns wide on a tie) at its deepest ring,
-  // whose n fits M the same way (see the top).
+  // whose n fits M the same way, where the padded rows are more than a
+  // 16th of the 128-row tiles' (see the top).
   if (firstPick == fittedPicks.end() && p.m > 128 && p.m % 128 != 0 &&
       p.m % 128 <= 64 && !ranked.empty() &&
       ranked.front().second.blockM == 128) {
@@ -749,7 +754,8 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
         fittedPicks.begin(), fittedPicks.end(), [](const GemmConfig &c) {
           return c.blockM == 64 && !c.swapAB && c.cluster == 1;
         });
-    if (firstPick == fittedPicks.end())
+    const int64_t rows = (p.m + 127) / 128 * 128;
+    if (firstPick == fittedPicks.end() && 16 * (rows - p.m) > rows)
       for (auto it = fittedPicks.begin(); it != fittedPicks.end(); ++it)
         if (it->swapAB && (firstPick == fittedPicks.end() ||
                            tilesOf(it->blockM, it->blockN) >

@@ -1164,9 +1164,15 @@ TEST(Candidates, SixtyFourRowFittedTilesWhereHalfATileRowIsPadding) {
     EXPECT_EQ(c.blockN, q.blockN) << q.m;
     EXPECT_EQ(c.stages, 6) << q.m;
   }
-  // Not past the swapped tile's 256 rows (4100 rows: no swapped candidate).
+  // Not past the swapped tile's 256 rows (4100 rows: no swapped candidate),
+  // nor where the padded rows are at most a 16th of the 128-row tiles'
+  // (1200 rows: 80 of 1280).
   EXPECT_FALSE(
       defaultConfig(problem(4100, 4096, 4096, "nn"), Target::SM90A).swapAB);
+  for (const char *layout : {"nn", "nt"})
+    EXPECT_FALSE(
+        defaultConfig(problem(1200, 2048, 2048, layout), Target::SM90A).swapAB)
+        << layout;
 }
 
 TEST(SwapAB, FittedTilesLimitsAndJson) {
