@@ -50,7 +50,10 @@
 // config's whole tiles leave more than a third of the multiprocessors idle
 // and the 64-column swapped tile fills 90% of them: 532 x 2048 (80 tiles of
 // 128x128, or 40 of 128x256 split in 3, against 4 x 32 of 136x64), not 788
-// x 2048 (112 tiles) or 1024^3 (128 tiles of 64x128).
+// x 2048 (112 tiles) or 1024^3 (128 tiles of 64x128). From M = 1024 that
+// default is the 128-column swapped tile, or plain 64x128 tiles where they
+// make one wave of 70-100% of the multiprocessors (2000 x 512: 128 tiles;
+// measured in enumerateConfigs).
 //
 // The gemv loop (NVIDIA, M <= 64, A 'N') joins for small M, ranked by its
 // own model (gemvSeconds: bytes over bandwidth; see there) and placed first
@@ -140,6 +143,7 @@
 #include <array>
 #include <cmath>
 #include <iterator>
+#include <optional>
 
 namespace kgen {
 
@@ -721,6 +725,40 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
     return (p.m + bm - 1) / bm * ((p.n + bn - 1) / bn);
   };
   const int64_t units = targetInfo(t).computeUnits;
+  // Where M > 256 leaves few whole tiles, two rules from M = 1024 (kgen
+  // tune, H100, us; untuned bench/gemm.py agreed, two rounds):
+  // - Plain 64x128 tiles (one consumer, 8 stages) where they make one wave
+  //   of 70-100% of the multiprocessors; B stored K x N from M = 1600 only.
+  //   Against the swapped picks before (nt, nn): 2000x512x4096 25.4 -> 16.8,
+  //   25.1 -> 17.6; 1800x512x8192 38.3 -> 32.1, 38.3 -> 32.3; 1600x640x4096
+  //   21.8 -> 16.5, 21.7 -> 17.4; 4000x256x8192 50.3 -> 33.7, 48.1 -> 34.2;
+  //   1024x1024x4096 nt 18.4 -> 16.0; 1024x768x8192 nt 33.5 -> 29.4. Below
+  //   it, with B stored K x N, the swapped 64-column tile stays: 1024x1024x4096
+  //   nn 17.3 against 18.0, 1024x768x8192 nn 28.5 against 31.8,
+  //   1536x640x8192 nn 30.3 against 32.0; and below M = 1024 too
+  //   (400x2048x8192 nt 28.0 against 30.6).
+  // - Otherwise the swapped tile 128 columns wide (two consumers of one m64
+  //   slice each) where its fitted n is at least 72, not 64 wide (one
+  //   consumer, n twice that): 1100x1024x4096 27.4 -> 19.4, 26.8 -> 20.6;
+  //   1500x768x4096 25.2 -> 19.3, 27.4 -> 20.7; 1200x1024x4096 24.1 -> 19.2,
+  //   24.3 -> 21.4; 2200x512x2048 15.8 -> 12.0, 15.9 -> 12.3. At n = 64 or
+  //   less it lost (1024x1024x4096 nn 17.8 -> 20.5, 1024x768x8192 nn 29.1 ->
+  //   35.4 at n = 48), and below M = 1024 the 64-column tile was as fast or
+  //   faster (900x1536x4096 24.4 against 24.8, 23.0 against 24.1;
+  //   532x2048x2048 10.8 against 11.4).
+  const auto wideSwapped = std::find_if(
+      fittedPicks.begin(), fittedPicks.end(),
+      [](const GemmConfig &c) { return c.swapAB && c.blockN == 128; });
+  const int swappedCols = p.m >= 1024 && wideSwapped != fittedPicks.end() &&
+                                  wideSwapped->blockM >= 72
+                              ? 128
+                              : 64;
+  const GemmConfig rows64 = wgmmaConfig({64, 128, 1, 1}, 8, p.ab);
+  const int64_t tiles64 = tilesOf(64, 128);
+  const bool rows64Fill = p.m >= (p.transB ? 1024 : 1600) &&
+                          10 * tiles64 >= 7 * units && tiles64 <= units &&
+                          !checkConfig(p, rows64, t);
+  std::optional<GemmConfig> tallPick;
   const auto swapped64 = std::find_if(
       fittedPicks.begin(), fittedPicks.end(),
       [](const GemmConfig &c) { return c.swapAB && c.blockN == 64; });
@@ -733,12 +771,16 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
   else if (p.m > 256 && !ranked.empty() &&
            3 * tilesOf(ranked.front().second.blockM,
                        ranked.front().second.blockN) <
-               2 * units)
-    firstPick = std::find_if(fittedPicks.begin(), fittedPicks.end(),
-                             [&](const GemmConfig &c) {
-                               return c.swapAB && c.blockN == 64 &&
-                                      10 * tilesOf(c.blockM, 64) >= 9 * units;
-                             });
+               2 * units) {
+    if (rows64Fill)
+      tallPick = rows64;
+    else
+      firstPick = std::find_if(
+          fittedPicks.begin(), fittedPicks.end(), [&](const GemmConfig &c) {
+            return c.swapAB && c.blockN == swappedCols &&
+                   10 * tilesOf(c.blockM, c.blockN) >= 9 * units;
+          });
+  }
   // Where the best-ranked config has 128-row tiles whose last row is at
   // most half full (M > 128, M mod 128 in 1..64) and no rule above chose:
   // the 64-row fitted tile at its deepest ring, where one wave holds it (B
@@ -747,19 +789,23 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
   // makes the most CTAs (64 columns wide on a tie) at its deepest ring,
   // whose n fits M the same way, where the padded rows are more than a
   // 16th of the 128-row tiles' (see the top).
-  if (firstPick == fittedPicks.end() && p.m > 128 && p.m % 128 != 0 &&
-      p.m % 128 <= 64 && !ranked.empty() &&
+  if (firstPick == fittedPicks.end() && !tallPick && p.m > 128 &&
+      p.m % 128 != 0 && p.m % 128 <= 64 && !ranked.empty() &&
       ranked.front().second.blockM == 128) {
     firstPick = std::find_if(
         fittedPicks.begin(), fittedPicks.end(), [](const GemmConfig &c) {
           return c.blockM == 64 && !c.swapAB && c.cluster == 1;
         });
     const int64_t rows = (p.m + 127) / 128 * 128;
-    if (firstPick == fittedPicks.end() && 16 * (rows - p.m) > rows)
+    if (firstPick == fittedPicks.end() && 16 * (rows - p.m) > rows &&
+        rows64Fill)
+      tallPick = rows64;
+    else if (firstPick == fittedPicks.end() && 16 * (rows - p.m) > rows)
       for (auto it = fittedPicks.begin(); it != fittedPicks.end(); ++it)
-        if (it->swapAB && (firstPick == fittedPicks.end() ||
-                           tilesOf(it->blockM, it->blockN) >
-                               tilesOf(firstPick->blockM, firstPick->blockN)))
+        if (it->swapAB && (p.m < 1024 || it->blockN == swappedCols) &&
+            (firstPick == fittedPicks.end() ||
+             tilesOf(it->blockM, it->blockN) >
+                 tilesOf(firstPick->blockM, firstPick->blockN)))
           firstPick = it;
   }
   // Promoted sums (fp8, an f32 C) in tiles that fill the GPU twice over:
@@ -799,6 +845,11 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
   if (firstPick != fittedPicks.end()) {
     out.push_back(*firstPick);
     fittedPicks.erase(firstPick);
+  }
+  if (tallPick) {
+    out.push_back(*tallPick);
+    std::erase_if(ranked, [&](const auto &r) { return r.second == *tallPick; });
+    std::erase(fittedPicks, *tallPick);
   }
   for (auto &[cost, c] : ranked)
     out.push_back(c);

@@ -1175,6 +1175,61 @@ TEST(Candidates, SixtyFourRowFittedTilesWhereHalfATileRowIsPadding) {
         << layout;
 }
 
+TEST(SwapAB, TallProblemsWithFewTiles) {
+  // From M = 1024 (B stored K x N: 1600), where 128-row tiles leave SMs
+  // idle: plain 64x128 tiles (one consumer, 8 stages) where they make one
+  // wave of 70-100% of the 132 SMs (2000x512: 32 x 4 = 128 tiles; 1300x768:
+  // 21 x 6 = 126, which also stands for the swapped fallback of 128-row
+  // tiles padding 108 rows).
+  struct Pick {
+    int64_t m, n, k;
+    const char *layout;
+  };
+  for (const Pick &q :
+       {Pick{2000, 512, 4096, "nt"}, Pick{2000, 512, 4096, "nn"},
+        Pick{1024, 1024, 4096, "nt"}, Pick{1300, 768, 4096, "nt"},
+        Pick{1600, 640, 4096, "nn"}, Pick{3000, 256, 4096, "nn"}}) {
+    const GemmConfig c =
+        defaultConfig(problem(q.m, q.n, q.k, q.layout), Target::SM90A);
+    EXPECT_EQ(c.loop, GemmLoop::Wgmma) << q.m << " " << q.layout;
+    EXPECT_FALSE(c.swapAB) << q.m << " " << q.layout;
+    EXPECT_EQ(c.blockM, 64) << q.m << " " << q.layout;
+    EXPECT_EQ(c.blockN, 128) << q.m << " " << q.layout;
+    EXPECT_EQ(c.warpsM, 1) << q.m << " " << q.layout;
+    EXPECT_EQ(c.stages, 8) << q.m << " " << q.layout;
+  }
+  // B stored K x N below M = 1600 keeps the swapped 64-column tile (its
+  // 128-column twin's n would be 64: 1024 rows, 8 x 16 tiles of 128x64).
+  const GemmConfig nn1024 =
+      defaultConfig(problem(1024, 1024, 4096, "nn"), Target::SM90A);
+  EXPECT_TRUE(nn1024.swapAB);
+  EXPECT_EQ(nn1024.blockM, 128);
+  EXPECT_EQ(nn1024.blockN, 64);
+  // Where those would take more than one wave (1100x1024: 18 x 8 = 144):
+  // the swapped tile 128 columns wide (two consumers, n fitted to 72: 16 x
+  // 8 tiles), where below M = 1024 it stays 64 wide (900x1536: 184x64).
+  for (const char *layout : {"nt", "nn"}) {
+    const GemmConfig c =
+        defaultConfig(problem(1100, 1024, 4096, layout), Target::SM90A);
+    EXPECT_TRUE(c.swapAB) << layout;
+    EXPECT_EQ(c.blockM, 72) << layout;
+    EXPECT_EQ(c.blockN, 128) << layout;
+    EXPECT_EQ(c.warpsM, 2) << layout;
+    const GemmConfig below =
+        defaultConfig(problem(900, 1536, 4096, layout), Target::SM90A);
+    EXPECT_TRUE(below.swapAB) << layout;
+    EXPECT_EQ(below.blockM, 184) << layout;
+    EXPECT_EQ(below.blockN, 64) << layout;
+  }
+  // The candidates hold the 64x128 tile once.
+  const std::vector<GemmConfig> cs =
+      enumerateConfigs(problem(2000, 512, 4096, "nt"), Target::SM90A);
+  EXPECT_EQ(
+      std::count(cs.begin(), cs.end(),
+                 defaultConfig(problem(2000, 512, 4096, "nt"), Target::SM90A)),
+      1);
+}
+
 TEST(SwapAB, FittedTilesLimitsAndJson) {
   // 532 x 2048 on sm_90a's 132 SMs: 32 columns of 64, so 4 rows of tiles,
   // 136 = ceil(532 / 4) rounded to 8 rows each.
