@@ -788,7 +788,9 @@ std::vector<GemmConfig> enumerateConfigs(const GemmProblem &p, Target t) {
   // top). B stored K x N has no such tile: there the swapped tile that
   // makes the most CTAs (64 columns wide on a tie) at its deepest ring,
   // whose n fits M the same way, where the padded rows are more than a
-  // 16th of the 128-row tiles' (see the top).
+  // 16th of the 128-row tiles' (see the top). From M = 1024 the rules above
+  // this one apply there too: plain 64x128 tiles where they fill one wave,
+  // else only swapped tiles swappedCols wide.
   if (firstPick == fittedPicks.end() && !tallPick && p.m > 128 &&
       p.m % 128 != 0 && p.m % 128 <= 64 && !ranked.empty() &&
       ranked.front().second.blockM == 128) {
