@@ -157,9 +157,9 @@ KernelSource emitAttention(const AttentionProblem &p, const AttentionConfig &c,
     os << "#include <hip/hip_runtime.h>\n"
        << "#include \"" << templ << "\"\n";
   }
-  // fp8's atoms are not in wgmma_sm90.h: written here (S = Q K^T from
-  // shared memory, P V with P from registers).
-  if (fp8)
+  // The wgmma loop's atoms: S = Q K^T from shared memory, P V with P from
+  // registers.
+  if (wgmma)
     os << wgmmaAtom(p.dtype, c.blockN) << wgmmaRsAtom(p.dtype, p.headDimV);
   os << "\nnamespace {\n"
      << "struct Config {\n"

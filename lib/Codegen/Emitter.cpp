@@ -137,57 +137,75 @@ std::string configComment(const GemmConfig &c) {
   return os.str();
 }
 
-} // namespace
-
-/// wgmma_sm90.h spells out the 16-bit m64nNk16 atoms of n = 64, 128, 192
-/// and 256 (the ones attention and mLSTM use too); a GEMM tile of another
-/// width (a multiple of 8, chosen so the tiles fill the multiprocessors), and
-/// every fp8 tile, gets its atom written into the kernel's own file, in the
-/// same form: N / 2 fp32 accumulators a thread, A and B through
-/// shared-memory descriptors.
-bool headerHasWgmma(DType ab, int n) {
-  return !isFp8(ab) && (n == 64 || n == 128 || n == 192 || n == 256);
-}
-
-std::string wgmmaAtom(DType ab, int n) {
+/// One wgmma atom (see wgmmaAtom): a specialization of Wgmma (A and B
+/// through shared-memory descriptors) or, with aRegs, of WgmmaRs (A in four
+/// 32-bit registers of two 16-bit or four fp8 values). The asm names its
+/// acc = n / 2 accumulators %0 .. %acc-1, then its inputs in order: A's
+/// descriptor or registers, B's descriptor, scaleD (as the predicate p),
+/// and for 16-bit types the transpose immediates (tnspA is the
+/// descriptor form's only).
+std::string atomText(DType ab, int n, bool aRegs) {
   const int acc = n / 2;
-  // fp8: k32 (32 bytes of K a step, as k16 of 2-byte types) and no
-  // transpose: fp8 wgmma reads both operands K-major.
   const bool fp8 = isFp8(ab);
   const std::string type(toString(ab));
   const int k = fp8 ? 32 : 16;
+  const int a = acc, b = aRegs ? acc + 4 : acc + 1, scale = b + 1;
   std::ostringstream os;
-  os << "\n// wgmma m64n" << n << "k" << k << " " << type
-     << (fp8 ? " (K-major operands only)"
-             : " (kgen/common/wgmma_sm90.h has n = 64, 128, 192, 256)")
-     << ": " << acc << " fp32 accumulators a thread.\n"
-     << "namespace kgen::sm90 {\n"
-     << "template <bool kTransB, bool kTransA> struct Wgmma<" << type << ", "
-     << n << ", kTransB, kTransA> {\n";
-  if (fp8)
+  os << "\n// wgmma m64n" << n << "k" << k << " " << type;
+  if (aRegs)
+    os << " with A from registers (four 32-bit registers of "
+       << (fp8 ? "four fp8 values; B K-major)" : "two 16-bit values)");
+  else if (fp8)
+    os << " (K-major operands only)";
+  os << ": " << acc << " fp32 accumulators a thread.\n"
+     << "namespace kgen::sm90 {\n";
+  if (aRegs && fp8)
+    os << "template <> struct WgmmaRs<" << type << ", " << n << ", false> {\n";
+  else if (aRegs)
+    os << "template <bool kTransB> struct WgmmaRs<" << type << ", " << n
+       << ", kTransB> {\n";
+  else
+    os << "template <bool kTransB, bool kTransA> struct Wgmma<" << type << ", "
+       << n << ", kTransB, kTransA> {\n";
+  if (fp8 && !aRegs)
     os << "  static_assert(!kTransB && !kTransA, \"fp8 wgmma reads K-major "
           "operands\");\n";
-  os << "  static KGEN_DEVICE void run(float (&d)[" << acc
-     << "], uint64_t descA, uint64_t descB,\n"
-     << "                              int scaleD) {\n"
-     << "    asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" << acc + 2
+  os << "  static KGEN_DEVICE void run(float (&d)[" << acc << "], "
+     << (aRegs ? "const uint32_t (&a)[4],\n"
+               : "uint64_t descA, uint64_t descB,\n")
+     << "                              " << (aRegs ? "uint64_t descB, " : "")
+     << "int scaleD) {\n"
+     << "    asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" << scale
      << ", 0;\\n\"\n"
      << "                 \"wgmma.mma_async.sync.aligned.m64n" << n << "k" << k
      << ".f32." << type << "." << type << " {";
   for (int i = 0; i < acc; ++i)
     os << (i ? "," : "") << "%" << i;
-  os << "}, %" << acc << ", %" << acc + 1 << ", p, 1, 1";
-  if (!fp8)
-    os << ", %" << acc + 4 << ", %" << acc + 3;
+  os << "}, ";
+  if (aRegs)
+    os << "{%" << a << ",%" << a + 1 << ",%" << a + 2 << ",%" << a + 3 << "}";
+  else
+    os << "%" << a;
+  os << ", %" << b << ", p, 1, 1";
+  if (!fp8 && aRegs)
+    os << ", %" << scale + 1;
+  else if (!fp8)
+    os << ", %" << scale + 2 << ", %" << scale + 1;
   os << ";\\n}\\n\"\n                 :";
   for (int i = 0; i < acc; ++i)
     os << (i == 0       ? " "
            : i % 8 == 0 ? ",\n                   "
                         : ", ")
        << "\"+f\"(d[" << i << "])";
-  os << "\n                 : \"l\"(descA), \"l\"(descB), \"r\"(scaleD)";
+  if (aRegs)
+    os << "\n                 : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), "
+          "\"r\"(a[3]), \"l\"(descB),\n"
+       << "                   \"r\"(scaleD)";
+  else
+    os << "\n                 : \"l\"(descA), \"l\"(descB), \"r\"(scaleD)";
   if (!fp8)
-    os << ", \"n\"(int(kTransB)), \"n\"(int(kTransA))";
+    os << (aRegs ? ", \"n\"(int(kTransB))"
+                 : ", \"n\"(int(kTransB)), \"n\"(int(kTransA))");
   os << ");\n"
      << "  }\n"
      << "};\n"
@@ -195,40 +213,16 @@ std::string wgmmaAtom(DType ab, int n) {
   return os.str();
 }
 
-std::string wgmmaRsAtom(DType ab, int n) {
-  const int acc = n / 2;
-  const std::string type(toString(ab));
-  std::ostringstream os;
-  os << "\n// wgmma m64n" << n << "k32 " << type
-     << " with A from registers (four 32-bit registers of four fp8 values; "
-        "B K-major): "
-     << acc << " fp32 accumulators a thread.\n"
-     << "namespace kgen::sm90 {\n"
-     << "template <> struct WgmmaRs<" << type << ", " << n << ", false> {\n"
-     << "  static KGEN_DEVICE void run(float (&d)[" << acc
-     << "], const uint32_t (&a)[4],\n"
-     << "                              uint64_t descB, int scaleD) {\n"
-     << "    asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" << acc + 5
-     << ", 0;\\n\"\n"
-     << "                 \"wgmma.mma_async.sync.aligned.m64n" << n
-     << "k32.f32." << type << "." << type << " {";
-  for (int i = 0; i < acc; ++i)
-    os << (i ? "," : "") << "%" << i;
-  os << "}, {%" << acc << ",%" << acc + 1 << ",%" << acc + 2 << ",%" << acc + 3
-     << "}, %" << acc + 4 << ", p, 1, 1;\\n}\\n\"\n                 :";
-  for (int i = 0; i < acc; ++i)
-    os << (i == 0       ? " "
-           : i % 8 == 0 ? ",\n                   "
-                        : ", ")
-       << "\"+f\"(d[" << i << "])";
-  os << "\n                 : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), "
-        "\"r\"(a[3]), \"l\"(descB),\n"
-     << "                   \"r\"(scaleD));\n"
-     << "  }\n"
-     << "};\n"
-     << "} // namespace kgen::sm90\n";
-  return os.str();
-}
+} // namespace
+
+/// wgmma's atoms, for every width and dtype a kernel uses: an atom names
+/// each of its n / 2 fp32 accumulators in its asm statement, so each (dtype,
+/// n) is a spelled-out specialization of wgmma_sm90.h's templates, written
+/// into the kernel's own file after that header. 16-bit types: m64nNk16,
+/// either operand K- or MN-major (the template's kTransB, kTransA); fp8:
+/// m64nNk32, K-major operands only.
+std::string wgmmaAtom(DType ab, int n) { return atomText(ab, n, false); }
+std::string wgmmaRsAtom(DType ab, int n) { return atomText(ab, n, true); }
 
 std::string deviceTypeName(DType t) {
   switch (t) {
@@ -437,7 +431,7 @@ KernelSource emitGemm(const GemmProblem &problem, const GemmConfig &c, Target t,
     if (c.repack)
       os << "#include \"kgen/gemm/repack.h\"\n";
   }
-  if (wgmma && !headerHasWgmma(p.ab, c.wgmmaN()))
+  if (wgmma)
     os << wgmmaAtom(p.ab, c.wgmmaN());
   // A repack config's copy kernel, after the main one.
   auto copyKernel = [&] {

@@ -157,10 +157,15 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
     os << "#include <hip/hip_runtime.h>\n"
        << "#include \"" << header << "\"\n";
   }
-  if (wgmmaWalk)
-    // mlstm_sm90.h's products that carry n (ChunkWgmma): the scores with
-    // n's two rows after K's (m64n72), n's increment (m64n8).
-    os << wgmmaAtom(p.dtype, c.chunk + 8) << wgmmaAtom(p.dtype, 8);
+  if (wgmmaWalk) {
+    // mlstm_sm90.h's products (ChunkWgmma): the scores with n's two rows
+    // after K's (m64n(chunk + 8)), n's increment (m64n8), Q Cp and the
+    // state update (m64n128), and P V with P from registers (m64n128).
+    for (int n : {c.chunk + 8, 8, 128})
+      if (n != 128 || c.chunk + 8 != 128) // one specialization a width
+        os << wgmmaAtom(p.dtype, n);
+    os << wgmmaRsAtom(p.dtype, 128);
+  }
   os << "\nnamespace {\n"
      << "struct Config {\n"
      << "  using Type = " << deviceTypeName(p.dtype) << ";\n"

@@ -165,12 +165,12 @@ struct ChunkWgmma : Chunk<Config, wgmmaScratchFloats(Config::kChunk)> {
     kCpReady = 5
   };
 
-  // The m64n72 atom comes with the kernel's file (MlstmEmitter).
+  // The atoms come with the kernel's file (MlstmEmitter).
   using MmaS = sm90::Wgmma<T, kKRows, false>;   // Q [K; n]^T
   using MmaQC = sm90::Wgmma<T, 128, true>;      // Q Cp
   using MmaPV = sm90::WgmmaRs<T, 128, true>;    // P V, P from registers
   using MmaU = sm90::Wgmma<T, 128, true, true>; // K^T Wp
-  using MmaN = sm90::Wgmma<T, 8, false, true>;  // K^T w, m64n8 (MlstmEmitter)
+  using MmaN = sm90::Wgmma<T, 8, false, true>;  // K^T w, m64n8
 
   /// Eight 16-bit elements, one 16-byte shared-memory access.
   using T8 = Vec<T, 8>;

@@ -447,6 +447,15 @@ TEST(AttentionWgmma, CandidatesJsonAndName) {
   EXPECT_EQ(ks.threads, 384);
   EXPECT_TRUE(contains(ks.source, "kgen::attention_sm90::run<Config>(mapQ, "
                                   "mapK, mapV, p);"));
+  // The file carries its two wgmma atoms, written by the emitter: S = Q K^T
+  // (n = blockN) and P V with P from registers (n = Dv, V N-major).
+  EXPECT_TRUE(contains(ks.source, "struct Wgmma<bf16, 64, kTransB, kTransA>"));
+  EXPECT_TRUE(contains(ks.source, "struct WgmmaRs<bf16, 128, kTransB>"));
+  EXPECT_TRUE(contains(ks.source,
+                       "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16."
+                       "bf16 {%0,"));
+  EXPECT_TRUE(contains(ks.source, "{%64,%65,%66,%67}, %68, p, 1, 1, %70;"));
+  EXPECT_TRUE(contains(ks.source, "\"r\"(scaleD), \"n\"(int(kTransB)));"));
 }
 
 TEST(AttentionEmitter, PersistentWgmmaConfig) {

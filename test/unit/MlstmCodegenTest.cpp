@@ -371,6 +371,19 @@ TEST(MlstmEmitter, WgmmaFusedRunsTheGatePrePassFirst) {
   // 256 blocks fill the 132 SMs: one walk a head and slice.
   EXPECT_EQ(mlstmSegments(p, c, 8, 8, 8187), 1);
   EXPECT_EQ(d.grid[2], 1u);
+  // The walk's file carries each wgmma atom it runs once: the scores with
+  // n's rows (m64n72), n's increment (m64n8), Q Cp and the update (m64n128),
+  // P V from registers (m64n128).
+  const std::string f =
+      emitMlstm(p, c, MlstmKernel::Fused, Target::SM90A).source;
+  for (const char *atom : {"struct Wgmma<bf16, 72, kTransB, kTransA>",
+                           "struct Wgmma<bf16, 8, kTransB, kTransA>",
+                           "struct Wgmma<bf16, 128, kTransB, kTransA>",
+                           "struct WgmmaRs<bf16, 128, kTransB>"}) {
+    const size_t at = f.find(atom);
+    EXPECT_NE(at, std::string::npos) << atom;
+    EXPECT_EQ(f.find(atom, at + 1), std::string::npos) << atom;
+  }
 }
 
 TEST(MlstmEmitter, WgmmaFusedSplitsTheSequenceOfFewHeads) {

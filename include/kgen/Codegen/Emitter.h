@@ -58,14 +58,11 @@ std::vector<std::string> templateIncludes(std::string_view header);
 /// (`kgen emit --inline`).
 std::string inlineTemplateHeaders(const std::vector<std::string> &headers);
 
-/// Whether kgen/common/wgmma_sm90.h has the m64nNk16 atom of this dtype and
-/// n (bf16 and f16; 64, 128, 192, 256); wgmmaAtom(ab, n) is the atom of any
-/// other n (a multiple of 8 up to 256), and of fp8 (m64nNk32), in the same
-/// form, to paste into a kernel's own file after the header.
-bool headerHasWgmma(DType ab, int n);
+/// The wgmma atoms a kernel file carries after its headers: the
+/// specialization of kgen/common/wgmma_sm90.h's Wgmma (A and B from shared
+/// memory) or WgmmaRs (A from registers) for one dtype and n (a multiple of
+/// 8 up to 256); m64nNk16 for 16-bit types, m64nNk32 for fp8.
 std::string wgmmaAtom(DType ab, int n);
-/// The fp8 m64nNk32 atom with A from registers (WgmmaRs; attention's P V),
-/// written into the kernel's file as wgmmaAtom's.
 std::string wgmmaRsAtom(DType ab, int n);
 
 /// `computeUnits` sizes persistent grids (GemmLoop::Wgmma: one block per
