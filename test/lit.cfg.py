@@ -1,4 +1,5 @@
 import os
+import shutil
 import lit.formats
 
 config.name = "kgen"
@@ -17,6 +18,12 @@ if config.kgen_enable_mlir:
     config.available_features.add("mlir")
 if os.path.exists("/usr/local/cuda/lib64/libnvrtc.so") or os.environ.get("KGEN_HAVE_NVRTC"):
     config.available_features.add("nvrtc")
+# nvcc, where a CUDA toolkit is installed: `kgen emit --inline` files are
+# built with it as they are, outside kgen.
+nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+if nvcc:
+    config.available_features.add("nvcc")
+    config.substitutions.append(("%nvcc", nvcc))
 for lib in ["/usr/lib/x86_64-linux-gnu/libamdhip64.so.5", "/opt/rocm/lib/libamdhip64.so"]:
     if os.path.exists(lib):
         config.available_features.add("hiprtc")

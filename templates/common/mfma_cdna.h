@@ -24,6 +24,7 @@ constexpr int kMfmaM = 32, kMfmaN = 32, kMfmaK = 8;
 template <class T> KGEN_DEVICE f32x16 mfma32x32x8(u16x4 a, u16x4 b, f32x16 d) {
   static_assert(IsSame<T, bf16>::value || IsSame<T, f16>::value,
                 "MFMA 32x32x8 takes bf16 or f16");
+#if KGEN_AMD
   if constexpr (IsSame<T, bf16>::value) {
     typedef short i16x4 __attribute__((ext_vector_type(4)));
     // The _1k variant takes 4 bf16 per lane (the pre-gfx90a one takes 2).
@@ -34,6 +35,13 @@ template <class T> KGEN_DEVICE f32x16 mfma32x32x8(u16x4 a, u16x4 b, f32x16 d) {
     return __builtin_amdgcn_mfma_f32_32x32x8f16(bitCast<h16x4>(a),
                                                 bitCast<h16x4>(b), d, 0, 0, 0);
   }
+#else
+  // NVIDIA builds include this header with the family templates and never
+  // instantiate it; nvcc rejects the AMD builtins even uninstantiated (a
+  // `kgen emit --inline` file built outside kgen), nvrtc lets them pass.
+  static_assert(sizeof(T) == 0, "MFMA is an AMD (CDNA) instruction");
+  return d;
+#endif
 }
 
 } // namespace kgen::cdna
