@@ -219,6 +219,15 @@ std::optional<std::string> checkConfig(const GemmProblem &p,
     return "config: " + std::string(toString(p.ab)) +
            " inputs run on loop = wgmma only (fp8 wgmma, sm_90a), not loop = " +
            std::string(toString(c.loop));
+  // Swapped tiles and stream-K are the wgmma loop's (wgmma's n along M, its
+  // persistent grid); the other loops would ignore the field.
+  if (c.swapAB && c.loop != GemmLoop::Wgmma)
+    return "config: swapAB needs loop = wgmma (wgmma's n along M); loop = " +
+           std::string(toString(c.loop)) + " does not swap (use swapAB = false)";
+  if (c.streamK && c.loop != GemmLoop::Wgmma)
+    return "config: streamK needs loop = wgmma (the persistent grid); loop = " +
+           std::string(toString(c.loop)) +
+           (c.loop == GemmLoop::Tiled ? " has split-K" : " does not share tiles");
   if (c.loop == GemmLoop::Gemv)
     return checkGemvConfig(p, c, t);
   if (c.splitK < 1 || c.splitK > 16)
@@ -236,9 +245,6 @@ std::optional<std::string> checkConfig(const GemmProblem &p,
              "; split tiles run on single CTAs (use cluster = 1)";
     return checkWgmmaConfig(p, c, t);
   }
-  if (c.streamK)
-    return std::string("config: streamK needs loop = wgmma (the persistent "
-                       "grid); the tiled loop has split-K");
   if (c.cluster != 1)
     return "config: cluster = " + str(c.cluster) +
            " needs loop = wgmma (clusters share B through TMA multicast)";

@@ -667,6 +667,30 @@ TEST(Limits, StreamKNeedsSingleWgmmaCtas) {
   EXPECT_NE(
       checkConfig(p, tiled, Target::SM90A)->find("streamK needs loop = wgmma"),
       std::string::npos);
+  // Stream-K and swapped tiles are the wgmma loop's alone: the tiled and
+  // gemv loops refuse them rather than run without them.
+  GemmConfig gemv;
+  gemv.loop = GemmLoop::Gemv;
+  gemv.blockM = 64;
+  gemv.blockN = 64;
+  gemv.blockK = 32;
+  gemv.warpsM = 1;
+  gemv.warpsN = 4;
+  gemv.stages = 8;
+  const GemmProblem small = problem(64, 4096, 4096);
+  ASSERT_FALSE(checkConfig(small, gemv, Target::SM90A));
+  gemv.streamK = true;
+  EXPECT_NE(checkConfig(small, gemv, Target::SM90A)
+                ->find("streamK needs loop = wgmma"),
+            std::string::npos);
+  gemv.streamK = false;
+  for (GemmConfig x : {GemmConfig{}, gemv}) {
+    x.swapAB = true;
+    for (Target t : {Target::SM80, Target::SM90A})
+      EXPECT_NE(checkConfig(small, x, t)->find("swapAB needs loop = wgmma"),
+                std::string::npos)
+          << toString(x.loop) << " " << toString(t);
+  }
 }
 
 TEST(Emitter, StreamKNameSourceWorkspaceAndGrid) {
