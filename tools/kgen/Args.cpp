@@ -35,7 +35,10 @@ const char *kProblemHelp = R"(Problem (flags, or --problem FILE):
 )";
 
 const char *kConfigHelp =
-    R"(Config (optional; default: the dispatcher's choice):
+    R"(Config (optional; default: the dispatcher's choice). --config, --block,
+--warps, --stages, --smem and --pad spell a config, the options not given at
+their plain defaults; --loop, --cluster, --split-k, --repack and --swap-ab
+alone take the dispatcher's choice among the configs with them:
   --config FILE      .json config ({"block":[128,128,32],"warps":[2,2],...})
   --block MxNxK      block tile, e.g. 128x128x32
   --warps MxN        warp grid, e.g. 2x2
@@ -323,47 +326,40 @@ std::vector<ProblemSpec> problemsFromArgs(Args &args) {
   return out;
 }
 
-std::optional<GemmConfig> configFromArgs(Args &args) {
-  std::optional<GemmConfig> c;
+ConfigFlags<GemmConfig> configFromArgs(Args &args) {
+  ConfigFlags<GemmConfig> f;
+  std::optional<GemmConfig> &c = f.spelled;
   if (auto file = args.value("config")) {
     try {
       c = gemmConfigFromJson(nlohmann::json::parse(readFile(*file)));
     } catch (const nlohmann::json::exception &e) {
       throw Error(*file + ": malformed JSON: " + e.what());
     }
+    f.tile = true;
   }
   auto ensure = [&]() -> GemmConfig & {
     if (!c)
       c = GemmConfig{};
     return *c;
   };
+  // Tile options.
   if (auto v = args.value("block")) {
     auto b = toInts("block", *v, 'x', 3);
     ensure().blockM = int(b[0]);
     c->blockN = int(b[1]);
     c->blockK = int(b[2]);
+    f.tile = true;
   }
   if (auto v = args.value("warps")) {
     auto w = toInts("warps", *v, 'x', 2);
     ensure().warpsM = int(w[0]);
     c->warpsN = int(w[1]);
+    f.tile = true;
   }
-  if (auto v = args.value("stages"))
+  if (auto v = args.value("stages")) {
     ensure().stages = int(toInt("stages", *v));
-  if (auto v = args.value("loop")) {
-    std::optional<GemmLoop> l = parseGemmLoop(*v);
-    if (!l)
-      throw Error("option --loop: '" + *v + "' must be tiled, wgmma or gemv");
-    ensure().loop = *l;
-    if (*l == GemmLoop::Wgmma) {
-      c->smem = SmemLayout::Swizzled;
-      c->smemPad = 0;
-    }
+    f.tile = true;
   }
-  if (auto v = args.value("cluster"))
-    ensure().cluster = int(toInt("cluster", *v));
-  if (auto v = args.value("split-k"))
-    ensure().splitK = int(toInt("split-k", *v));
   if (auto v = args.value("smem")) {
     if (*v == "padded")
       ensure().smem = SmemLayout::Padded;
@@ -372,14 +368,40 @@ std::optional<GemmConfig> configFromArgs(Args &args) {
       c->smemPad = 0;
     } else
       throw Error("option --smem: '" + *v + "' must be padded or swizzled");
+    f.tile = true;
   }
-  if (auto v = args.value("pad"))
+  if (auto v = args.value("pad")) {
     ensure().smemPad = int(toInt("pad", *v));
-  if (args.flag("repack"))
+    f.tile = true;
+  }
+  // Strategy options.
+  std::optional<GemmLoop> loop;
+  std::optional<int> cluster, splitK;
+  if (auto v = args.value("loop")) {
+    loop = parseGemmLoop(*v);
+    if (!loop)
+      throw Error("option --loop: '" + *v + "' must be tiled, wgmma or gemv");
+    ensure().loop = *loop;
+    if (*loop == GemmLoop::Wgmma && !args.value("smem")) {
+      c->smem = SmemLayout::Swizzled;
+      c->smemPad = 0;
+    }
+  }
+  if (auto v = args.value("cluster"))
+    ensure().cluster = *(cluster = int(toInt("cluster", *v)));
+  if (auto v = args.value("split-k"))
+    ensure().splitK = *(splitK = int(toInt("split-k", *v)));
+  const bool repack = args.flag("repack"), swap = args.flag("swap-ab");
+  if (repack)
     ensure().repack = true;
-  if (args.flag("swap-ab"))
+  if (swap)
     ensure().swapAB = true;
-  return c;
+  f.hasStrategy = [=](const GemmConfig &x) {
+    return (!loop || x.loop == *loop) && (!cluster || x.cluster == *cluster) &&
+           (!splitK || x.splitK == *splitK) && (!repack || x.repack) &&
+           (!swap || x.swapAB);
+  };
+  return f;
 }
 
 std::vector<Target> targetsFromArgs(Args &args, std::optional<Target> native) {

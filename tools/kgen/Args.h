@@ -3,6 +3,7 @@
 #ifndef KGEN_TOOLS_ARGS_H
 #define KGEN_TOOLS_ARGS_H
 
+#include "ConfigFlags.h"
 #include "kgen/Problem.h"
 
 #include <map>
@@ -42,9 +43,10 @@ struct ProblemSpec {
 /// every kgen.gemm op) or from the shape flags (--m --n --k --dtype
 /// --c-dtype --layout --static --align).
 std::vector<ProblemSpec> problemsFromArgs(Args &args);
-/// A config from --config FILE.json or --block/--warps/--stages/--smem/--pad;
-/// empty when none is given.
-std::optional<GemmConfig> configFromArgs(Args &args);
+/// The config options: --config FILE.json or --block/--warps/--stages/
+/// --smem/--pad spell a config; --loop/--cluster/--split-k/--repack/--swap-ab
+/// alone name a strategy (ConfigFlags.h). Empty when none is given.
+ConfigFlags<GemmConfig> configFromArgs(Args &args);
 /// --target T (repeatable, comma lists allowed, `native`); empty when none.
 std::vector<Target> targetsFromArgs(Args &args, std::optional<Target> native);
 

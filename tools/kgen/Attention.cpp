@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Commands.h"
+#include "ConfigFlags.h"
 
 #include "kgen/Codegen/AttentionJson.h"
 #include "kgen/kgen.h"
@@ -36,7 +37,10 @@ const char *kAttentionHelp =
   --window L,R       sliding window (-1: unbounded side)
   --varlen --alibi --bias --lse   features (cu_seqlens, ALiBi slopes,
                      additive bias matrix, log-sum-exp output)
-Attention config (optional; default: the dispatcher's heuristic):
+Attention config (optional; default: the dispatcher's heuristic). --block,
+--warps, --stages and --preload-v spell a config, the options not given at
+their plain defaults; --loop, --persistent, --pack-gqa and --splits alone take
+the dispatcher's choice among the configs with them:
   --loop L           tiled (FlashAttention-2 style, every target) | wgmma
                      (sm_90a: TMA producer + wgmma consumer warpgroups)
   --block MxN        query rows x keys per tile, e.g. 64x64
@@ -130,7 +134,11 @@ AttentionProblem attnProblemFromArgs(Args &args) {
   return p;
 }
 
-std::optional<AttentionConfig> attnConfigFromArgs(Args &args) {
+/// The config options (ConfigFlags.h): --block, --warps, --stages and
+/// --preload-v spell a config; --loop, --persistent, --pack-gqa and --splits
+/// alone name a strategy.
+ConfigFlags<AttentionConfig> attnConfigFromArgs(Args &args) {
+  ConfigFlags<AttentionConfig> f;
   AttentionConfig c;
   bool any = false;
   if (auto v = args.value("block")) {
@@ -139,44 +147,49 @@ std::optional<AttentionConfig> attnConfigFromArgs(Args &args) {
       throw Error("option --block takes MxN for attention, e.g. 64x64");
     c.blockM = int(b[0]);
     c.blockN = int(b[1]);
-    any = true;
+    any = f.tile = true;
   }
   if (auto v = args.value("warps")) {
     c.warps = int(ints("warps", *v, ',').at(0));
-    any = true;
+    any = f.tile = true;
   }
   if (auto v = args.value("stages")) {
     c.stages = int(ints("stages", *v, ',').at(0));
-    any = true;
-  }
-  if (auto v = args.value("splits")) {
-    c.splits = int(ints("splits", *v, ',').at(0));
-    any = true;
+    any = f.tile = true;
   }
   if (args.flag("preload-v")) {
     c.preloadV = true;
+    any = f.tile = true;
+  }
+  std::optional<int> splits;
+  std::optional<AttentionLoop> loop;
+  if (auto v = args.value("splits")) {
+    c.splits = *(splits = int(ints("splits", *v, ',').at(0)));
     any = true;
   }
-  if (args.flag("pack-gqa")) {
+  const bool pack = args.flag("pack-gqa"), persistent = args.flag("persistent");
+  if (pack)
     c.packGqa = true;
-    any = true;
-  }
-  if (args.flag("persistent")) {
+  if (persistent)
     c.persistent = true;
-    any = true;
-  }
+  any |= pack || persistent;
   if (auto v = args.value("loop")) {
-    auto l = parseAttentionLoop(*v);
-    if (!l)
+    loop = parseAttentionLoop(*v);
+    if (!loop)
       throw Error("option --loop: '" + *v + "' is not tiled or wgmma");
-    c.loop = *l;
+    c.loop = *loop;
     if (c.loop == AttentionLoop::Wgmma && !args.value("warps"))
       c.warps = c.blockM / 16; // the consumer warps
     any = true;
   }
   if (!any)
-    return std::nullopt;
-  return c;
+    return f;
+  f.spelled = c;
+  f.hasStrategy = [=](const AttentionConfig &x) {
+    return (!loop || x.loop == *loop) && (!splits || x.splits == *splits) &&
+           (!pack || x.packGqa) && (!persistent || x.persistent);
+  };
+  return f;
 }
 
 std::string attnConfigText(const AttentionConfig &c) {
@@ -206,7 +219,7 @@ int cmdAttention(Args &args, const std::string &verb) {
     return 0;
   }
   const AttentionProblem p = attnProblemFromArgs(args);
-  const std::optional<AttentionConfig> forced = attnConfigFromArgs(args);
+  const ConfigFlags<AttentionConfig> forced = attnConfigFromArgs(args);
   std::vector<Target> targets;
   for (const std::string &v : args.values("target")) {
     std::stringstream ss(v);
@@ -224,9 +237,9 @@ int cmdAttention(Args &args, const std::string &verb) {
     if (targets.size() > 1)
       throw Error("emit takes one target");
     const Target t = targets.empty() ? Target::SM90A : targets[0];
-    const AttentionConfig c = forced.value_or(defaultConfig(p, t));
+    const AttentionConfig c = forced ? forced.pick(p, t) : defaultConfig(p, t);
     if (auto e = checkConfig(p, c, t))
-      throw Error(*e);
+      throw Error(*e + (forced.tile ? kSpelledConfigHint : ""));
     std::cout << emitAttention(p, c, t, inl).source;
     return 0;
   }
@@ -249,7 +262,8 @@ int cmdAttention(Args &args, const std::string &verb) {
   for (Target t : targets) {
     std::vector<AttentionConfig> cs;
     if (forced)
-      cs = {*forced};
+      cs = candidates ? forced.candidates(p, t)
+                      : std::vector<AttentionConfig>{forced.pick(p, t)};
     else if (candidates)
       cs = enumerateConfigs(p, t);
     else

@@ -163,7 +163,7 @@ int cmdBundle(Args &args) {
   } else {
     specs = problemsFromArgs(args);
   }
-  std::optional<GemmConfig> forced = configFromArgs(args);
+  const ConfigFlags<GemmConfig> forced = configFromArgs(args);
   std::vector<Target> targets = targetsFromArgs(
       args, local ? std::optional(local->target()) : std::nullopt);
   args.finish("bundle");
@@ -234,7 +234,7 @@ int cmdBundle(Args &args) {
       }
       Job j{&s, t, p, {}, "", std::nullopt};
       if (forced || s.config) {
-        j.config = forced ? *forced : *s.config;
+        j.config = forced ? forced.pick(p, t) : *s.config;
         j.configFrom = "given";
       } else {
         for (const DeviceKey &k : keys[t]) {

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Commands.h"
+#include "ConfigFlags.h"
 
 #include "kgen/kgen.h"
 
@@ -35,7 +36,10 @@ Problem (flags, or --problem FILE.json with an optional "config" object):
   --b N --nh N --s N run-time extents (hints for the config choice)
   --initial --final  initial states given / final states returned
   --eps X            normalizer epsilon (default 1e-6)
-Config (default: the heuristic for the problem and target):
+Config (default: the heuristic for the problem and target). --chunk,
+--block-dv and --warps (or a "config" in the problem file) spell a config, the
+options not given at their plain defaults; --variant and --wgmma alone take
+the heuristic's choice among the configs with them:
   --variant V        recurrent | fused | twophase | chunkpar
   --chunk N --block-dv N --warps N
   --wgmma            the fused kernel on wgmma (sm_90a; chunk 64, block-dv
@@ -108,17 +112,25 @@ MlstmProblem problemFromArgs(Args &args, std::optional<MlstmConfig> &cfg) {
   return p;
 }
 
-std::optional<MlstmConfig> configFromArgs(Args &args,
-                                          std::optional<MlstmConfig> cfg) {
+/// The config options (ConfigFlags.h): a "config" in the problem file,
+/// --chunk, --block-dv and --warps spell a config; --variant and --wgmma
+/// alone name a strategy.
+ConfigFlags<MlstmConfig> configFromArgs(Args &args,
+                                        std::optional<MlstmConfig> cfg) {
+  ConfigFlags<MlstmConfig> f;
+  f.spelled = cfg;
+  f.tile = cfg.has_value();
   auto variant = args.value("variant");
   auto chunk = args.value("chunk"), bdv = args.value("block-dv"),
        warps = args.value("warps");
   const bool wgmma = args.flag("wgmma");
   if (!variant && !chunk && !bdv && !warps && !wgmma)
-    return cfg;
+    return f;
+  f.tile |= chunk || bdv || warps;
   MlstmConfig c = cfg.value_or(MlstmConfig{});
+  std::optional<MlstmVariant> v;
   if (variant) {
-    auto v = parseMlstmVariant(*variant);
+    v = parseMlstmVariant(*variant);
     if (!v)
       throw Error("option --variant: '" + *variant +
                   "' is not recurrent, fused, twophase or chunkpar");
@@ -134,7 +146,11 @@ std::optional<MlstmConfig> configFromArgs(Args &args,
     c.warps = int(toInt("warps", *warps));
   if (wgmma)
     c.wgmma = true;
-  return c;
+  f.spelled = c;
+  f.hasStrategy = [=](const MlstmConfig &x) {
+    return (!v || x.variant == *v) && (!wgmma || x.wgmma);
+  };
+  return f;
 }
 
 std::vector<Target> targets(Args &args) {
@@ -163,9 +179,9 @@ int cmdMlstm(Args &args) {
     return pos.empty() && !args.flag("help") ? 2 : 0;
   }
   const std::string sub = pos[0];
-  std::optional<MlstmConfig> cfg;
-  MlstmProblem p = problemFromArgs(args, cfg);
-  cfg = configFromArgs(args, cfg);
+  std::optional<MlstmConfig> fileConfig;
+  MlstmProblem p = problemFromArgs(args, fileConfig);
+  const ConfigFlags<MlstmConfig> cfg = configFromArgs(args, fileConfig);
   std::vector<Target> ts = targets(args);
   bool inl = args.flag("inline");
   args.finish("mlstm");
@@ -191,9 +207,9 @@ int cmdMlstm(Args &args) {
     if (ts.size() != 1)
       throw Error("mlstm emit takes one target");
     const Target t = ts[0];
-    MlstmConfig c = cfg.value_or(defaultConfig(p, t));
+    MlstmConfig c = cfg ? cfg.pick(p, t) : defaultConfig(p, t);
     if (auto e = checkConfig(p, c, t))
-      throw Error(*e);
+      throw Error(*e + (cfg.tile ? kSpelledConfigHint : ""));
     for (MlstmKernel k : mlstmKernels(c))
       std::cout << emitMlstm(p, c, k, t, inl).source << "\n";
     return 0;
@@ -201,7 +217,7 @@ int cmdMlstm(Args &args) {
   if (sub == "compile") {
     Runtime rt;
     for (Target t : ts) {
-      MlstmConfig c = cfg.value_or(defaultConfig(p, t));
+      MlstmConfig c = cfg ? cfg.pick(p, t) : defaultConfig(p, t);
       auto plan = rt.compileMlstm(p, c, t);
       for (const auto &k : plan->kernels)
         std::printf("%-7s %s  %s  %zu B\n", std::string(toString(t)).c_str(),

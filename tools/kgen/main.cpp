@@ -82,7 +82,7 @@ std::vector<Target> defaultTargets(Runtime &rt) {
 /// Compile every (problem, target) pair and print a table (or JSON).
 int compileAll(Runtime &rt, const std::vector<ProblemSpec> &specs,
                const std::vector<Target> &targets,
-               const std::optional<GemmConfig> &forced, bool candidates,
+               const ConfigFlags<GemmConfig> &forced, bool candidates,
                bool asJson) {
   json rows = json::array();
   int failures = 0, hits = 0, built = 0;
@@ -97,13 +97,14 @@ int compileAll(Runtime &rt, const std::vector<ProblemSpec> &specs,
     for (Target t : s.target ? std::vector<Target>{*s.target} : targets) {
       if (auto e = checkProblemOnTarget(s.problem, t))
         throw Error(s.label + ": " + *e);
-      if (candidates && !forced && !s.config)
-        for (const GemmConfig &c : enumerateConfigs(s.problem, t))
+      if (candidates && (forced || !s.config))
+        for (const GemmConfig &c : forced ? forced.candidates(s.problem, t)
+                                          : enumerateConfigs(s.problem, t))
           jobs.push_back({&s, t, c});
       else
         jobs.push_back({&s, t,
                         forced
-                            ? *forced
+                            ? forced.pick(s.problem, t)
                             : s.config.value_or(defaultConfig(s.problem, t))});
     }
   size_t i = 0;
@@ -206,7 +207,7 @@ Usage: kgen run [--target T] [--candidates] [--json] [problem options]
     custom |= args.flag(f);
   std::vector<ProblemSpec> specs =
       custom ? problemsFromArgs(args) : llama3LayerProblems();
-  std::optional<GemmConfig> cfg = configFromArgs(args);
+  const ConfigFlags<GemmConfig> cfg = configFromArgs(args);
   args.finish("run");
   if (targets.empty())
     targets = defaultTargets(rt);
@@ -241,7 +242,7 @@ The default target is the local GPU's, else sm_90a.
     return 0;
   bool inl = args.flag("inline"), asJson = args.flag("json");
   std::vector<ProblemSpec> specs = problemsFromArgs(args);
-  std::optional<GemmConfig> cfg = configFromArgs(args);
+  const ConfigFlags<GemmConfig> cfg = configFromArgs(args);
   std::vector<Target> targets = targetsFromArgs(args, std::nullopt);
   args.finish("emit");
   if (specs.size() != 1)
@@ -251,9 +252,10 @@ The default target is the local GPU's, else sm_90a.
   if (targets.size() > 1)
     throw Error("emit takes one target");
   Target t = !targets.empty() ? targets[0] : s.target.value_or(Target::SM90A);
-  GemmConfig c = cfg ? *cfg : s.config.value_or(defaultConfig(s.problem, t));
+  GemmConfig c = cfg ? cfg.pick(s.problem, t)
+                     : s.config.value_or(defaultConfig(s.problem, t));
   if (auto e = checkConfig(s.problem, c, t))
-    throw Error(*e);
+    throw Error(*e + (cfg.tile ? kSpelledConfigHint : ""));
   KernelSource ks = emitGemm(s.problem, c, t, inl);
   if (asJson) {
     std::cout << json{{"name", ks.name},       {"target", toString(t)},
@@ -283,7 +285,7 @@ Default targets: the local GPU's, else sm_90a and gfx90a.
   Runtime rt;
   bool asJson = args.flag("json"), candidates = args.flag("candidates");
   std::vector<ProblemSpec> specs = problemsFromArgs(args);
-  std::optional<GemmConfig> cfg = configFromArgs(args);
+  const ConfigFlags<GemmConfig> cfg = configFromArgs(args);
   std::vector<Target> targets =
       targetsFromArgs(args, rt.backend() ? std::optional(rt.backend()->target())
                                          : std::nullopt);
