@@ -160,10 +160,10 @@ KernelSource emitMlstm(const MlstmProblem &p, const MlstmConfig &c,
   if (wgmmaWalk) {
     // mlstm_sm90.h's products (ChunkWgmma): the scores with n's two rows
     // after K's (m64n(chunk + 8)), n's increment (m64n8), Q Cp and the
-    // state update (m64n128), and P V with P from registers (m64n128).
+    // state update (m64n128), and P V with P from registers (m64n128); the
+    // walk's chunk is 64 (checkConfig), so the three widths differ.
     for (int n : {c.chunk + 8, 8, 128})
-      if (n != 128 || c.chunk + 8 != 128) // one specialization a width
-        os << wgmmaAtom(p.dtype, n);
+      os << wgmmaAtom(p.dtype, n);
     os << wgmmaRsAtom(p.dtype, 128);
   }
   os << "\nnamespace {\n"

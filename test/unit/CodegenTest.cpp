@@ -669,15 +669,12 @@ TEST(Limits, StreamKNeedsSingleWgmmaCtas) {
       std::string::npos);
   // Stream-K and swapped tiles are the wgmma loop's alone: the tiled and
   // gemv loops refuse them rather than run without them.
-  GemmConfig gemv;
-  gemv.loop = GemmLoop::Gemv;
-  gemv.blockM = 64;
-  gemv.blockN = 64;
-  gemv.blockK = 32;
-  gemv.warpsM = 1;
-  gemv.warpsN = 4;
-  gemv.stages = 8;
   const GemmProblem small = problem(64, 4096, 4096);
+  const std::vector<GemmConfig> cs = enumerateConfigs(small, Target::SM90A);
+  const auto gemvIt = std::find_if(
+      cs.begin(), cs.end(), [](auto &x) { return x.loop == GemmLoop::Gemv; });
+  ASSERT_NE(gemvIt, cs.end());
+  GemmConfig gemv = *gemvIt;
   ASSERT_FALSE(checkConfig(small, gemv, Target::SM90A));
   gemv.streamK = true;
   EXPECT_NE(checkConfig(small, gemv, Target::SM90A)
