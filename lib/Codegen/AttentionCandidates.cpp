@@ -155,11 +155,11 @@ int64_t unsplitBlocks(const AttentionProblem &p, const AttentionConfig &c) {
 /// evens out the tail; the wgmma loop: half a block per unit), keeping at least
 /// kMinTiles key tiles per split (2, so the K/V pipeline still has a tile in
 /// flight behind the one being used; the enumerator also offers 1 for the
-/// tuner), and at most 128 splits (checkConfig). The combine kernel re-reads
-/// splits * rows * Dv fp32 values, which stays small next to K/V while rows
-/// (batch * headsQ * Sq) are few. bestSplits then rounds the count down (to no
-/// less than half) where whole waves come out: 640 equal blocks on 264 resident
-/// slots take 3 rounds, 512 take 2.
+/// tuner; the wgmma loop 4, below), and at most 128 splits (checkConfig). The
+/// combine kernel re-reads splits * rows * Dv fp32 values, which stays small
+/// next to K/V while rows (batch * headsQ * Sq) are few. bestSplits then rounds
+/// the count down (to no less than half) where whole waves come out: 640 equal
+/// blocks on 264 resident slots take 3 rounds, 512 take 2.
 int chooseSplits(const AttentionProblem &p, const AttentionConfig &c, Target t,
                  int64_t kMinTiles = 2) {
   // The wgmma loop's blocks hold a whole multiprocessor each (registers)
@@ -167,6 +167,10 @@ int chooseSplits(const AttentionProblem &p, const AttentionConfig &c, Target t,
   // unit measured best (H100, 2026-11-24, isMeasuredDecodeTile's shapes:
   // B1 H32/8 Sk4096 10.5 us with 8 splits of 8 blocks, 11.8 with 16; H32/4
   // 8.8 with 16 of 4 blocks, 10.2 with 32).
+  // Its splits keep at least 4 key tiles each: a block's fixed part (its
+  // set-up, Q's load, the first tile's trip from DRAM, the partials) is
+  // worth about as much as a few tiles (H100, 2026-12-06, B1 H32/1 Sk4096:
+  // 32 splits of 2 tiles 10.2 us, 16 of 4 7.9, 8 of 8 9.8).
   const bool wgmma = c.loop == AttentionLoop::Wgmma;
   const int64_t units = targetInfo(t).computeUnits;
   const int64_t cover = wgmma ? (units + 1) / 2 : 4 * units;
@@ -174,7 +178,8 @@ int chooseSplits(const AttentionProblem &p, const AttentionConfig &c, Target t,
   if (blocks >= (wgmma ? cover : units) || p.varlen)
     return 1;
   const int64_t tiles = (p.seqlenK + c.blockN - 1) / c.blockN;
-  const int64_t maxByKeys = std::max<int64_t>(1, tiles / kMinTiles);
+  const int64_t minTiles = wgmma ? std::max<int64_t>(kMinTiles, 4) : kMinTiles;
+  const int64_t maxByKeys = std::max<int64_t>(1, tiles / minTiles);
   const int64_t want = (cover + blocks - 1) / blocks;
   return int(std::clamp<int64_t>(std::min(want, maxByKeys), 1, 128));
 }

@@ -309,6 +309,15 @@ TEST(AttentionCandidates, DecodePacksGqaAndSplitsToCoverTheMachine) {
   m.seqlenQ = 1;
   m.seqlenK = 4096;
   EXPECT_TRUE(defaultConfig(m, Target::SM80).packGqa);
+  // One sequence over one KV head of 32 query heads: the wgmma loop's
+  // splits keep 4 key tiles each (16 of 64 tiles, where covering half the
+  // SMs would cut 66 of one tile), the fastest on an H100 (2026-12-06).
+  m.headsQ = 32;
+  const AttentionConfig mq = defaultConfig(m, Target::SM90A);
+  EXPECT_EQ(mq.loop, AttentionLoop::Wgmma);
+  EXPECT_EQ(mq.blockN, 64);
+  EXPECT_EQ(mq.splits, 16) << attentionKernelName(m, mq, Target::SM90A);
+  m.headsQ = 8;
   // MHA has nothing to pack; long prefill keeps the plain layout on ties.
   AttentionProblem h = m;
   h.headsKv = 8;
