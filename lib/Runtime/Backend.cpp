@@ -41,18 +41,10 @@ void bindOrThrow(void *lib, const char *libName, const char *name, Fn &fn) {
                 " (the GPU driver is older than kgen supports; update it)");
 }
 
-/// For entry points only timing needs: a driver without them still runs
-/// kernels; the call that needs one reports it (see need()).
+/// For entry points only some GPUs or drivers have (TMA, clusters,
+/// programmatic launch): the caller checks for null.
 template <typename Fn> void bindOptional(void *lib, const char *name, Fn &fn) {
   fn = reinterpret_cast<Fn>(::dlsym(lib, name));
-}
-
-template <typename Fn> Fn need(Fn fn, const char *name) {
-  if (!fn)
-    throw Error(std::string("the GPU driver has no ") + name +
-                ", which timing kernels (graph replay) needs; update the "
-                "driver");
-  return fn;
 }
 
 /// The device ordinal from $KGEN_DEVICE (default 0).
@@ -83,16 +75,241 @@ std::string describeLaunch(const LaunchDims &d, void *stream) {
          " bytes of dynamic shared memory on stream " + hex(stream);
 }
 
+/// An entry point of the GPU runtime and the name it was bound under, which
+/// its errors give.
+template <typename Fn> struct Entry {
+  Fn fn = nullptr;
+  const char *name = "";
+};
+
+/// Binds `e` to the runtime's `name`. A required entry point that is missing
+/// throws; an optional one (only timing needs it) stays null, and the call
+/// that needs it says so (DriverBackend::present).
+template <typename Fn>
+void bindEntry(void *lib, const char *libName, const char *name, Entry<Fn> &e,
+               bool required = true) {
+  e.name = name;
+  if (required)
+    bindOrThrow(lib, libName, name, e.fn);
+  else
+    bindOptional(lib, name, e.fn);
+}
+
+// Values cuda.h and hip_runtime_api.h share.
+constexpr unsigned kStreamNonBlocking = 1;
+constexpr int kStreamCaptureModeThreadLocal = 1;
+constexpr int kErrorStreamCaptureImplicit = 906;
+
+/// What the CUDA driver and the HIP runtime do alike, through entry points of
+/// the same signatures: modules, streams, events and graphs, and the device's
+/// description. A backend binds `calls_` and the rest of its API, fills in
+/// the description, makes its device current on the calling thread
+/// (makeCurrent) and names its error codes (describeError).
+class DriverBackend : public Backend {
+public:
+  std::string deviceName() const override { return name_; }
+  std::string archName() const override { return arch_; }
+  Target target() const override { return target_; }
+  int computeUnits() const override { return units_; }
+  std::string driverVersion() const override { return driver_; }
+  size_t l2Bytes() const override { return l2Bytes_; }
+
+  Module loadModule(const std::string &binary) override {
+    makeCurrent();
+    void *m = nullptr;
+    call(calls_.moduleLoadData,
+         "loading a " + std::to_string(binary.size()) +
+             "-byte module (built for another GPU, or corrupted?)",
+         &m, binary.data());
+    std::lock_guard<std::mutex> g(mu_);
+    modules_.push_back(m);
+    return m;
+  }
+
+  Function getFunction(Module m, const std::string &name) override {
+    makeCurrent();
+    void *f = nullptr;
+    call(calls_.moduleGetFunction, "looking up kernel '" + name + "'", &f, m,
+         name.c_str());
+    return f;
+  }
+
+  bool isCapturing(void *stream) override {
+    makeCurrent();
+    int status = 0;
+    const int rc = calls_.streamIsCapturing.fn(stream, &status);
+    // The legacy default stream reports this while another stream captures
+    // in global mode: work on it would break that capture, so it counts.
+    if (rc == kErrorStreamCaptureImplicit)
+      return true;
+    check(rc, calls_.streamIsCapturing.name, "stream " + hex(stream));
+    return status != 0; // active or invalidated
+  }
+
+  void *createStream() override {
+    makeCurrent();
+    void *s = nullptr;
+    call(calls_.streamCreate, "creating a stream", &s, kStreamNonBlocking);
+    return s;
+  }
+  void destroyStream(void *stream) override {
+    makeCurrent();
+    call(calls_.streamDestroy, "destroying stream " + hex(stream), stream);
+  }
+  void synchronizeStream(void *stream) override {
+    makeCurrent();
+    call(calls_.streamSynchronize,
+         "waiting for stream " + hex(stream) +
+             " (an earlier kernel may have failed)",
+         stream);
+  }
+
+  void recordEvent(Event e, void *stream) override {
+    makeCurrent();
+    call(calls_.eventRecord, "recording an event on stream " + hex(stream), e,
+         stream);
+  }
+  void synchronizeEvent(Event e) override {
+    makeCurrent();
+    call(calls_.eventSynchronize,
+         "waiting for an event (an earlier kernel may have failed)", e);
+  }
+  float elapsedMs(Event start, Event end) override {
+    makeCurrent();
+    float ms = 0;
+    call(calls_.eventElapsedTime, "reading the time between two events", &ms,
+         start, end);
+    return ms;
+  }
+  void destroyEvent(Event e) override {
+    makeCurrent();
+    call(calls_.eventDestroy, "destroying an event", e);
+  }
+
+  void beginCapture(void *stream) override {
+    makeCurrent();
+    call(calls_.streamBeginCapture,
+         "starting a capture on stream " + hex(stream), stream,
+         kStreamCaptureModeThreadLocal);
+  }
+  GraphExec endCapture(void *stream) override {
+    makeCurrent();
+    // End the capture first: a stream left capturing breaks later calls.
+    void *graph = nullptr;
+    const auto &end = present(calls_.streamEndCapture);
+    const auto &destroy = present(calls_.graphDestroy);
+    const int rc = end.fn(stream, &graph);
+    if (rc != 0 && graph)
+      destroy.fn(graph);
+    check(rc, end.name, "ending the capture on stream " + hex(stream));
+    void *exec = nullptr;
+    try {
+      instantiate(&exec, graph);
+    } catch (...) {
+      destroy.fn(graph);
+      throw;
+    }
+    destroy.fn(graph);
+    return exec;
+  }
+  void launchGraph(GraphExec g, void *stream) override {
+    makeCurrent();
+    call(calls_.graphLaunch, "replaying a graph on stream " + hex(stream), g,
+         stream);
+  }
+  void destroyGraph(GraphExec g) override {
+    makeCurrent();
+    call(calls_.graphExecDestroy, "destroying a graph", g);
+  }
+
+protected:
+  /// The entry points of the same signature in both runtimes (graph
+  /// instantiation differs: instantiate()).
+  struct Calls {
+    Entry<int (*)(void **, const void *)> moduleLoadData;
+    Entry<int (*)(void *)> moduleUnload;
+    Entry<int (*)(void **, void *, const char *)> moduleGetFunction;
+    Entry<int (*)(void *, int *)> streamIsCapturing;
+    Entry<int (*)(void **, unsigned)> streamCreate;
+    Entry<int (*)(void *)> streamDestroy, streamSynchronize;
+    Entry<int (*)(void *, void *)> eventRecord;
+    Entry<int (*)(void *)> eventSynchronize, eventDestroy;
+    Entry<int (*)(float *, void *, void *)> eventElapsedTime;
+    // Optional (timing only): a driver without them still runs kernels.
+    Entry<int (*)(void *, int)> streamBeginCapture;
+    Entry<int (*)(void *, void **)> streamEndCapture;
+    Entry<int (*)(void *, void *)> graphLaunch;
+    Entry<int (*)(void *)> graphExecDestroy, graphDestroy;
+  };
+
+  explicit DriverBackend(int ordinal) : ordinal_(ordinal) {}
+
+  /// Makes this backend's device current on the calling thread.
+  virtual void makeCurrent() = 0;
+  /// The runtime's name and description of an error code (null if none).
+  virtual void describeError(int rc, const char **name,
+                             const char **text) const = 0;
+  /// Instantiates a captured graph into `*exec`, or throws.
+  virtual void instantiate(void **exec, void *graph) = 0;
+
+  /// Throws an Error naming the call, the code and what was being done.
+  void check(int rc, const char *callName, const std::string &context) const {
+    if (rc == 0)
+      return;
+    const char *name = nullptr, *text = nullptr;
+    describeError(rc, &name, &text);
+    throw Error(
+        std::string(callName) + " failed: " +
+        (name ? name
+              : std::string(vendor() == Vendor::NVIDIA ? "CUDA" : "HIP") +
+                    " error " + std::to_string(rc)) +
+        " (" + (text ? text : "no description") + ") while " + context +
+        (name_.empty()
+             ? std::string()
+             : " on device " + std::to_string(ordinal_) + " (" + name_ + ")"));
+  }
+
+  /// `e` itself, once it is known to be bound: an optional entry point the
+  /// driver lacks throws here, naming it.
+  template <typename Fn> static const Entry<Fn> &present(const Entry<Fn> &e) {
+    if (!e.fn)
+      throw Error(std::string("the GPU driver has no ") + e.name +
+                  ", which timing kernels (graph replay) needs; update the "
+                  "driver");
+    return e;
+  }
+
+  /// Calls `e` with `args` and checks its result.
+  template <typename Fn, typename... Args>
+  void call(const Entry<Fn> &e, const std::string &context, Args... args) {
+    check(present(e).fn(args...), e.name, context);
+  }
+
+  /// For the destructors: errors are ignored, since at process exit the
+  /// driver may already be gone.
+  void unloadModules() {
+    for (void *m : modules_)
+      calls_.moduleUnload.fn(m);
+  }
+
+  Calls calls_;
+  int ordinal_;
+  std::string name_, arch_, driver_;
+  Target target_ = Target::SM80;
+  int units_ = 0;
+  size_t l2Bytes_ = 0;
+  std::mutex mu_;
+  std::vector<void *> modules_;
+};
+
 //===----------------------------------------------------------------------===//
 // CUDA driver
 //===----------------------------------------------------------------------===//
 
-/// The CUDA driver API entry points kgen uses (stable since CUDA 11; the
-/// _v2 names are the ones cuda.h maps the plain names to).
+/// The CUDA driver API entry points kgen uses besides DriverBackend's
+/// (stable since CUDA 11; the _v2 names are the ones cuda.h maps the plain
+/// names to).
 struct CudaApi {
-  using Ctx = void *;
-  using Mod = void *;
-  using Fn = void *;
   using Ptr = unsigned long long;
   int (*init)(unsigned);
   int (*driverGetVersion)(int *);
@@ -100,40 +317,23 @@ struct CudaApi {
   int (*deviceGet)(int *, int);
   int (*deviceGetName)(char *, int, int);
   int (*deviceGetAttribute)(int *, int, int);
-  int (*primaryCtxRetain)(Ctx *, int);
+  int (*primaryCtxRetain)(void **, int);
   int (*primaryCtxRelease)(int);
-  int (*ctxSetCurrent)(Ctx);
+  int (*ctxSetCurrent)(void *);
   int (*ctxSynchronize)();
-  int (*moduleLoadData)(Mod *, const void *);
-  int (*moduleUnload)(Mod);
-  int (*moduleGetFunction)(Fn *, Mod, const char *);
-  int (*funcSetAttribute)(Fn, int, int);
-  int (*launchKernel)(Fn, unsigned, unsigned, unsigned, unsigned, unsigned,
+  int (*funcSetAttribute)(void *, int, int);
+  int (*launchKernel)(void *, unsigned, unsigned, unsigned, unsigned, unsigned,
                       unsigned, unsigned, void *, void **, void **);
-  int (*launchKernelEx)(const void *, Fn, void **, void **); // CUDA 11.8+
-  int (*streamIsCapturing)(void *, int *);
+  int (*launchKernelEx)(const void *, void *, void **, void **); // 11.8+
   int (*memAlloc)(Ptr *, size_t);
   int (*memFree)(Ptr);
   int (*memcpyHtoD)(Ptr, const void *, size_t);
   int (*memcpyDtoH)(void *, Ptr, size_t);
   int (*getErrorName)(int, const char **);
   int (*getErrorString)(int, const char **);
-  // Timing.
-  int (*streamCreate)(void **, unsigned);
-  int (*streamDestroy)(void *);
-  int (*streamSynchronize)(void *);
   int (*eventCreate)(void **, unsigned);
-  int (*eventRecord)(void *, void *);
-  int (*eventSynchronize)(void *);
-  int (*eventElapsedTime)(float *, void *, void *);
-  int (*eventDestroy)(void *);
   int (*memsetD8Async)(Ptr, unsigned char, size_t, void *);
-  int (*streamBeginCapture)(void *, int);
-  int (*streamEndCapture)(void *, void **);
-  int (*graphInstantiate)(void **, void *, unsigned long long);
-  int (*graphLaunch)(void *, void *);
-  int (*graphExecDestroy)(void *);
-  int (*graphDestroy)(void *);
+  Entry<int (*)(void **, void *, unsigned long long)> graphInstantiate;
   int (*occupancyMaxActiveClusters)(int *, void *, const void *);
   // TMA (CUDA 12+).
   int (*tensorMapEncodeTiled)(void *, int, unsigned, void *,
@@ -144,14 +344,11 @@ struct CudaApi {
 
 // Values from cuda.h.
 constexpr int kCudaErrorNoDevice = 100;
-constexpr int kCudaErrorStreamCaptureImplicit = 906;
 constexpr int kCuAttrMultiprocessorCount = 16;
 constexpr int kCuAttrComputeCapabilityMajor = 75;
 constexpr int kCuAttrComputeCapabilityMinor = 76;
 constexpr int kCuAttrMaxSharedMemoryPerBlockOptin = 97;
 constexpr int kCuAttrL2CacheSize = 38;
-constexpr unsigned kCuStreamNonBlocking = 1;
-constexpr int kCuStreamCaptureModeThreadLocal = 1;
 constexpr int kCuFuncAttrMaxDynamicSharedSizeBytes = 8;
 constexpr unsigned kDefaultSharedLimit = 48 * 1024;
 
@@ -183,9 +380,9 @@ CuLaunchConfig launchConfig(const LaunchDims &d, void *stream,
                         numAttrs};
 }
 
-class CudaBackend : public Backend {
+class CudaBackend : public DriverBackend {
 public:
-  CudaBackend(void *lib, int ordinal) : ordinal_(ordinal) {
+  CudaBackend(void *lib, int ordinal) : DriverBackend(ordinal) {
     const char *L = "libcuda.so.1";
     bindOrThrow(lib, L, "cuGetErrorName", api_.getErrorName);
     bindOrThrow(lib, L, "cuGetErrorString", api_.getErrorString);
@@ -199,35 +396,37 @@ public:
     bindOrThrow(lib, L, "cuDevicePrimaryCtxRelease_v2", api_.primaryCtxRelease);
     bindOrThrow(lib, L, "cuCtxSetCurrent", api_.ctxSetCurrent);
     bindOrThrow(lib, L, "cuCtxSynchronize", api_.ctxSynchronize);
-    bindOrThrow(lib, L, "cuModuleLoadData", api_.moduleLoadData);
-    bindOrThrow(lib, L, "cuModuleUnload", api_.moduleUnload);
-    bindOrThrow(lib, L, "cuModuleGetFunction", api_.moduleGetFunction);
     bindOrThrow(lib, L, "cuFuncSetAttribute", api_.funcSetAttribute);
     bindOrThrow(lib, L, "cuLaunchKernel", api_.launchKernel);
-    bindOrThrow(lib, L, "cuStreamIsCapturing", api_.streamIsCapturing);
     bindOrThrow(lib, L, "cuMemAlloc_v2", api_.memAlloc);
     bindOrThrow(lib, L, "cuMemFree_v2", api_.memFree);
     bindOrThrow(lib, L, "cuMemcpyHtoD_v2", api_.memcpyHtoD);
     bindOrThrow(lib, L, "cuMemcpyDtoH_v2", api_.memcpyDtoH);
-    bindOrThrow(lib, L, "cuStreamCreate", api_.streamCreate);
-    bindOrThrow(lib, L, "cuStreamDestroy_v2", api_.streamDestroy);
-    bindOrThrow(lib, L, "cuStreamSynchronize", api_.streamSynchronize);
     bindOrThrow(lib, L, "cuEventCreate", api_.eventCreate);
-    bindOrThrow(lib, L, "cuEventRecord", api_.eventRecord);
-    bindOrThrow(lib, L, "cuEventSynchronize", api_.eventSynchronize);
-    bindOrThrow(lib, L, "cuEventDestroy_v2", api_.eventDestroy);
     bindOrThrow(lib, L, "cuMemsetD8Async", api_.memsetD8Async);
+    bindEntry(lib, L, "cuModuleLoadData", calls_.moduleLoadData);
+    bindEntry(lib, L, "cuModuleUnload", calls_.moduleUnload);
+    bindEntry(lib, L, "cuModuleGetFunction", calls_.moduleGetFunction);
+    bindEntry(lib, L, "cuStreamIsCapturing", calls_.streamIsCapturing);
+    bindEntry(lib, L, "cuStreamCreate", calls_.streamCreate);
+    bindEntry(lib, L, "cuStreamDestroy_v2", calls_.streamDestroy);
+    bindEntry(lib, L, "cuStreamSynchronize", calls_.streamSynchronize);
+    bindEntry(lib, L, "cuEventRecord", calls_.eventRecord);
+    bindEntry(lib, L, "cuEventSynchronize", calls_.eventSynchronize);
+    bindEntry(lib, L, "cuEventDestroy_v2", calls_.eventDestroy);
     // The plain name is in every driver; CUDA 12.8 headers map it to _v2,
     // which a future driver might keep alone.
-    bindOptional(lib, "cuEventElapsedTime", api_.eventElapsedTime);
-    if (!api_.eventElapsedTime)
-      bindOrThrow(lib, L, "cuEventElapsedTime_v2", api_.eventElapsedTime);
-    bindOptional(lib, "cuStreamBeginCapture_v2", api_.streamBeginCapture);
-    bindOptional(lib, "cuStreamEndCapture", api_.streamEndCapture);
-    bindOptional(lib, "cuGraphInstantiateWithFlags", api_.graphInstantiate);
-    bindOptional(lib, "cuGraphLaunch", api_.graphLaunch);
-    bindOptional(lib, "cuGraphExecDestroy", api_.graphExecDestroy);
-    bindOptional(lib, "cuGraphDestroy", api_.graphDestroy);
+    bindEntry(lib, L, "cuEventElapsedTime", calls_.eventElapsedTime, false);
+    if (!calls_.eventElapsedTime.fn)
+      bindEntry(lib, L, "cuEventElapsedTime_v2", calls_.eventElapsedTime);
+    bindEntry(lib, L, "cuStreamBeginCapture_v2", calls_.streamBeginCapture,
+              false);
+    bindEntry(lib, L, "cuStreamEndCapture", calls_.streamEndCapture, false);
+    bindEntry(lib, L, "cuGraphInstantiateWithFlags", api_.graphInstantiate,
+              false);
+    bindEntry(lib, L, "cuGraphLaunch", calls_.graphLaunch, false);
+    bindEntry(lib, L, "cuGraphExecDestroy", calls_.graphExecDestroy, false);
+    bindEntry(lib, L, "cuGraphDestroy", calls_.graphDestroy, false);
     bindOptional(lib, "cuTensorMapEncodeTiled", api_.tensorMapEncodeTiled);
     bindOptional(lib, "cuOccupancyMaxActiveClusters",
                  api_.occupancyMaxActiveClusters);
@@ -253,7 +452,7 @@ public:
     check(
         api_.deviceGetAttribute(&minor, kCuAttrComputeCapabilityMinor, device_),
         "cuDeviceGetAttribute", "compute capability");
-    check(api_.deviceGetAttribute(&sms_, kCuAttrMultiprocessorCount, device_),
+    check(api_.deviceGetAttribute(&units_, kCuAttrMultiprocessorCount, device_),
           "cuDeviceGetAttribute", "multiprocessor count");
     check(api_.deviceGetAttribute(&maxSmemOptin_,
                                   kCuAttrMaxSharedMemoryPerBlockOptin, device_),
@@ -285,42 +484,16 @@ public:
   }
 
   ~CudaBackend() override {
-    // Errors are ignored: at process exit the driver may already be gone.
     if (api_.ctxSetCurrent(ctx_) == 0)
-      for (void *m : modules_)
-        api_.moduleUnload(m);
+      unloadModules();
     api_.primaryCtxRelease(device_);
   }
 
   Vendor vendor() const override { return Vendor::NVIDIA; }
-  std::string deviceName() const override { return name_; }
-  std::string archName() const override { return arch_; }
-  Target target() const override { return target_; }
-  int computeUnits() const override { return sms_; }
-  std::string driverVersion() const override { return driver_; }
-
-  Module loadModule(const std::string &binary) override {
-    bind();
-    void *m = nullptr;
-    check(api_.moduleLoadData(&m, binary.data()), "cuModuleLoadData",
-          "loading a " + std::to_string(binary.size()) +
-              "-byte module (built for another GPU, or a corrupted binary?)");
-    std::lock_guard<std::mutex> g(mu_);
-    modules_.push_back(m);
-    return m;
-  }
-
-  Function getFunction(Module m, const std::string &name) override {
-    bind();
-    void *f = nullptr;
-    check(api_.moduleGetFunction(&f, m, name.c_str()), "cuModuleGetFunction",
-          "looking up kernel '" + name + "'");
-    return f;
-  }
 
   void launch(Function f, const LaunchDims &d, void **args,
               void *stream) override {
-    bind();
+    makeCurrent();
     raiseSharedLimit(f, d.smemBytes);
     // Programmatic dependent launch exists from sm_90; without
     // cuLaunchKernelEx the kernel simply waits for the previous one.
@@ -365,7 +538,7 @@ public:
   int residentClusters(Function f, const LaunchDims &d) override {
     if (!api_.occupancyMaxActiveClusters)
       return 0;
-    bind();
+    makeCurrent();
     raiseSharedLimit(f, d.smemBytes);
     {
       std::lock_guard<std::mutex> g(mu_);
@@ -429,134 +602,44 @@ public:
               hex(base));
   }
 
-  bool isCapturing(void *stream) override {
-    bind();
-    int status = 0;
-    int rc = api_.streamIsCapturing(stream, &status);
-    // The legacy default stream reports this while another stream captures
-    // in global mode: work on it would break that capture, so it counts.
-    if (rc == kCudaErrorStreamCaptureImplicit)
-      return true;
-    check(rc, "cuStreamIsCapturing", "stream " + hex(stream));
-    return status != 0; // active or invalidated
-  }
-
   void *alloc(size_t bytes) override {
-    bind();
+    makeCurrent();
     CudaApi::Ptr p = 0;
     check(api_.memAlloc(&p, bytes), "cuMemAlloc",
           "allocating " + std::to_string(bytes) + " bytes");
     return reinterpret_cast<void *>(p);
   }
   void free(void *p) override {
-    bind();
+    makeCurrent();
     check(api_.memFree(reinterpret_cast<CudaApi::Ptr>(p)), "cuMemFree",
           "freeing " + hex(p));
   }
   void copyToDevice(void *dst, const void *src, size_t bytes) override {
-    bind();
+    makeCurrent();
     check(api_.memcpyHtoD(reinterpret_cast<CudaApi::Ptr>(dst), src, bytes),
           "cuMemcpyHtoD", "copying " + std::to_string(bytes) + " bytes");
   }
   void copyToHost(void *dst, const void *src, size_t bytes) override {
-    bind();
+    makeCurrent();
     check(api_.memcpyDtoH(dst, reinterpret_cast<CudaApi::Ptr>(src), bytes),
           "cuMemcpyDtoH", "copying " + std::to_string(bytes) + " bytes");
   }
   void synchronize() override {
-    bind();
+    makeCurrent();
     check(api_.ctxSynchronize(), "cuCtxSynchronize",
           "waiting for the device (an earlier kernel may have failed)");
   }
 
-  size_t l2Bytes() const override { return l2Bytes_; }
-
-  void *createStream() override {
-    bind();
-    void *s = nullptr;
-    check(api_.streamCreate(&s, kCuStreamNonBlocking), "cuStreamCreate",
-          "creating a stream");
-    return s;
-  }
-  void destroyStream(void *stream) override {
-    bind();
-    check(api_.streamDestroy(stream), "cuStreamDestroy",
-          "destroying stream " + hex(stream));
-  }
-  void synchronizeStream(void *stream) override {
-    bind();
-    check(api_.streamSynchronize(stream), "cuStreamSynchronize",
-          "waiting for stream " + hex(stream) +
-              " (an earlier kernel may have failed)");
-  }
-
   Event createEvent() override {
-    bind();
+    makeCurrent();
     void *e = nullptr;
     check(api_.eventCreate(&e, 0), "cuEventCreate", "creating an event");
     return e;
   }
-  void recordEvent(Event e, void *stream) override {
-    bind();
-    check(api_.eventRecord(e, stream), "cuEventRecord",
-          "recording an event on stream " + hex(stream));
-  }
-  void synchronizeEvent(Event e) override {
-    bind();
-    check(api_.eventSynchronize(e), "cuEventSynchronize",
-          "waiting for an event (an earlier kernel may have failed)");
-  }
-  float elapsedMs(Event start, Event end) override {
-    bind();
-    float ms = 0;
-    check(api_.eventElapsedTime(&ms, start, end), "cuEventElapsedTime",
-          "reading the time between two events");
-    return ms;
-  }
-  void destroyEvent(Event e) override {
-    bind();
-    check(api_.eventDestroy(e), "cuEventDestroy", "destroying an event");
-  }
-
-  void beginCapture(void *stream) override {
-    bind();
-    check(need(api_.streamBeginCapture, "cuStreamBeginCapture_v2")(
-              stream, kCuStreamCaptureModeThreadLocal),
-          "cuStreamBeginCapture",
-          "starting a capture on stream " + hex(stream));
-  }
-  GraphExec endCapture(void *stream) override {
-    bind();
-    // End the capture first: a stream left capturing breaks later calls.
-    void *graph = nullptr;
-    int rc = need(api_.streamEndCapture, "cuStreamEndCapture")(stream, &graph);
-    auto instantiate =
-        need(api_.graphInstantiate, "cuGraphInstantiateWithFlags");
-    auto destroy = need(api_.graphDestroy, "cuGraphDestroy");
-    if (rc != 0 && graph)
-      destroy(graph);
-    check(rc, "cuStreamEndCapture",
-          "ending the capture on stream " + hex(stream));
-    void *exec = nullptr;
-    rc = instantiate(&exec, graph, 0);
-    destroy(graph);
-    check(rc, "cuGraphInstantiateWithFlags", "instantiating a captured graph");
-    return exec;
-  }
-  void launchGraph(GraphExec g, void *stream) override {
-    bind();
-    check(need(api_.graphLaunch, "cuGraphLaunch")(g, stream), "cuGraphLaunch",
-          "replaying a graph on stream " + hex(stream));
-  }
-  void destroyGraph(GraphExec g) override {
-    bind();
-    check(need(api_.graphExecDestroy, "cuGraphExecDestroy")(g),
-          "cuGraphExecDestroy", "destroying a graph");
-  }
 
   void memsetAsync(void *p, unsigned char value, size_t bytes,
                    void *stream) override {
-    bind();
+    makeCurrent();
     check(api_.memsetD8Async(reinterpret_cast<CudaApi::Ptr>(p), value, bytes,
                              stream),
           "cuMemsetD8Async",
@@ -566,48 +649,39 @@ public:
 private:
   /// The caller's thread may not have our context current (a new thread, or
   /// one PyTorch switched): make it current before every call.
-  void bind() {
+  void makeCurrent() override {
     check(api_.ctxSetCurrent(ctx_), "cuCtxSetCurrent",
           "making the primary context current");
   }
 
-  void check(int rc, const char *call, const std::string &context) const {
-    if (rc == 0)
-      return;
-    const char *name = nullptr, *text = nullptr;
+  void describeError(int rc, const char **name,
+                     const char **text) const override {
     if (api_.getErrorName)
-      api_.getErrorName(rc, &name);
+      api_.getErrorName(rc, name);
     if (api_.getErrorString)
-      api_.getErrorString(rc, &text);
+      api_.getErrorString(rc, text);
     // The codes that mean "no usable driver" get a fix even when the library
     // cannot name them (the toolkit's stub libcuda names nothing).
-    if (!name && rc == 34) {
-      name = "CUDA_ERROR_STUB_LIBRARY";
-      text = "libcuda.so.1 is the CUDA toolkit's stub, not the driver: "
-             "install the NVIDIA driver or drop the stubs directory from "
-             "LD_LIBRARY_PATH";
-    } else if (!name && rc == 35) {
-      name = "CUDA_ERROR_INSUFFICIENT_DRIVER";
-      text = "the NVIDIA driver is older than this CUDA version: update it";
+    if (!*name && rc == 34) {
+      *name = "CUDA_ERROR_STUB_LIBRARY";
+      *text = "libcuda.so.1 is the CUDA toolkit's stub, not the driver: "
+              "install the NVIDIA driver or drop the stubs directory from "
+              "LD_LIBRARY_PATH";
+    } else if (!*name && rc == 35) {
+      *name = "CUDA_ERROR_INSUFFICIENT_DRIVER";
+      *text = "the NVIDIA driver is older than this CUDA version: update it";
     }
-    throw Error(std::string(call) + " failed: " +
-                (name ? name : "CUDA error " + std::to_string(rc)) + " (" +
-                (text ? text : "no description") + ") while " + context +
-                (name_.empty() ? std::string()
-                               : " on device " + std::to_string(ordinal_) +
-                                     " (" + name_ + ")"));
+  }
+
+  void instantiate(void **exec, void *graph) override {
+    call(api_.graphInstantiate, "instantiating a captured graph", exec, graph,
+         0ull);
   }
 
   CudaApi api_{};
-  int ordinal_;
   int device_ = 0;
   void *ctx_ = nullptr;
-  std::string name_, arch_, driver_;
-  Target target_ = Target::SM80;
-  int sms_ = 0, maxSmemOptin_ = 0;
-  size_t l2Bytes_ = 0;
-  std::mutex mu_;
-  std::vector<void *> modules_;
+  int maxSmemOptin_ = 0;
   std::map<std::pair<Function, unsigned>, int> clusters_;
   std::unordered_map<void *, unsigned> smemLimit_;
 };
@@ -646,6 +720,7 @@ std::unique_ptr<Backend> openCuda(std::string *why) {
 // HIP runtime
 //===----------------------------------------------------------------------===//
 
+/// The HIP runtime entry points kgen uses besides DriverBackend's.
 struct HipApi {
   int (*init)(unsigned);
   int (*getDeviceCount)(int *);
@@ -654,44 +729,24 @@ struct HipApi {
   int (*deviceGetAttribute)(int *, int, int);
   int (*getDeviceProperties)(void *, int);
   int (*runtimeGetVersion)(int *);
-  int (*moduleLoadData)(void **, const void *);
-  int (*moduleUnload)(void *);
-  int (*moduleGetFunction)(void **, void *, const char *);
   int (*moduleLaunchKernel)(void *, unsigned, unsigned, unsigned, unsigned,
                             unsigned, unsigned, unsigned, void *, void **,
                             void **);
-  int (*streamIsCapturing)(void *, int *);
   int (*malloc)(void **, size_t);
   int (*free)(void *);
   int (*memcpy)(void *, const void *, size_t, int);
   int (*deviceSynchronize)();
   const char *(*getErrorName)(int);
   const char *(*getErrorString)(int);
-  // Timing.
-  int (*streamCreateWithFlags)(void **, unsigned);
-  int (*streamDestroy)(void *);
-  int (*streamSynchronize)(void *);
   int (*eventCreate)(void **);
-  int (*eventRecord)(void *, void *);
-  int (*eventSynchronize)(void *);
-  int (*eventElapsedTime)(float *, void *, void *);
-  int (*eventDestroy)(void *);
   int (*memsetAsync)(void *, int, size_t, void *);
-  int (*streamBeginCapture)(void *, int);
-  int (*streamEndCapture)(void *, void **);
-  int (*graphInstantiate)(void **, void *, void *, char *, size_t);
-  int (*graphLaunch)(void *, void *);
-  int (*graphExecDestroy)(void *);
-  int (*graphDestroy)(void *);
+  Entry<int (*)(void **, void *, void *, char *, size_t)> graphInstantiate;
 };
 
 // Values from hip_runtime_api.h; hipDeviceAttributeMultiprocessorCount is 63
 // in ROCm 5.x and 6.x alike.
 constexpr int kHipAttrMultiprocessorCount = 63;
 constexpr int kHipAttrL2CacheSize = 19;
-constexpr unsigned kHipStreamNonBlocking = 1;
-constexpr int kHipStreamCaptureModeThreadLocal = 1;
-constexpr int kHipErrorStreamCaptureImplicit = 906;
 constexpr int kHipMemcpyHostToDevice = 1;
 constexpr int kHipMemcpyDeviceToHost = 2;
 
@@ -720,9 +775,9 @@ std::string findGcnArchName(const char *buf, size_t size) {
   return best;
 }
 
-class HipBackend : public Backend {
+class HipBackend : public DriverBackend {
 public:
-  HipBackend(void *lib, int ordinal) : ordinal_(ordinal) {
+  HipBackend(void *lib, int ordinal) : DriverBackend(ordinal) {
     const char *L = "libamdhip64";
     bindOrThrow(lib, L, "hipGetErrorName", api_.getErrorName);
     bindOrThrow(lib, L, "hipGetErrorString", api_.getErrorString);
@@ -732,30 +787,31 @@ public:
     bindOrThrow(lib, L, "hipDeviceGetName", api_.deviceGetName);
     bindOrThrow(lib, L, "hipDeviceGetAttribute", api_.deviceGetAttribute);
     bindOrThrow(lib, L, "hipRuntimeGetVersion", api_.runtimeGetVersion);
-    bindOrThrow(lib, L, "hipModuleLoadData", api_.moduleLoadData);
-    bindOrThrow(lib, L, "hipModuleUnload", api_.moduleUnload);
-    bindOrThrow(lib, L, "hipModuleGetFunction", api_.moduleGetFunction);
     bindOrThrow(lib, L, "hipModuleLaunchKernel", api_.moduleLaunchKernel);
-    bindOrThrow(lib, L, "hipStreamIsCapturing", api_.streamIsCapturing);
     bindOrThrow(lib, L, "hipMalloc", api_.malloc);
     bindOrThrow(lib, L, "hipFree", api_.free);
     bindOrThrow(lib, L, "hipMemcpy", api_.memcpy);
     bindOrThrow(lib, L, "hipDeviceSynchronize", api_.deviceSynchronize);
-    bindOrThrow(lib, L, "hipStreamCreateWithFlags", api_.streamCreateWithFlags);
-    bindOrThrow(lib, L, "hipStreamDestroy", api_.streamDestroy);
-    bindOrThrow(lib, L, "hipStreamSynchronize", api_.streamSynchronize);
     bindOrThrow(lib, L, "hipEventCreate", api_.eventCreate);
-    bindOrThrow(lib, L, "hipEventRecord", api_.eventRecord);
-    bindOrThrow(lib, L, "hipEventSynchronize", api_.eventSynchronize);
-    bindOrThrow(lib, L, "hipEventElapsedTime", api_.eventElapsedTime);
-    bindOrThrow(lib, L, "hipEventDestroy", api_.eventDestroy);
     bindOrThrow(lib, L, "hipMemsetAsync", api_.memsetAsync);
-    bindOptional(lib, "hipStreamBeginCapture", api_.streamBeginCapture);
-    bindOptional(lib, "hipStreamEndCapture", api_.streamEndCapture);
-    bindOptional(lib, "hipGraphInstantiate", api_.graphInstantiate);
-    bindOptional(lib, "hipGraphLaunch", api_.graphLaunch);
-    bindOptional(lib, "hipGraphExecDestroy", api_.graphExecDestroy);
-    bindOptional(lib, "hipGraphDestroy", api_.graphDestroy);
+    bindEntry(lib, L, "hipModuleLoadData", calls_.moduleLoadData);
+    bindEntry(lib, L, "hipModuleUnload", calls_.moduleUnload);
+    bindEntry(lib, L, "hipModuleGetFunction", calls_.moduleGetFunction);
+    bindEntry(lib, L, "hipStreamIsCapturing", calls_.streamIsCapturing);
+    bindEntry(lib, L, "hipStreamCreateWithFlags", calls_.streamCreate);
+    bindEntry(lib, L, "hipStreamDestroy", calls_.streamDestroy);
+    bindEntry(lib, L, "hipStreamSynchronize", calls_.streamSynchronize);
+    bindEntry(lib, L, "hipEventRecord", calls_.eventRecord);
+    bindEntry(lib, L, "hipEventSynchronize", calls_.eventSynchronize);
+    bindEntry(lib, L, "hipEventElapsedTime", calls_.eventElapsedTime);
+    bindEntry(lib, L, "hipEventDestroy", calls_.eventDestroy);
+    bindEntry(lib, L, "hipStreamBeginCapture", calls_.streamBeginCapture,
+              false);
+    bindEntry(lib, L, "hipStreamEndCapture", calls_.streamEndCapture, false);
+    bindEntry(lib, L, "hipGraphInstantiate", api_.graphInstantiate, false);
+    bindEntry(lib, L, "hipGraphLaunch", calls_.graphLaunch, false);
+    bindEntry(lib, L, "hipGraphExecDestroy", calls_.graphExecDestroy, false);
+    bindEntry(lib, L, "hipGraphDestroy", calls_.graphDestroy, false);
     // ROCm 6 exports the new layout under its own name; prefer it.
     api_.getDeviceProperties = reinterpret_cast<int (*)(void *, int)>(
         ::dlsym(lib, "hipGetDevicePropertiesR0600"));
@@ -768,13 +824,14 @@ public:
     if (ordinal_ >= count)
       throw Error("KGEN_DEVICE=" + std::to_string(ordinal_) + " but HIP has " +
                   std::to_string(count) + " device(s)");
-    bind();
+    makeCurrent();
     char name[256] = {};
     check(api_.deviceGetName(name, sizeof(name) - 1, ordinal_),
           "hipDeviceGetName", "device name");
     name_ = name;
-    check(api_.deviceGetAttribute(&cus_, kHipAttrMultiprocessorCount, ordinal_),
-          "hipDeviceGetAttribute", "compute unit count");
+    check(
+        api_.deviceGetAttribute(&units_, kHipAttrMultiprocessorCount, ordinal_),
+        "hipDeviceGetAttribute", "compute unit count");
     int l2 = 0;
     if (api_.deviceGetAttribute(&l2, kHipAttrL2CacheSize, ordinal_) == 0 &&
         l2 > 0)
@@ -803,40 +860,15 @@ public:
 
   ~HipBackend() override {
     if (api_.setDevice(ordinal_) == 0)
-      for (void *m : modules_)
-        api_.moduleUnload(m);
+      unloadModules();
   }
 
   Vendor vendor() const override { return Vendor::AMD; }
-  std::string deviceName() const override { return name_; }
-  std::string archName() const override { return arch_; }
-  Target target() const override { return target_; }
-  int computeUnits() const override { return cus_; }
-  std::string driverVersion() const override { return driver_; }
-
-  Module loadModule(const std::string &binary) override {
-    bind();
-    void *m = nullptr;
-    check(api_.moduleLoadData(&m, binary.data()), "hipModuleLoadData",
-          "loading a " + std::to_string(binary.size()) +
-              "-byte code object (built for another GPU, or corrupted?)");
-    std::lock_guard<std::mutex> g(mu_);
-    modules_.push_back(m);
-    return m;
-  }
-
-  Function getFunction(Module m, const std::string &name) override {
-    bind();
-    void *f = nullptr;
-    check(api_.moduleGetFunction(&f, m, name.c_str()), "hipModuleGetFunction",
-          "looking up kernel '" + name + "'");
-    return f;
-  }
 
   void launch(Function f, const LaunchDims &d, void **args,
               void *stream) override {
     // CDNA needs no opt-in for dynamic LDS up to the 64 KiB the limits allow.
-    bind();
+    makeCurrent();
     check(api_.moduleLaunchKernel(f, d.grid[0], d.grid[1], d.grid[2],
                                   d.block[0], d.block[1], d.block[2],
                                   d.smemBytes, stream, args, nullptr),
@@ -851,161 +883,65 @@ public:
                 "the kernels without TMA");
   }
 
-  bool isCapturing(void *stream) override {
-    bind();
-    int status = 0;
-    int rc = api_.streamIsCapturing(stream, &status);
-    if (rc == kHipErrorStreamCaptureImplicit)
-      return true;
-    check(rc, "hipStreamIsCapturing", "stream " + hex(stream));
-    return status != 0;
-  }
-
   void *alloc(size_t bytes) override {
-    bind();
+    makeCurrent();
     void *p = nullptr;
     check(api_.malloc(&p, bytes), "hipMalloc",
           "allocating " + std::to_string(bytes) + " bytes");
     return p;
   }
   void free(void *p) override {
-    bind();
+    makeCurrent();
     check(api_.free(p), "hipFree", "freeing " + hex(p));
   }
   void copyToDevice(void *dst, const void *src, size_t bytes) override {
-    bind();
+    makeCurrent();
     check(api_.memcpy(dst, src, bytes, kHipMemcpyHostToDevice), "hipMemcpy",
           "copying " + std::to_string(bytes) + " bytes to the device");
   }
   void copyToHost(void *dst, const void *src, size_t bytes) override {
-    bind();
+    makeCurrent();
     check(api_.memcpy(dst, src, bytes, kHipMemcpyDeviceToHost), "hipMemcpy",
           "copying " + std::to_string(bytes) + " bytes to the host");
   }
   void synchronize() override {
-    bind();
+    makeCurrent();
     check(api_.deviceSynchronize(), "hipDeviceSynchronize",
           "waiting for the device (an earlier kernel may have failed)");
   }
 
-  size_t l2Bytes() const override { return l2Bytes_; }
-
-  void *createStream() override {
-    bind();
-    void *s = nullptr;
-    check(api_.streamCreateWithFlags(&s, kHipStreamNonBlocking),
-          "hipStreamCreateWithFlags", "creating a stream");
-    return s;
-  }
-  void destroyStream(void *stream) override {
-    bind();
-    check(api_.streamDestroy(stream), "hipStreamDestroy",
-          "destroying stream " + hex(stream));
-  }
-  void synchronizeStream(void *stream) override {
-    bind();
-    check(api_.streamSynchronize(stream), "hipStreamSynchronize",
-          "waiting for stream " + hex(stream) +
-              " (an earlier kernel may have failed)");
-  }
-
   Event createEvent() override {
-    bind();
+    makeCurrent();
     void *e = nullptr;
     check(api_.eventCreate(&e), "hipEventCreate", "creating an event");
     return e;
   }
-  void recordEvent(Event e, void *stream) override {
-    bind();
-    check(api_.eventRecord(e, stream), "hipEventRecord",
-          "recording an event on stream " + hex(stream));
-  }
-  void synchronizeEvent(Event e) override {
-    bind();
-    check(api_.eventSynchronize(e), "hipEventSynchronize",
-          "waiting for an event (an earlier kernel may have failed)");
-  }
-  float elapsedMs(Event start, Event end) override {
-    bind();
-    float ms = 0;
-    check(api_.eventElapsedTime(&ms, start, end), "hipEventElapsedTime",
-          "reading the time between two events");
-    return ms;
-  }
-  void destroyEvent(Event e) override {
-    bind();
-    check(api_.eventDestroy(e), "hipEventDestroy", "destroying an event");
-  }
-
-  void beginCapture(void *stream) override {
-    bind();
-    check(need(api_.streamBeginCapture, "hipStreamBeginCapture")(
-              stream, kHipStreamCaptureModeThreadLocal),
-          "hipStreamBeginCapture",
-          "starting a capture on stream " + hex(stream));
-  }
-  GraphExec endCapture(void *stream) override {
-    bind();
-    // End the capture first: a stream left capturing breaks later calls.
-    void *graph = nullptr;
-    int rc = need(api_.streamEndCapture, "hipStreamEndCapture")(stream, &graph);
-    auto instantiate = need(api_.graphInstantiate, "hipGraphInstantiate");
-    auto destroy = need(api_.graphDestroy, "hipGraphDestroy");
-    if (rc != 0 && graph)
-      destroy(graph);
-    check(rc, "hipStreamEndCapture",
-          "ending the capture on stream " + hex(stream));
-    void *exec = nullptr;
-    rc = instantiate(&exec, graph, nullptr, nullptr, 0);
-    destroy(graph);
-    check(rc, "hipGraphInstantiate", "instantiating a captured graph");
-    return exec;
-  }
-  void launchGraph(GraphExec g, void *stream) override {
-    bind();
-    check(need(api_.graphLaunch, "hipGraphLaunch")(g, stream), "hipGraphLaunch",
-          "replaying a graph on stream " + hex(stream));
-  }
-  void destroyGraph(GraphExec g) override {
-    bind();
-    check(need(api_.graphExecDestroy, "hipGraphExecDestroy")(g),
-          "hipGraphExecDestroy", "destroying a graph");
-  }
 
   void memsetAsync(void *p, unsigned char value, size_t bytes,
                    void *stream) override {
-    bind();
+    makeCurrent();
     check(api_.memsetAsync(p, value, bytes, stream), "hipMemsetAsync",
           "setting " + std::to_string(bytes) + " bytes at " + hex(p));
   }
 
 private:
   /// HIP's current device is per thread: select ours before every call.
-  void bind() {
+  void makeCurrent() override {
     check(api_.setDevice(ordinal_), "hipSetDevice", "selecting the device");
   }
 
-  void check(int rc, const char *call, const std::string &context) const {
-    if (rc == 0)
-      return;
-    const char *name = api_.getErrorName ? api_.getErrorName(rc) : nullptr;
-    const char *text = api_.getErrorString ? api_.getErrorString(rc) : nullptr;
-    throw Error(std::string(call) + " failed: " +
-                (name ? name : "HIP error " + std::to_string(rc)) + " (" +
-                (text ? text : "no description") + ") while " + context +
-                (name_.empty() ? std::string()
-                               : " on device " + std::to_string(ordinal_) +
-                                     " (" + name_ + ")"));
+  void describeError(int rc, const char **name,
+                     const char **text) const override {
+    *name = api_.getErrorName ? api_.getErrorName(rc) : nullptr;
+    *text = api_.getErrorString ? api_.getErrorString(rc) : nullptr;
+  }
+
+  void instantiate(void **exec, void *graph) override {
+    call(api_.graphInstantiate, "instantiating a captured graph", exec, graph,
+         nullptr, nullptr, size_t(0));
   }
 
   HipApi api_{};
-  int ordinal_;
-  std::string name_, arch_, driver_;
-  Target target_ = Target::GFX90A;
-  int cus_ = 0;
-  size_t l2Bytes_ = 0;
-  std::mutex mu_;
-  std::vector<void *> modules_;
 };
 
 std::unique_ptr<Backend> openHip(std::string *why) {
