@@ -4,7 +4,10 @@
 // entry points declared here, so kgen builds without CUDA or ROCm headers and
 // runs on a machine with either GPU, or none. On a machine without a GPU
 // driver openBackend returns at once: it looks for libcuda.so.1 and /dev/kfd
-// before it initializes anything.
+// before it initializes anything. What the two runtimes do alike (modules,
+// streams, events, graph capture, error text) is DriverBackend's, once;
+// CudaBackend and HipBackend bind their entry points and add the rest.
+// test/unit/BackendTest.cpp runs the CUDA one on a mock driver.
 //
 //===----------------------------------------------------------------------===//
 
