@@ -20,8 +20,10 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include <array>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kgen {
@@ -191,6 +193,10 @@ nlohmann::json toJson(const MlstmConfig &c);
 /// Throw kgen::Error naming the bad field; unknown fields are errors.
 MlstmProblem mlstmProblemFromJson(const nlohmann::json &j);
 MlstmConfig mlstmConfigFromJson(const nlohmann::json &j);
+/// The fields of an mLSTM config that spell a tile (Codegen/PartialConfig.h);
+/// the others (variant, wgmma) name a strategy.
+inline constexpr std::array<std::string_view, 3> kMlstmTileFields{
+    "chunk", "blockDV", "warps"};
 
 } // namespace kgen
 

@@ -155,7 +155,12 @@ KGEN_C_API kgen_status_t kgen_gemm_select(kgen_runtime_t *rt,
 
 /** The generated HIP source of a problem for `target` (required: "sm_90a",
  *  ...) under `config_json` (NULL: the dispatcher's default for the
- *  problem). With `inline_` nonzero, template headers are pasted in.
+ *  problem). Every config_json below follows kgen/Codegen/PartialConfig.h:
+ *  tile fields ("block", "warps", "stages", ...) spell a config, the fields
+ *  not given at their plain defaults; strategy fields alone ({"loop":
+ *  "gemv"}, {"swap_ab": true}, {"pack_gqa": true}, {"variant": "fused"})
+ *  take the dispatcher's choice among the configs with them. With `inline_`
+ * nonzero, template headers are pasted in.
  *  `*source_out` is allocated by kgen: release it with kgen_free. */
 KGEN_C_API kgen_status_t kgen_emit(const char *problem_json,
                                    const char *config_json, const char *target,

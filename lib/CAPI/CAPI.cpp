@@ -12,6 +12,7 @@
 #include "kgen/Codegen/Candidates.h"
 #include "kgen/Codegen/Json.h"
 #include "kgen/Codegen/Limits.h"
+#include "kgen/Codegen/PartialConfig.h"
 #include "kgen/kgen.h"
 
 #include <cstdlib>
@@ -89,24 +90,37 @@ kgen::GemmProblem parseProblem(const char *text) {
   return p;
 }
 
-/// The config in `text`, or the dispatcher's default when `text` is NULL;
-/// checked against the target's limits either way.
+/// What an invalid config that spells a tile hears (PartialConfig.h).
+constexpr const char *kSpelledConfigHint =
+    " (fields not given keep their plain defaults; strategy fields alone, "
+    "such as {\"loop\": \"wgmma\"}, take the dispatcher's choice among the "
+    "configs with them; `kgen compile --candidates` lists the valid ones)";
+
+/// The config `text` gives (PartialConfig.h: tile fields spell it, strategy
+/// fields alone pick among the candidates), or the dispatcher's default
+/// when `text` is NULL; checked against the target's limits either way.
+template <class Config, class Problem, class Parse, class Keys>
+Config parseConfig(const char *text, const Problem &p, kgen::Target t,
+                   Parse parse, const Keys &tileFields) {
+  if (!text)
+    return kgen::defaultConfig(p, t);
+  kgen::PartialConfig<Config> given;
+  try {
+    given = kgen::partialConfigFromJson<Config>(parseJson(text, "config_json"),
+                                                parse, tileFields);
+  } catch (const kgen::Error &e) {
+    throw InvalidArgument(e.what());
+  }
+  const Config c = given.pick(p, t);
+  if (auto e = kgen::checkConfig(p, c, t))
+    throw InvalidArgument(*e + (given.tile ? kSpelledConfigHint : ""));
+  return c;
+}
+
 kgen::GemmConfig parseConfig(const char *text, const kgen::GemmProblem &p,
                              kgen::Target t) {
-  kgen::GemmConfig c;
-  if (!text) {
-    c = kgen::defaultConfig(p, t);
-  } else {
-    nlohmann::json j = parseJson(text, "config_json");
-    try {
-      c = kgen::gemmConfigFromJson(j);
-    } catch (const kgen::Error &e) {
-      throw InvalidArgument(e.what());
-    }
-  }
-  if (auto e = kgen::checkConfig(p, c, t))
-    throw InvalidArgument(*e);
-  return c;
+  return parseConfig<kgen::GemmConfig>(text, p, t, kgen::gemmConfigFromJson,
+                                       kgen::kGemmTileFields);
 }
 
 /// `name` as a target; NULL and "native" give `native`.
@@ -286,12 +300,8 @@ kgen_status_t kgen_attention(kgen_runtime_t *rt, const char *problem_json,
     kgen_runtime &r = runtime(rt);
     nlohmann::json j = parseJson(problem_json, "problem_json");
     kgen::AttentionProblem p;
-    std::optional<kgen::AttentionConfig> c;
     try {
       p = kgen::attentionProblemFromJson(j);
-      if (config_json)
-        c = kgen::attentionConfigFromJson(
-            parseJson(config_json, "config_json"));
     } catch (const kgen::Error &e) {
       throw InvalidArgument(e.what());
     }
@@ -303,6 +313,11 @@ kgen_status_t kgen_attention(kgen_runtime_t *rt, const char *problem_json,
     if (auto e = kgen::checkAttentionDescales(
             p, args->q_descale || args->k_descale || args->v_descale))
       throw InvalidArgument(*e);
+    std::optional<kgen::AttentionConfig> c;
+    if (config_json)
+      c = parseConfig<kgen::AttentionConfig>(config_json, p, r.rt.target(),
+                                             kgen::attentionConfigFromJson,
+                                             kgen::kAttentionTileFields);
     if (!r.rt.backend())
       throw NoDevice("kgen_attention: no GPU runtime with a device was "
                      "found, so nothing can run");
@@ -349,17 +364,19 @@ kgen_status_t kgen_mlstm(kgen_runtime_t *rt, const char *problem_json,
     if (!problem_json)
       throw InvalidArgument("kgen_mlstm: problem_json is NULL");
     kgen::MlstmProblem p;
-    std::optional<kgen::MlstmConfig> cfg;
     try {
       p = kgen::mlstmProblemFromJson(nlohmann::json::parse(problem_json));
-      if (config_json)
-        cfg = kgen::mlstmConfigFromJson(nlohmann::json::parse(config_json));
     } catch (const nlohmann::json::exception &e) {
       throw InvalidArgument(std::string("kgen_mlstm: malformed JSON: ") +
                             e.what());
     } catch (const kgen::Error &e) {
       throw InvalidArgument(e.what());
     }
+    std::optional<kgen::MlstmConfig> cfg;
+    if (config_json)
+      cfg = parseConfig<kgen::MlstmConfig>(config_json, p, r.rt.target(),
+                                           kgen::mlstmConfigFromJson,
+                                           kgen::kMlstmTileFields);
     if (!r.rt.backend())
       throw NoDevice("kgen_mlstm: no GPU runtime with a device was found, so "
                      "nothing can run");

@@ -375,7 +375,12 @@ def problem(m: int, n: int, k: int, *, ab: str = "bf16", c: Optional[str] = None
 
 def emit(problem: Union[str, Mapping], config: Union[None, str, Mapping] = None, *, target: str = "sm_90a",
          inline: bool = False) -> str:
-    """The generated HIP source (no GPU needed). `config` None: the default."""
+    """The generated HIP source (no GPU needed). `config` None: the default;
+    a dict or JSON string in part: tile fields ("block", "warps", "stages",
+    ...) spell a config, strategy fields alone ({"loop": "gemv"},
+    {"swap_ab": True}) take the dispatcher's choice among the configs with
+    them (include/kgen/Codegen/PartialConfig.h). The same for every
+    `config` below."""
     lib = _library()
     out = ctypes.c_void_p()
     _check(lib.kgen_emit(_encode(problem), _encode(config), _encode(target), int(inline), ctypes.byref(out)))
@@ -606,7 +611,12 @@ def attention(q, k, v, *, causal: bool = False, window: Optional[Sequence[int]] 
     per-tensor dequantization factors (None: 1): scores are (q k^T) *
     q_descale * k_descale * scale and o = softmax(...) (v * v_descale). The
     kernel reads them, so a captured graph follows new values. Other dtypes
-    take none."""
+    take none.
+
+    config: None (the dispatcher's), a full config ({"loop": "wgmma",
+    "block": [64, 64], "warps": 4, "stages": 3, "splits": 8, "pack_gqa":
+    True}), or a strategy alone ({"pack_gqa": True}, {"persistent": True}:
+    the dispatcher's choice among the configs with it)."""
     import torch
 
     rt = runtime if runtime is not None else default_runtime()
@@ -693,7 +703,9 @@ def mlstm(q, k, v, i, f, *, states=None, return_states: bool = False, states_out
     fp32. With return_states, returns (h, (C, n, m)); states_out gives the
     tensors to write them to (may be `states` itself: updated in place).
     config: a dict forcing a variant ({"variant": "fused", "chunk": 64,
-    "blockDV": 64, "warps": 4}); None: the dispatcher's choice.
+    "blockDV": 64, "warps": 4}), or a strategy alone ({"variant":
+    "chunkpar"}: the dispatcher's choice among those); None: the
+    dispatcher's choice.
     """
     import torch
     rt = runtime or default_runtime()

@@ -185,6 +185,34 @@ TEST_F(CApi, BadInputsAreErrorsWithMessages) {
   EXPECT_STREQ(c.kgen_last_error(), "");
 }
 
+TEST_F(CApi, PartialConfigsPickOrSpell) {
+  // Strategy fields alone: the dispatcher's choice among the configs with
+  // them (kgen/Codegen/PartialConfig.h).
+  const char *small = R"({"m":64,"n":4096,"k":4096,"layout":"nt",
+                          "static":["n","k"],"align":[8,8,8]})";
+  EXPECT_NE(emit(small, R"({"loop":"gemv"})", "sm_90a").find("_gemv_"),
+            std::string::npos);
+  EXPECT_NE(emit(kProblem, R"({"swap_ab":true})", "sm_90a").find("_swap"),
+            std::string::npos);
+  // An empty object: the default config.
+  kgen::GemmProblem p{.m = 532, .n = 2048, .k = 2048, .transB = true};
+  EXPECT_NE(emit(kProblem, "{}", "sm_90a")
+                .find(kgen::gemmKernelName(
+                    p, kgen::defaultConfig(p, kgen::Target::SM90A),
+                    kgen::Target::SM90A)),
+            std::string::npos);
+  // A tile field spells the config; an invalid one says how to pick.
+  EXPECT_NE(emit(kProblem, R"({"stages":6})", "sm_90a").find("_s6_"),
+            std::string::npos);
+  char *src = nullptr;
+  expectError(
+      c.kgen_emit(kProblem, R"({"block":[48,64,32]})", "sm_90a", 0, &src),
+      KGEN_ERROR_INVALID_ARGUMENT, "strategy fields alone, such as");
+  // No candidate has the strategy: the config as spelled, and its fault.
+  expectError(c.kgen_emit(kProblem, R"({"loop":"gemv"})", "sm_90a", 0, &src),
+              KGEN_ERROR_INVALID_ARGUMENT, "with loop = gemv must be");
+}
+
 TEST_F(CApi, LastErrorIsPerThread) {
   char *src = nullptr;
   EXPECT_NE(c.kgen_emit("[", nullptr, "sm_90a", 0, &src), KGEN_OK);
@@ -269,6 +297,13 @@ TEST_F(CApi, AttentionArgumentErrorsComeFirst) {
   expectError(c.kgen_attention(rt, bf16, nullptr, &args, nullptr),
               KGEN_ERROR_INVALID_ARGUMENT,
               "are the per-tensor factors of fp8 inputs");
+  args.k_descale = nullptr;
+  // A config's faults too, before anything runs.
+  expectError(c.kgen_attention(rt, bf16, R"({"stages": 9})", &args, nullptr),
+              KGEN_ERROR_INVALID_ARGUMENT,
+              "stages = 9 must be 2, 3 or 4 on sm_90a");
+  expectError(c.kgen_attention(rt, bf16, R"({"colour": 1})", &args, nullptr),
+              KGEN_ERROR_INVALID_ARGUMENT, "colour");
   c.kgen_runtime_destroy(rt);
 }
 

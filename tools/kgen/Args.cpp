@@ -326,17 +326,18 @@ std::vector<ProblemSpec> problemsFromArgs(Args &args) {
   return out;
 }
 
-ConfigFlags<GemmConfig> configFromArgs(Args &args) {
-  ConfigFlags<GemmConfig> f;
-  std::optional<GemmConfig> &c = f.spelled;
+PartialConfig<GemmConfig> configFromArgs(Args &args) {
+  PartialConfig<GemmConfig> f;
   if (auto file = args.value("config")) {
     try {
-      c = gemmConfigFromJson(nlohmann::json::parse(readFile(*file)));
+      f = partialConfigFromJson<GemmConfig>(
+          nlohmann::json::parse(readFile(*file)), gemmConfigFromJson,
+          kGemmTileFields);
     } catch (const nlohmann::json::exception &e) {
       throw Error(*file + ": malformed JSON: " + e.what());
     }
-    f.tile = true;
   }
+  std::optional<GemmConfig> &c = f.spelled;
   auto ensure = [&]() -> GemmConfig & {
     if (!c)
       c = GemmConfig{};
@@ -396,8 +397,9 @@ ConfigFlags<GemmConfig> configFromArgs(Args &args) {
     ensure().repack = true;
   if (swap)
     ensure().swapAB = true;
-  f.hasStrategy = [=](const GemmConfig &x) {
-    return (!loop || x.loop == *loop) && (!cluster || x.cluster == *cluster) &&
+  f.hasStrategy = [=, fromFile = f.hasStrategy](const GemmConfig &x) {
+    return fromFile(x) && (!loop || x.loop == *loop) &&
+           (!cluster || x.cluster == *cluster) &&
            (!splitK || x.splitK == *splitK) && (!repack || x.repack) &&
            (!swap || x.swapAB);
   };

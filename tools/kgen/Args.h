@@ -3,7 +3,7 @@
 #ifndef KGEN_TOOLS_ARGS_H
 #define KGEN_TOOLS_ARGS_H
 
-#include "ConfigFlags.h"
+#include "kgen/Codegen/PartialConfig.h"
 #include "kgen/Problem.h"
 
 #include <map>
@@ -43,15 +43,21 @@ struct ProblemSpec {
 /// every kgen.gemm op) or from the shape flags (--m --n --k --dtype
 /// --c-dtype --layout --static --align).
 std::vector<ProblemSpec> problemsFromArgs(Args &args);
-/// The config options: --config FILE.json or --block/--warps/--stages/
-/// --smem/--pad spell a config; --loop/--cluster/--split-k/--repack/--swap-ab
-/// alone name a strategy (ConfigFlags.h). Empty when none is given.
-ConfigFlags<GemmConfig> configFromArgs(Args &args);
+/// The config options (kgen/Codegen/PartialConfig.h): --block, --warps,
+/// --stages, --smem and --pad spell a config; --loop, --cluster, --split-k,
+/// --repack and --swap-ab alone name a strategy; a --config FILE.json is read
+/// by the same rule, the options on top of it. Empty when none is given.
+PartialConfig<GemmConfig> configFromArgs(Args &args);
 /// --target T (repeatable, comma lists allowed, `native`); empty when none.
 std::vector<Target> targetsFromArgs(Args &args, std::optional<Target> native);
 
 /// A config in one short line for tables: "128x128x32 w2x2 s3 swz".
 std::string configText(const GemmConfig &c);
+
+/// The hint an invalid spelled config's error ends with.
+inline constexpr const char *kSpelledConfigHint =
+    " (options not given keep their plain defaults; `--candidates` lists the "
+    "valid configs)";
 
 /// The help text of the options above, for every subcommand's --help.
 extern const char *kProblemHelp;

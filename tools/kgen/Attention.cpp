@@ -11,7 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Commands.h"
-#include "ConfigFlags.h"
+#include "kgen/Codegen/PartialConfig.h"
 
 #include "kgen/Codegen/AttentionJson.h"
 #include "kgen/kgen.h"
@@ -134,11 +134,12 @@ AttentionProblem attnProblemFromArgs(Args &args) {
   return p;
 }
 
-/// The config options (ConfigFlags.h): --block, --warps, --stages and
+/// The config options (kgen/Codegen/PartialConfig.h): --block, --warps,
+/// --stages and
 /// --preload-v spell a config; --loop, --persistent, --pack-gqa and --splits
 /// alone name a strategy.
-ConfigFlags<AttentionConfig> attnConfigFromArgs(Args &args) {
-  ConfigFlags<AttentionConfig> f;
+PartialConfig<AttentionConfig> attnConfigFromArgs(Args &args) {
+  PartialConfig<AttentionConfig> f;
   AttentionConfig c;
   bool any = false;
   if (auto v = args.value("block")) {
@@ -219,7 +220,7 @@ int cmdAttention(Args &args, const std::string &verb) {
     return 0;
   }
   const AttentionProblem p = attnProblemFromArgs(args);
-  const ConfigFlags<AttentionConfig> forced = attnConfigFromArgs(args);
+  const PartialConfig<AttentionConfig> forced = attnConfigFromArgs(args);
   std::vector<Target> targets;
   for (const std::string &v : args.values("target")) {
     std::stringstream ss(v);

@@ -163,7 +163,7 @@ int cmdBundle(Args &args) {
   } else {
     specs = problemsFromArgs(args);
   }
-  const ConfigFlags<GemmConfig> forced = configFromArgs(args);
+  const PartialConfig<GemmConfig> forced = configFromArgs(args);
   std::vector<Target> targets = targetsFromArgs(
       args, local ? std::optional(local->target()) : std::nullopt);
   args.finish("bundle");

@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Commands.h"
-#include "ConfigFlags.h"
+#include "kgen/Codegen/PartialConfig.h"
 
 #include "kgen/kgen.h"
 
@@ -112,12 +112,13 @@ MlstmProblem problemFromArgs(Args &args, std::optional<MlstmConfig> &cfg) {
   return p;
 }
 
-/// The config options (ConfigFlags.h): a "config" in the problem file,
+/// The config options (kgen/Codegen/PartialConfig.h): a "config" in the problem
+/// file,
 /// --chunk, --block-dv and --warps spell a config; --variant and --wgmma
 /// alone name a strategy.
-ConfigFlags<MlstmConfig> configFromArgs(Args &args,
-                                        std::optional<MlstmConfig> cfg) {
-  ConfigFlags<MlstmConfig> f;
+PartialConfig<MlstmConfig> configFromArgs(Args &args,
+                                          std::optional<MlstmConfig> cfg) {
+  PartialConfig<MlstmConfig> f;
   f.spelled = cfg;
   f.tile = cfg.has_value();
   auto variant = args.value("variant");
@@ -181,7 +182,7 @@ int cmdMlstm(Args &args) {
   const std::string sub = pos[0];
   std::optional<MlstmConfig> fileConfig;
   MlstmProblem p = problemFromArgs(args, fileConfig);
-  const ConfigFlags<MlstmConfig> cfg = configFromArgs(args, fileConfig);
+  const PartialConfig<MlstmConfig> cfg = configFromArgs(args, fileConfig);
   std::vector<Target> ts = targets(args);
   bool inl = args.flag("inline");
   args.finish("mlstm");

@@ -82,7 +82,7 @@ std::vector<Target> defaultTargets(Runtime &rt) {
 /// Compile every (problem, target) pair and print a table (or JSON).
 int compileAll(Runtime &rt, const std::vector<ProblemSpec> &specs,
                const std::vector<Target> &targets,
-               const ConfigFlags<GemmConfig> &forced, bool candidates,
+               const PartialConfig<GemmConfig> &forced, bool candidates,
                bool asJson) {
   json rows = json::array();
   int failures = 0, hits = 0, built = 0;
@@ -207,7 +207,7 @@ Usage: kgen run [--target T] [--candidates] [--json] [problem options]
     custom |= args.flag(f);
   std::vector<ProblemSpec> specs =
       custom ? problemsFromArgs(args) : llama3LayerProblems();
-  const ConfigFlags<GemmConfig> cfg = configFromArgs(args);
+  const PartialConfig<GemmConfig> cfg = configFromArgs(args);
   args.finish("run");
   if (targets.empty())
     targets = defaultTargets(rt);
@@ -242,7 +242,7 @@ The default target is the local GPU's, else sm_90a.
     return 0;
   bool inl = args.flag("inline"), asJson = args.flag("json");
   std::vector<ProblemSpec> specs = problemsFromArgs(args);
-  const ConfigFlags<GemmConfig> cfg = configFromArgs(args);
+  const PartialConfig<GemmConfig> cfg = configFromArgs(args);
   std::vector<Target> targets = targetsFromArgs(args, std::nullopt);
   args.finish("emit");
   if (specs.size() != 1)
@@ -285,7 +285,7 @@ Default targets: the local GPU's, else sm_90a and gfx90a.
   Runtime rt;
   bool asJson = args.flag("json"), candidates = args.flag("candidates");
   std::vector<ProblemSpec> specs = problemsFromArgs(args);
-  const ConfigFlags<GemmConfig> cfg = configFromArgs(args);
+  const PartialConfig<GemmConfig> cfg = configFromArgs(args);
   std::vector<Target> targets =
       targetsFromArgs(args, rt.backend() ? std::optional(rt.backend()->target())
                                          : std::nullopt);

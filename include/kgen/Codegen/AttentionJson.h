@@ -24,6 +24,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <array>
+#include <string_view>
+
 namespace kgen {
 
 nlohmann::json toJson(const AttentionProblem &p);
@@ -31,6 +34,10 @@ nlohmann::json toJson(const AttentionConfig &c);
 
 AttentionProblem attentionProblemFromJson(const nlohmann::json &j);
 AttentionConfig attentionConfigFromJson(const nlohmann::json &j);
+/// The fields of an attention config that spell a tile
+/// (Codegen/PartialConfig.h); the others name a strategy.
+inline constexpr std::array<std::string_view, 4> kAttentionTileFields{
+    "block", "warps", "stages", "preload_v"};
 
 } // namespace kgen
 

@@ -13,6 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <array>
+#include <string_view>
+
 namespace kgen {
 
 nlohmann::json toJson(const GemmProblem &p);
@@ -21,6 +24,10 @@ nlohmann::json toJson(const GemmConfig &c);
 /// Throws kgen::Error naming the bad field; unknown fields are errors too.
 GemmProblem gemmProblemFromJson(const nlohmann::json &j);
 GemmConfig gemmConfigFromJson(const nlohmann::json &j);
+/// The fields of a GEMM config that spell a tile (Codegen/PartialConfig.h);
+/// the others name a strategy.
+inline constexpr std::array<std::string_view, 5> kGemmTileFields{
+    "block", "warps", "stages", "smem", "pad"};
 
 } // namespace kgen
 
