@@ -39,7 +39,8 @@ const char *kConfigHelp =
 --warps, --stages, --smem and --pad spell a config, the options not given at
 their plain defaults; --loop, --cluster, --split-k, --repack and --swap-ab
 alone take the dispatcher's choice among the configs with them:
-  --config FILE      .json config ({"block":[128,128,32],"warps":[2,2],...})
+  --config FILE      .json config ({"block":[128,128,32],"warps":[2,2],...}),
+                     read by the same rule ({"loop":"gemv"} picks)
   --block MxNxK      block tile, e.g. 128x128x32
   --warps MxN        warp grid, e.g. 2x2
   --stages S         pipeline stages (2..8; wgmma loop 2..16)

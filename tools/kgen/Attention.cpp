@@ -11,9 +11,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "Commands.h"
-#include "kgen/Codegen/PartialConfig.h"
 
 #include "kgen/Codegen/AttentionJson.h"
+#include "kgen/Codegen/PartialConfig.h"
 #include "kgen/kgen.h"
 
 #include <fstream>
@@ -135,9 +135,8 @@ AttentionProblem attnProblemFromArgs(Args &args) {
 }
 
 /// The config options (kgen/Codegen/PartialConfig.h): --block, --warps,
-/// --stages and
-/// --preload-v spell a config; --loop, --persistent, --pack-gqa and --splits
-/// alone name a strategy.
+/// --stages and --preload-v spell a config; --loop, --persistent, --pack-gqa
+/// and --splits alone name a strategy.
 PartialConfig<AttentionConfig> attnConfigFromArgs(Args &args) {
   PartialConfig<AttentionConfig> f;
   AttentionConfig c;

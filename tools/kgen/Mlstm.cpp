@@ -7,8 +7,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "Commands.h"
-#include "kgen/Codegen/PartialConfig.h"
 
+#include "kgen/Codegen/PartialConfig.h"
 #include "kgen/kgen.h"
 
 #include <nlohmann/json.hpp>
@@ -112,10 +112,9 @@ MlstmProblem problemFromArgs(Args &args, std::optional<MlstmConfig> &cfg) {
   return p;
 }
 
-/// The config options (kgen/Codegen/PartialConfig.h): a "config" in the problem
-/// file,
-/// --chunk, --block-dv and --warps spell a config; --variant and --wgmma
-/// alone name a strategy.
+/// The config options (kgen/Codegen/PartialConfig.h): a "config" in the
+/// problem file, --chunk, --block-dv and --warps spell a config; --variant
+/// and --wgmma alone name a strategy.
 PartialConfig<MlstmConfig> configFromArgs(Args &args,
                                           std::optional<MlstmConfig> cfg) {
   PartialConfig<MlstmConfig> f;
