@@ -93,6 +93,11 @@ struct AttentionArgs {
   size_t workspaceBytes = 0;
 };
 
+/// `p` at the sizes of the call `args` (its batch and sequence lengths,
+/// where given); throws where the result is not a valid problem.
+AttentionProblem sizedForCall(const AttentionProblem &p,
+                              const AttentionArgs &args);
+
 /// Device pointers and run-time extents of one mLSTM forward (layouts in
 /// kgen/Mlstm.h). State pointers must be given exactly when the problem says
 /// so; final states may alias the initial ones (updated in place).

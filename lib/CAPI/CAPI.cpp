@@ -17,6 +17,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <new>
 
 struct kgen_runtime {
@@ -25,6 +27,12 @@ struct kgen_runtime {
   }
   kgen::Runtime rt;
   std::string target;
+  /// The configs launch calls' config_json gave (parseConfig), by the JSON
+  /// and the call's sized problem: one given by strategy fields alone walks
+  /// the candidates once, not on every launch.
+  std::mutex mu;
+  std::map<std::string, kgen::AttentionConfig> attentionConfigs;
+  std::map<std::string, kgen::MlstmConfig> mlstmConfigs;
 };
 
 namespace {
@@ -102,14 +110,14 @@ constexpr const char *kSpelledConfigHint =
 template <class Config, class Problem, class Parse, class Keys>
 Config parseConfig(const char *text, const Problem &p, kgen::Target t,
                    Parse parse, const Keys &tileFields) {
-  if (!text)
-    return kgen::defaultConfig(p, t);
-  kgen::PartialConfig<Config> given;
-  try {
-    given = kgen::partialConfigFromJson<Config>(parseJson(text, "config_json"),
-                                                parse, tileFields);
-  } catch (const kgen::Error &e) {
-    throw InvalidArgument(e.what());
+  kgen::PartialConfig<Config> given; // nothing given: the default
+  if (text) {
+    try {
+      given = kgen::partialConfigFromJson<Config>(
+          parseJson(text, "config_json"), parse, tileFields);
+    } catch (const kgen::Error &e) {
+      throw InvalidArgument(e.what());
+    }
   }
   const Config c = given.pick(p, t);
   if (auto e = kgen::checkConfig(p, c, t))
@@ -121,6 +129,24 @@ kgen::GemmConfig parseConfig(const char *text, const kgen::GemmProblem &p,
                              kgen::Target t) {
   return parseConfig<kgen::GemmConfig>(text, p, t, kgen::gemmConfigFromJson,
                                        kgen::kGemmTileFields);
+}
+
+/// parseConfig for a launch on `r`, with the call's sized problem `p`,
+/// remembered in `known`.
+template <class Config, class Problem, class Parse, class Keys>
+Config launchConfig(kgen_runtime &r, std::map<std::string, Config> &known,
+                    const char *text, const Problem &p, Parse parse,
+                    const Keys &tileFields) {
+  std::string key = std::string(text) + '\n' + toJson(p).dump();
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    if (auto it = known.find(key); it != known.end())
+      return it->second;
+  }
+  const Config c =
+      parseConfig<Config>(text, p, r.rt.target(), parse, tileFields);
+  std::lock_guard<std::mutex> lock(r.mu);
+  return known.emplace(std::move(key), c).first->second;
 }
 
 /// `name` as a target; NULL and "native" give `native`.
@@ -314,10 +340,20 @@ kgen_status_t kgen_attention(kgen_runtime_t *rt, const char *problem_json,
             p, args->q_descale || args->k_descale || args->v_descale))
       throw InvalidArgument(*e);
     std::optional<kgen::AttentionConfig> c;
-    if (config_json)
-      c = parseConfig<kgen::AttentionConfig>(config_json, p, r.rt.target(),
-                                             kgen::attentionConfigFromJson,
-                                             kgen::kAttentionTileFields);
+    if (config_json) {
+      kgen::AttentionArgs sizes;
+      sizes.batch = args->batch;
+      sizes.seqlenQ = args->seqlen_q;
+      sizes.seqlenK = args->seqlen_k;
+      try {
+        p = kgen::sizedForCall(p, sizes);
+      } catch (const kgen::Error &e) {
+        throw InvalidArgument(e.what());
+      }
+      c = launchConfig(r, r.attentionConfigs, config_json, p,
+                       kgen::attentionConfigFromJson,
+                       kgen::kAttentionTileFields);
+    }
     if (!r.rt.backend())
       throw NoDevice("kgen_attention: no GPU runtime with a device was "
                      "found, so nothing can run");
@@ -373,10 +409,15 @@ kgen_status_t kgen_mlstm(kgen_runtime_t *rt, const char *problem_json,
       throw InvalidArgument(e.what());
     }
     std::optional<kgen::MlstmConfig> cfg;
-    if (config_json)
-      cfg = parseConfig<kgen::MlstmConfig>(config_json, p, r.rt.target(),
-                                           kgen::mlstmConfigFromJson,
-                                           kgen::kMlstmTileFields);
+    if (config_json) {
+      kgen::MlstmProblem sized = p; // the call's extents, as resolveMlstm
+      for (auto [field, v] :
+           {std::pair{&sized.b, b}, {&sized.nh, nh}, {&sized.s, s}})
+        if (v >= 0)
+          *field = v;
+      cfg = launchConfig(r, r.mlstmConfigs, config_json, sized,
+                         kgen::mlstmConfigFromJson, kgen::kMlstmTileFields);
+    }
     if (!r.rt.backend())
       throw NoDevice("kgen_mlstm: no GPU runtime with a device was found, so "
                      "nothing can run");

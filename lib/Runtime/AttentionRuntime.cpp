@@ -136,6 +136,20 @@ Runtime::AttentionChoice Runtime::attentionChoice(const AttentionProblem &p,
   return attentionDispatch_.emplace(bySize, ch).first->second;
 }
 
+AttentionProblem sizedForCall(const AttentionProblem &p,
+                              const AttentionArgs &args) {
+  AttentionProblem r = p;
+  if (args.batch >= 0)
+    r.batch = args.batch;
+  if (args.seqlenQ >= 0)
+    r.seqlenQ = args.seqlenQ;
+  if (args.seqlenK >= 0)
+    r.seqlenK = args.seqlenK;
+  if (auto e = checkProblem(r))
+    throw Error(*e);
+  return r;
+}
+
 AttentionConfig Runtime::selectAttention(const AttentionProblem &p,
                                          const AttentionArgs &args) {
   (void)args;
@@ -150,15 +164,7 @@ void Runtime::attention(const AttentionProblem &p, const AttentionArgs &args,
     throw Error("attention: no GPU runtime with a device was found, so "
                 "nothing can run (kernels can still be compiled: kgen "
                 "compile)");
-  AttentionProblem r = p;
-  if (args.batch >= 0)
-    r.batch = args.batch;
-  if (args.seqlenQ >= 0)
-    r.seqlenQ = args.seqlenQ;
-  if (args.seqlenK >= 0)
-    r.seqlenK = args.seqlenK;
-  if (auto e = checkProblem(r))
-    throw Error(*e);
+  const AttentionProblem r = sizedForCall(p, args);
   launchAttention(r, attentionChoice(r, nullptr, stream), args, stream);
 }
 
@@ -167,15 +173,7 @@ void Runtime::launchAttention(const AttentionProblem &p,
                               const AttentionArgs &args, void *stream) {
   if (!backend_)
     throw Error("attention: no GPU to launch on");
-  AttentionProblem r = p;
-  if (args.batch >= 0)
-    r.batch = args.batch;
-  if (args.seqlenQ >= 0)
-    r.seqlenQ = args.seqlenQ;
-  if (args.seqlenK >= 0)
-    r.seqlenK = args.seqlenK;
-  if (auto e = checkProblem(r))
-    throw Error(*e);
+  const AttentionProblem r = sizedForCall(p, args);
   launchAttention(r, attentionChoice(r, &c, stream), args, stream);
 }
 

@@ -304,6 +304,12 @@ TEST_F(CApi, AttentionArgumentErrorsComeFirst) {
               "stages = 9 must be 2, 3 or 4 on sm_90a");
   expectError(c.kgen_attention(rt, bf16, R"({"colour": 1})", &args, nullptr),
               KGEN_ERROR_INVALID_ARGUMENT, "colour");
+  // A config is chosen for the call's sizes, which are checked first.
+  args.seqlen_k = 0;
+  expectError(
+      c.kgen_attention(rt, bf16, R"({"pack_gqa": true})", &args, nullptr),
+      KGEN_ERROR_INVALID_ARGUMENT, "seqlen");
+  args.seqlen_k = -1;
   c.kgen_runtime_destroy(rt);
 }
 

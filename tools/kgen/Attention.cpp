@@ -237,7 +237,7 @@ int cmdAttention(Args &args, const std::string &verb) {
     if (targets.size() > 1)
       throw Error("emit takes one target");
     const Target t = targets.empty() ? Target::SM90A : targets[0];
-    const AttentionConfig c = forced ? forced.pick(p, t) : defaultConfig(p, t);
+    const AttentionConfig c = forced.pick(p, t);
     if (auto e = checkConfig(p, c, t))
       throw Error(*e + (forced.tile ? kSpelledConfigHint : ""));
     std::cout << emitAttention(p, c, t, inl).source;

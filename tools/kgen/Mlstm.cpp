@@ -207,7 +207,7 @@ int cmdMlstm(Args &args) {
     if (ts.size() != 1)
       throw Error("mlstm emit takes one target");
     const Target t = ts[0];
-    MlstmConfig c = cfg ? cfg.pick(p, t) : defaultConfig(p, t);
+    MlstmConfig c = cfg.pick(p, t);
     if (auto e = checkConfig(p, c, t))
       throw Error(*e + (cfg.tile ? kSpelledConfigHint : ""));
     for (MlstmKernel k : mlstmKernels(c))
@@ -217,7 +217,7 @@ int cmdMlstm(Args &args) {
   if (sub == "compile") {
     Runtime rt;
     for (Target t : ts) {
-      MlstmConfig c = cfg ? cfg.pick(p, t) : defaultConfig(p, t);
+      MlstmConfig c = cfg.pick(p, t);
       auto plan = rt.compileMlstm(p, c, t);
       for (const auto &k : plan->kernels)
         std::printf("%-7s %s  %s  %zu B\n", std::string(toString(t)).c_str(),

@@ -42,8 +42,9 @@ template <class Config> struct PartialConfig {
 
   explicit operator bool() const { return spelled.has_value(); }
 
-  /// The config to run (the file's header). enumerateConfigs and
-  /// defaultConfig are the problem's family's (found by its namespace).
+  /// The config to run (the file's header; nothing given: the default).
+  /// enumerateConfigs and defaultConfig are the problem's family's (found by
+  /// its namespace).
   template <class Problem> Config pick(const Problem &p, Target t) const {
     if (!tile) {
       const Config d = defaultConfig(p, t);
