@@ -159,8 +159,9 @@ KGEN_C_API kgen_status_t kgen_gemm_select(kgen_runtime_t *rt,
  *  tile fields ("block", "warps", "stages", ...) spell a config, the fields
  *  not given at their plain defaults; strategy fields alone ({"loop":
  *  "gemv"}, {"swap_ab": true}, {"pack_gqa": true}, {"variant": "fused"})
- *  take the dispatcher's choice among the configs with them. With `inline_`
- * nonzero, template headers are pasted in.
+ *  take the dispatcher's choice among the configs with them (for a launch:
+ *  at the call's sizes, once per runtime). With `inline_` nonzero, template
+ *  headers are pasted in.
  *  `*source_out` is allocated by kgen: release it with kgen_free. */
 KGEN_C_API kgen_status_t kgen_emit(const char *problem_json,
                                    const char *config_json, const char *target,
