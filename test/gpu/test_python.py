@@ -345,6 +345,47 @@ def test_attention():
             assert ok, f"LSE: {msg}"
 
 
+def test_attention_partial_configs():
+    """A config given in part at launch (the C API's kgen_attention): tile
+    fields spell a config, strategy fields alone take the dispatcher's
+    choice among the configs with them, chosen at the call's sizes. One
+    runtime runs them all, so its memo of picks is used across shapes; the
+    varlen case's problem is sized by max_seqlen, its launch by the call."""
+    gen = torch.Generator(device="cuda").manual_seed(9)
+    rt = kgen.Runtime()
+    bf = torch.bfloat16
+    cases = [((1, 1, 4096, 32, 8, 128), False, {"splits": 4}),
+             ((1, 1, 4096, 32, 8, 128), False, {"pack_gqa": True}),
+             ((1, 1, 4096, 32, 8, 128), False, {"loop": "tiled"}),
+             ((2, 513, 513, 8, 2, 64), True, {"persistent": True}),
+             ((2, 513, 513, 8, 2, 64), True, {"loop": "wgmma"}),
+             ((2, 513, 513, 8, 2, 64), True, {}),
+             ((2, 200, 700, 4, 4, 128), False, {"block": [64, 64], "stages": 2}),
+             ((2, 200, 700, 4, 4, 128), False, {"persistent": True})]
+    for (b, sq, sk, hq, hkv, d), causal, config in cases:
+        q, k, v = uniform((b, sq, hq, d), bf, gen), uniform((b, sk, hkv, d), bf, gen), uniform((b, sk, hkv, d), bf, gen)
+        for _ in range(2):  # the second launch takes the remembered pick
+            out = kgen.attention(q, k, v, causal=causal, config=config, runtime=rt)
+        ref, _ = attention_ref(q, k, v, causal, torch.float32)
+        naive, _ = attention_ref(q, k, v, causal, bf)
+        expect_close(f"attention B{b} Sq{sq} Sk{sk} H{hq}/{hkv} D{d} config {config}", out, ref, naive, bf)
+    # varlen: three sequences packed, the longest shorter than max_seqlen.
+    lens_q, lens_k = [1, 37, 130], [300, 5, 130]
+    cu_q = torch.tensor([0] + list(torch.tensor(lens_q).cumsum(0)), dtype=torch.int32, device="cuda")
+    cu_k = torch.tensor([0] + list(torch.tensor(lens_k).cumsum(0)), dtype=torch.int32, device="cuda")
+    q = uniform((sum(lens_q), 8, 64), bf, gen)
+    k, v = uniform((sum(lens_k), 2, 64), bf, gen), uniform((sum(lens_k), 2, 64), bf, gen)
+    for config in ({"loop": "tiled"}, {"pack_gqa": True}, {"block": [64, 32]}):
+        out = kgen.attention(q, k, v, causal=True, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=400,
+                             max_seqlen_k=400, config=config, runtime=rt)
+        for i in range(len(lens_q)):
+            qs, ks = slice(int(cu_q[i]), int(cu_q[i + 1])), slice(int(cu_k[i]), int(cu_k[i + 1]))
+            one = (q[qs][None], k[ks][None], v[ks][None])
+            ref, _ = attention_ref(*one, True, torch.float32)
+            naive, _ = attention_ref(*one, True, bf)
+            expect_close(f"varlen attention seq {i} config {config}", out[qs][None], ref, naive, bf)
+
+
 def fp8_attention_ref(q, k, v, causal, descale, naive):
     """fp8 (B, S, H, D) tensors and the descale factors (q, k, v) as floats;
     returns (out, lse). Reference (naive False): float64 from the decoded
@@ -562,6 +603,7 @@ def main():
     for name, fn in [("shapes", test_shapes), ("layout from strides", test_layout_from_strides),
                      ("streams and graphs", test_streams_and_graphs), ("errors", test_errors),
                      ("fp8", test_fp8), ("attention", test_attention),
+                     ("attention partial configs", test_attention_partial_configs),
                      ("fp8 attention", test_fp8_attention),
                      ("mlstm", test_mlstm)]:
         run(name, fn)
