@@ -647,7 +647,12 @@ template <class Config>
 KGEN_DEVICE void run(const TensorMap &mapQ, const TensorMap &mapK,
                      const TensorMap &mapV, const Params &p) {
   static_assert(!Config::kPersistent, "the persistent grid's is runPersistent");
-  waitForPreviousGrid(); // launched overlapping the kernel before it
+  // Launched overlapping the kernel before it: the block's set-up (its
+  // rows, key tiles and barriers) reads nothing that kernel writes, so it
+  // runs before the wait -- but with varlen, Block::init reads the
+  // sequence offsets.
+  if constexpr (Config::kVarlen)
+    waitForPreviousGrid();
   if constexpr (Config::kSplits > 1) // the combine kernel may launch
     allowNextGrid();
   // Blocks start in the order of blockIdx.x; causal row blocks see more
@@ -664,6 +669,8 @@ KGEN_DEVICE void run(const TensorMap &mapQ, const TensorMap &mapK,
 
   unsigned char *smem;
   const Barriers<Config> bar(setUp<Config>(smem));
+  if constexpr (!Config::kVarlen)
+    waitForPreviousGrid();
   const Progress start;
   if (threadIdx.x < 128) {
     sm90::setMaxRegsDec<Shape<Config>::kProducerRegs>();
