@@ -1088,11 +1088,12 @@ template <class Config> KGEN_DEVICE void combine(const Params &p) {
   }
   if (i >= seqQ) // the whole block: i is blockIdx.x
     return;
-  // A few blocks, all resident by the time the last of them gets here: the
-  // next kernel on the stream may start its blocks' set-up now, beside
-  // this one (it waits for this one before it reads memory). B1 decode on
-  // an H100, with the main kernel's late wait (attention_sm90.h run):
-  // 10.7-10.8 -> 10.1 us at H32/8 Sk4096, 8.5-8.6 -> 7.8 at H32/4.
+  // Once every block of this one has started (the trigger's condition),
+  // the next kernel on the stream may start its blocks' set-up beside
+  // them; it waits for this one before it reads memory. Its launch then
+  // hides behind this one. B1 decode on an H100, with the main kernel's
+  // set-up before its wait (attention_sm90.h run): 10.7-10.8 -> 10.1 us at
+  // H32/8 Sk4096, 8.5-8.6 -> 7.8 at H32/4.
   allowNextGrid();
   // Launched to overlap the main kernel (attentionCombineLaunchDims): the
   // partials are its.

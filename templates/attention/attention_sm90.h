@@ -650,7 +650,8 @@ KGEN_DEVICE void run(const TensorMap &mapQ, const TensorMap &mapK,
   // Launched overlapping the kernel before it: the block's set-up (its
   // rows, key tiles and barriers) reads nothing that kernel writes, so it
   // runs before the wait -- but with varlen, Block::init reads the
-  // sequence offsets.
+  // sequence offsets (and so does the combine kernel before its own wait:
+  // it may start only once this one has waited).
   if constexpr (Config::kVarlen)
     waitForPreviousGrid();
   if constexpr (Config::kSplits > 1) // the combine kernel may launch
