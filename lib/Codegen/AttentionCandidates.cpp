@@ -152,7 +152,8 @@ int64_t unsplitBlocks(const AttentionProblem &p, const AttentionConfig &c) {
 /// SMs of an H200 idle. When the unsplit grid is under one block per
 /// unit, cut each row's keys so that blocks * splits covers the units
 /// 4 times over (two resident blocks per unit, and a second round that
-/// evens out the tail; the wgmma loop: half a block per unit), keeping at least
+/// evens out the tail; the wgmma loop: half a block per unit, the count
+/// rounded to the nearest), keeping at least
 /// kMinTiles key tiles per split (2, so the K/V pipeline still has a tile in
 /// flight behind the one being used; the enumerator also offers 1 for the
 /// tuner; the wgmma loop 4, below), and at most 128 splits (checkConfig). The
@@ -180,7 +181,15 @@ int chooseSplits(const AttentionProblem &p, const AttentionConfig &c, Target t,
   const int64_t tiles = (p.seqlenK + c.blockN - 1) / c.blockN;
   const int64_t minTiles = wgmma ? std::max<int64_t>(kMinTiles, 4) : kMinTiles;
   const int64_t maxByKeys = std::max<int64_t>(1, tiles / minTiles);
-  const int64_t want = (cover + blocks - 1) / blocks;
+  // The wgmma loop's cover is rounded to the nearest count of splits, not
+  // up: past the cover the extra blocks measured slower (H100, 64x64 s3,
+  // pairs in one process, bench/results 2026-12-06: B16 H32/1 Sk4096 4
+  // splits 16.2-17.0 us against 5 at 16.7-17.7 in 7 pairs; B2 H32/8 Sk4096
+  // 4 at 16.4 against 5 at 16.5-16.6; B1 H32/8 Sk32768 8 at 49.5-49.6
+  // against 9 at 49.9-50.8; 2026-11-24: B16 H32/4 Sk4096 1 split 48.7
+  // against 2 at 49.7).
+  const int64_t want =
+      wgmma ? (cover + blocks / 2) / blocks : (cover + blocks - 1) / blocks;
   return int(std::clamp<int64_t>(std::min(want, maxByKeys), 1, 128));
 }
 
