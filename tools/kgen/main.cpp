@@ -464,8 +464,16 @@ int main(int argc, char **argv) {
       return cmdMlstm(args);
     if (cmd == "info")
       return cmdInfo(args);
-    std::fprintf(stderr, "kgen: unknown command '%s'\n\n%s", cmd.c_str(),
-                 kUsage);
+    // Attention is a family of emit and compile, not a command of its own.
+    if (cmd == "attention" || cmd == "attn")
+      std::fprintf(stderr,
+                   "kgen: unknown command '%s'; attention problems go through "
+                   "'kgen emit --family attention' and 'kgen compile --family "
+                   "attention' ('kgen emit --family attention --help')\n",
+                   cmd.c_str());
+    else
+      std::fprintf(stderr, "kgen: unknown command '%s'\n\n%s", cmd.c_str(),
+                   kUsage);
     return 2;
   } catch (const Error &e) {
     std::fprintf(stderr, "kgen %s: error: %s\n", cmd.c_str(), e.what());
