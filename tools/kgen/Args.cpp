@@ -40,7 +40,8 @@ const char *kConfigHelp =
 their plain defaults; --loop, --cluster, --split-k, --repack and --swap-ab
 alone take the dispatcher's choice among the configs with them:
   --config FILE      .json config ({"block":[128,128,32],"warps":[2,2],...}),
-                     read by the same rule ({"loop":"gemv"} picks)
+                     read by the same rule ({"loop":"gemv"} picks), as
+                     is a "config" in a --problem file (these replace it)
   --block MxNxK      block tile, e.g. 128x128x32
   --warps MxN        warp grid, e.g. 2x2
   --stages S         pipeline stages (2..8; wgmma loop 2..16)
@@ -214,7 +215,7 @@ std::vector<ProblemSpec> problemsFromArgs(Args &args) {
       if (!readGemmsFromMlirFile(*file, ops, err))
         throw Error(err);
       for (MlirGemm &g : ops)
-        out.push_back({g.symbol, g.problem, g.config, g.target});
+        out.push_back({g.symbol, g.problem, spelledConfig(g.config), g.target});
       if (out.empty())
         throw Error(*file + " holds no kgen.gemm op");
       return out;
@@ -233,10 +234,11 @@ std::vector<ProblemSpec> problemsFromArgs(Args &args) {
     auto one = [&](const nlohmann::json &o, size_t i) {
       try {
         nlohmann::json pj = o;
-        std::optional<GemmConfig> cfg;
+        PartialConfig<GemmConfig> cfg;
         std::string label = *file;
         if (o.is_object() && o.contains("config")) {
-          cfg = gemmConfigFromJson(o.at("config"));
+          cfg = partialConfigFromJson<GemmConfig>(
+              o.at("config"), gemmConfigFromJson, kGemmTileFields);
           pj.erase("config");
         }
         if (o.is_object() && o.contains("name")) {
@@ -323,7 +325,7 @@ std::vector<ProblemSpec> problemsFromArgs(Args &args) {
     p.batch = toInt("batch", *v);
   if (auto e = checkProblem(p))
     throw Error(*e);
-  out.push_back({"gemm", p, std::nullopt, std::nullopt});
+  out.push_back({"gemm", p, {}, std::nullopt});
   return out;
 }
 

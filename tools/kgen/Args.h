@@ -35,7 +35,9 @@ private:
 struct ProblemSpec {
   std::string label; ///< symbol or file name, for tables
   GemmProblem problem;
-  std::optional<GemmConfig> config;
+  /// A "config" in a problem file, by the partial-config rule (.json), or
+  /// an op's config attribute (.mlir: spelled); empty when none.
+  PartialConfig<GemmConfig> config;
   std::optional<Target> target;
 };
 

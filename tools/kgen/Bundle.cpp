@@ -234,7 +234,7 @@ int cmdBundle(Args &args) {
       }
       Job j{&s, t, p, {}, "", std::nullopt};
       if (forced || s.config) {
-        j.config = forced ? forced.pick(p, t) : *s.config;
+        j.config = (forced ? forced : s.config).pick(p, t);
         j.configFrom = "given";
       } else {
         for (const DeviceKey &k : keys[t]) {

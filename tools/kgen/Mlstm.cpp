@@ -37,9 +37,10 @@ Problem (flags, or --problem FILE.json with an optional "config" object):
   --initial --final  initial states given / final states returned
   --eps X            normalizer epsilon (default 1e-6)
 Config (default: the heuristic for the problem and target). --chunk,
---block-dv and --warps (or a "config" in the problem file) spell a config, the
-options not given at their plain defaults; --variant and --wgmma alone take
-the heuristic's choice among the configs with them:
+--block-dv and --warps spell a config, the options not given at their plain
+defaults; --variant and --wgmma alone take the heuristic's choice among the
+configs with them. A "config" in the problem file is read by the same rule
+(its "chunk", "blockDV" and "warps" spell), the options on top of it:
   --variant V        recurrent | fused | twophase | chunkpar
   --chunk N --block-dv N --warps N
   --wgmma            the fused kernel on wgmma (sm_90a; chunk 64, block-dv
@@ -61,7 +62,7 @@ int64_t toInt(const std::string &opt, const std::string &s) {
   throw Error("option --" + opt + ": '" + s + "' is not an integer");
 }
 
-MlstmProblem problemFromArgs(Args &args, std::optional<MlstmConfig> &cfg) {
+MlstmProblem problemFromArgs(Args &args, PartialConfig<MlstmConfig> &cfg) {
   MlstmProblem p;
   if (auto file = args.value("problem")) {
     std::ifstream in(*file);
@@ -77,7 +78,8 @@ MlstmProblem problemFromArgs(Args &args, std::optional<MlstmConfig> &cfg) {
     }
     try {
       if (j.is_object() && j.contains("config")) {
-        cfg = mlstmConfigFromJson(j.at("config"));
+        cfg = partialConfigFromJson<MlstmConfig>(
+            j.at("config"), mlstmConfigFromJson, kMlstmTileFields);
         j.erase("config");
       }
       return mlstmProblemFromJson(j);
@@ -112,14 +114,11 @@ MlstmProblem problemFromArgs(Args &args, std::optional<MlstmConfig> &cfg) {
   return p;
 }
 
-/// The config options (kgen/Codegen/PartialConfig.h): a "config" in the
-/// problem file, --chunk, --block-dv and --warps spell a config; --variant
-/// and --wgmma alone name a strategy.
+/// The config options (kgen/Codegen/PartialConfig.h) on top of the problem
+/// file's "config" (read by the same rule): --chunk, --block-dv and --warps
+/// spell a config; --variant and --wgmma alone name a strategy.
 PartialConfig<MlstmConfig> configFromArgs(Args &args,
-                                          std::optional<MlstmConfig> cfg) {
-  PartialConfig<MlstmConfig> f;
-  f.spelled = cfg;
-  f.tile = cfg.has_value();
+                                          PartialConfig<MlstmConfig> f) {
   auto variant = args.value("variant");
   auto chunk = args.value("chunk"), bdv = args.value("block-dv"),
        warps = args.value("warps");
@@ -127,7 +126,7 @@ PartialConfig<MlstmConfig> configFromArgs(Args &args,
   if (!variant && !chunk && !bdv && !warps && !wgmma)
     return f;
   f.tile |= chunk || bdv || warps;
-  MlstmConfig c = cfg.value_or(MlstmConfig{});
+  MlstmConfig c = f.spelled.value_or(MlstmConfig{});
   std::optional<MlstmVariant> v;
   if (variant) {
     v = parseMlstmVariant(*variant);
@@ -147,8 +146,8 @@ PartialConfig<MlstmConfig> configFromArgs(Args &args,
   if (wgmma)
     c.wgmma = true;
   f.spelled = c;
-  f.hasStrategy = [=](const MlstmConfig &x) {
-    return (!v || x.variant == *v) && (!wgmma || x.wgmma);
+  f.hasStrategy = [=, file = f.hasStrategy](const MlstmConfig &x) {
+    return file(x) && (!v || x.variant == *v) && (!wgmma || x.wgmma);
   };
   return f;
 }
@@ -179,7 +178,7 @@ int cmdMlstm(Args &args) {
     return pos.empty() && !args.flag("help") ? 2 : 0;
   }
   const std::string sub = pos[0];
-  std::optional<MlstmConfig> fileConfig;
+  PartialConfig<MlstmConfig> fileConfig;
   MlstmProblem p = problemFromArgs(args, fileConfig);
   const PartialConfig<MlstmConfig> cfg = configFromArgs(args, fileConfig);
   std::vector<Target> ts = targets(args);

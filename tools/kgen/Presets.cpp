@@ -41,7 +41,9 @@ std::vector<ProblemSpec> gemmBenchProblems() {
       out.push_back({"gemm-bench." + std::to_string(m) + "x" +
                          std::to_string(n) + "x" + std::to_string(k) +
                          (transB ? "" : ".nn"),
-                     p, std::nullopt, std::nullopt});
+                     p,
+                     {},
+                     std::nullopt});
     }
   return out;
 }
@@ -79,7 +81,7 @@ std::vector<ProblemSpec> llama3LayerProblems() {
     p.n = r.n;
     p.k = r.k;
     p.transB = true;
-    out.push_back({r.name, p, std::nullopt, std::nullopt});
+    out.push_back({r.name, p, {}, std::nullopt});
   }
   return out;
 }
@@ -194,10 +196,10 @@ std::vector<AnySpec> anyPresetProblems(const std::string &name) {
     for (AttentionSpec &s : name == "attention-bench"
                                 ? attentionBenchProblems()
                                 : attentionFp8BenchProblems())
-      out.push_back({s.label, s.problem, std::nullopt, std::nullopt});
+      out.push_back({s.label, s.problem, std::nullopt, {}});
   else if (name == "mlstm-bench")
     for (MlstmSpec &s : mlstmBenchProblems())
-      out.push_back({s.label, s.problem, std::nullopt, std::nullopt});
+      out.push_back({s.label, s.problem, std::nullopt, {}});
   else
     for (ProblemSpec &s : presetProblems(name))
       out.push_back({s.label, s.problem, s.target, s.config});
@@ -273,11 +275,11 @@ std::optional<std::vector<AnySpec>> mixedProblemsFromArgs(Args &args) {
       throw Error(err);
     std::vector<AnySpec> out;
     for (MlirGemm &g : gemms)
-      out.push_back({g.symbol, g.problem, g.target, g.config});
+      out.push_back({g.symbol, g.problem, g.target, spelledConfig(g.config)});
     for (MlirAttention &a : attention)
-      out.push_back({a.symbol, a.problem, a.target, std::nullopt});
+      out.push_back({a.symbol, a.problem, a.target, {}});
     for (MlirMlstm &m : mlstm)
-      out.push_back({m.symbol, m.problem, m.target, std::nullopt});
+      out.push_back({m.symbol, m.problem, m.target, {}});
     return out;
 #else
     return std::nullopt; // problemsFromArgs says MLIR is off

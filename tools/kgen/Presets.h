@@ -68,7 +68,7 @@ struct AnySpec {
   std::string label;
   AnyProblem problem;
   std::optional<Target> target;
-  std::optional<GemmConfig> config; ///< a GEMM's, from .mlir
+  PartialConfig<GemmConfig> config; ///< a GEMM's, from .mlir
 };
 /// One short line for tables: "attention B4 H32/8 S1x4096 D128/128 bf16",
 /// "mlstm B1 NH8 S8192 D256/512 bf16".

@@ -508,11 +508,11 @@ int cmdTune(Args &args) {
                        p, std::nullopt, std::nullopt});
     for (const json &p : db.familyMisses(key, TuneFamily::Attention)) {
       AttentionProblem a = attentionProblemFromJson(p);
-      specs.push_back({"miss." + shapeText(a), a, std::nullopt, std::nullopt});
+      specs.push_back({"miss." + shapeText(a), a, std::nullopt, {}});
     }
     for (const json &p : db.familyMisses(key, TuneFamily::Mlstm)) {
       MlstmProblem m = mlstmProblemFromJson(p);
-      specs.push_back({"miss." + shapeText(m), m, std::nullopt, std::nullopt});
+      specs.push_back({"miss." + shapeText(m), m, std::nullopt, {}});
     }
   }
   if (specs.empty())

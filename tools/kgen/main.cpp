@@ -97,15 +97,17 @@ int compileAll(Runtime &rt, const std::vector<ProblemSpec> &specs,
     for (Target t : s.target ? std::vector<Target>{*s.target} : targets) {
       if (auto e = checkProblemOnTarget(s.problem, t))
         throw Error(s.label + ": " + *e);
-      if (candidates && (forced || !s.config))
-        for (const GemmConfig &c : forced ? forced.candidates(s.problem, t)
-                                          : enumerateConfigs(s.problem, t))
+      // The options' config, else the problem file's (nothing: the
+      // candidates, or the default).
+      const PartialConfig<GemmConfig> &given = forced ? forced : s.config;
+      if (candidates && !given)
+        for (const GemmConfig &c : enumerateConfigs(s.problem, t))
+          jobs.push_back({&s, t, c});
+      else if (candidates)
+        for (const GemmConfig &c : given.candidates(s.problem, t))
           jobs.push_back({&s, t, c});
       else
-        jobs.push_back({&s, t,
-                        forced
-                            ? forced.pick(s.problem, t)
-                            : s.config.value_or(defaultConfig(s.problem, t))});
+        jobs.push_back({&s, t, given.pick(s.problem, t)});
     }
   size_t i = 0;
   for (const Job &j : jobs) {
@@ -252,10 +254,10 @@ The default target is the local GPU's, else sm_90a.
   if (targets.size() > 1)
     throw Error("emit takes one target");
   Target t = !targets.empty() ? targets[0] : s.target.value_or(Target::SM90A);
-  GemmConfig c = cfg ? cfg.pick(s.problem, t)
-                     : s.config.value_or(defaultConfig(s.problem, t));
+  const PartialConfig<GemmConfig> &given = cfg ? cfg : s.config;
+  GemmConfig c = given.pick(s.problem, t);
   if (auto e = checkConfig(s.problem, c, t))
-    throw Error(*e + (cfg.tile ? kSpelledConfigHint : ""));
+    throw Error(*e + (given.tile ? kSpelledConfigHint : ""));
   KernelSource ks = emitGemm(s.problem, c, t, inl);
   if (asJson) {
     std::cout << json{{"name", ks.name},       {"target", toString(t)},

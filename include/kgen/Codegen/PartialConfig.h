@@ -69,6 +69,16 @@ template <class Config> struct PartialConfig {
   }
 };
 
+/// A config given whole (an MLIR op's config attribute): it spells, and
+/// nothing given is nothing.
+template <class Config>
+PartialConfig<Config> spelledConfig(const std::optional<Config> &c) {
+  PartialConfig<Config> out;
+  out.spelled = c;
+  out.tile = c.has_value();
+  return out;
+}
+
 /// The partial config a JSON object gives. `parse` is the family's
 /// xConfigFromJson (plain defaults for the fields not given; it throws on
 /// unknown fields and bad values), `tileKeys` the family's tile fields. A
