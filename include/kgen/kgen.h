@@ -121,6 +121,10 @@ struct MlstmArgs {
   const MlstmConfig *config = nullptr;
 };
 
+/// `p` at the extents of the call `args` (b, nh, s, where given); throws
+/// where the result is not a valid problem.
+MlstmProblem sizedForCall(const MlstmProblem &p, const MlstmArgs &args);
+
 /// A compiled kernel variant, ready to launch (or, with no GPU, just built).
 /// Kernels of every family share this; `problem` and `config` are set for
 /// GEMM kernels (isGemm) only.

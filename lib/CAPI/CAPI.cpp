@@ -408,20 +408,18 @@ kgen_status_t kgen_mlstm(kgen_runtime_t *rt, const char *problem_json,
     } catch (const kgen::Error &e) {
       throw InvalidArgument(e.what());
     }
+    kgen::MlstmArgs a;
+    a.b = b;
+    a.nh = nh;
+    a.s = s;
     std::optional<kgen::MlstmConfig> cfg;
-    if (config_json) {
-      kgen::MlstmProblem sized = p; // the call's extents, as resolveMlstm
-      for (auto [field, v] :
-           {std::pair{&sized.b, b}, {&sized.nh, nh}, {&sized.s, s}})
-        if (v >= 0)
-          *field = v;
-      cfg = launchConfig(r, r.mlstmConfigs, config_json, sized,
-                         kgen::mlstmConfigFromJson, kgen::kMlstmTileFields);
-    }
+    if (config_json)
+      cfg =
+          launchConfig(r, r.mlstmConfigs, config_json, kgen::sizedForCall(p, a),
+                       kgen::mlstmConfigFromJson, kgen::kMlstmTileFields);
     if (!r.rt.backend())
       throw NoDevice("kgen_mlstm: no GPU runtime with a device was found, so "
                      "nothing can run");
-    kgen::MlstmArgs a;
     a.q = q;
     a.k = k;
     a.v = v;
@@ -434,9 +432,6 @@ kgen_status_t kgen_mlstm(kgen_runtime_t *rt, const char *problem_json,
     a.cT = c_out;
     a.nT = n_out;
     a.mT = m_out;
-    a.b = b;
-    a.nh = nh;
-    a.s = s;
     a.config = cfg ? &*cfg : nullptr;
     r.rt.mlstm(p, a, stream);
   });

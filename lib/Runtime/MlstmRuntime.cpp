@@ -42,19 +42,24 @@ struct Runtime::MlstmState {
   }
 };
 
-namespace {
-
-/// The call's extents in the problem.
-MlstmProblem resolveMlstm(const MlstmProblem &p, const MlstmArgs &a) {
+MlstmProblem sizedForCall(const MlstmProblem &p, const MlstmArgs &args) {
   MlstmProblem r = p;
-  if (a.b >= 0)
-    r.b = a.b;
-  if (a.nh >= 0)
-    r.nh = a.nh;
-  if (a.s >= 0)
-    r.s = a.s;
+  if (args.b >= 0)
+    r.b = args.b;
+  if (args.nh >= 0)
+    r.nh = args.nh;
+  if (args.s >= 0)
+    r.s = args.s;
   if (auto e = checkProblem(r))
     throw Error(*e);
+  return r;
+}
+
+namespace {
+
+/// The call's extents in the problem, and its pointers checked.
+MlstmProblem resolveMlstm(const MlstmProblem &p, const MlstmArgs &a) {
+  const MlstmProblem r = sizedForCall(p, a);
   const char *missing = !a.q   ? "q"
                         : !a.k ? "k"
                         : !a.v ? "v"
