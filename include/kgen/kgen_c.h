@@ -204,7 +204,9 @@ typedef struct kgen_attention_args {
  *  "bf16", ...}, see kgen/Codegen/AttentionJson.h; "dtype" "e4m3" or "e5m2"
  *  on sm_90a: fp8 Q, K, V, a bf16 O, the descale factors above) on
  *  `stream`. `config_json` NULL: the dispatcher's config; else that
- *  variant. */
+ *  variant. The runtime remembers each problem text it has parsed and
+ *  checked, so a loop that keeps the features in the text and the sizes in
+ *  `args` (batch, seqlen_q, seqlen_k: a decode loop) parses it once. */
 KGEN_C_API kgen_status_t kgen_attention(kgen_runtime_t *rt,
                                         const char *problem_json,
                                         const char *config_json,

@@ -20,6 +20,7 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <unordered_map>
 
 struct kgen_runtime {
   explicit kgen_runtime(kgen::RuntimeOptions o) : rt(std::move(o)) {
@@ -33,6 +34,12 @@ struct kgen_runtime {
   std::mutex mu;
   std::map<std::string, kgen::AttentionConfig> attentionConfigs;
   std::map<std::string, kgen::MlstmConfig> mlstmConfigs;
+  /// kgen_attention's problems, parsed and checked, by their JSON: a decode
+  /// loop sends the same text every step (the sizes travel in the args), so
+  /// each call skips the parse. Cleared when it grows past kMaxProblems
+  /// (callers that put each step's sizes in the JSON).
+  std::unordered_map<std::string, kgen::AttentionProblem> attentionProblems;
+  static constexpr size_t kMaxProblems = 1024;
 };
 
 namespace {
@@ -147,6 +154,30 @@ Config launchConfig(kgen_runtime &r, std::map<std::string, Config> &known,
       parseConfig<Config>(text, p, r.rt.target(), parse, tileFields);
   std::lock_guard<std::mutex> lock(r.mu);
   return known.emplace(std::move(key), c).first->second;
+}
+
+/// kgen_attention's problem_json, parsed and checked on `r`'s target
+/// (remembered: kgen_runtime::attentionProblems).
+kgen::AttentionProblem attentionProblem(kgen_runtime &r, const char *json) {
+  if (json) {
+    std::lock_guard<std::mutex> lock(r.mu);
+    if (auto it = r.attentionProblems.find(json);
+        it != r.attentionProblems.end())
+      return it->second;
+  }
+  kgen::AttentionProblem p;
+  try {
+    p = kgen::attentionProblemFromJson(parseJson(json, "problem_json"));
+  } catch (const kgen::Error &e) {
+    throw InvalidArgument(e.what());
+  }
+  if (auto e = kgen::checkProblemOnTarget(p, r.rt.target()))
+    throw InvalidArgument(*e);
+  std::lock_guard<std::mutex> lock(r.mu);
+  if (r.attentionProblems.size() >= kgen_runtime::kMaxProblems)
+    r.attentionProblems.clear();
+  r.attentionProblems.emplace(json, p);
+  return p;
 }
 
 /// `name` as a target; NULL and "native" give `native`.
@@ -324,15 +355,7 @@ kgen_status_t kgen_attention(kgen_runtime_t *rt, const char *problem_json,
                              const kgen_attention_args_t *args, void *stream) {
   return guard([&] {
     kgen_runtime &r = runtime(rt);
-    nlohmann::json j = parseJson(problem_json, "problem_json");
-    kgen::AttentionProblem p;
-    try {
-      p = kgen::attentionProblemFromJson(j);
-    } catch (const kgen::Error &e) {
-      throw InvalidArgument(e.what());
-    }
-    if (auto e = kgen::checkProblemOnTarget(p, r.rt.target()))
-      throw InvalidArgument(*e);
+    kgen::AttentionProblem p = attentionProblem(r, problem_json);
     if (!args)
       throw InvalidArgument("kgen_attention: args is NULL");
     // The caller's mistake, classified before the device check below.

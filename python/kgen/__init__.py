@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import json
 import os
 import pathlib
@@ -322,6 +323,18 @@ class Runtime:
 _default: Optional[Runtime] = None
 
 
+def _current_stream(t) -> int:
+    """torch's current stream on tensor t's device, as a raw handle (a
+    launch's stream). torch's private accessor skips building a Stream object
+    (~5 us a call); torch.cuda.current_stream where it is missing."""
+    import torch
+
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw(t.get_device())
+    return torch.cuda.current_stream(t.device).cuda_stream
+
+
 def default_runtime() -> Runtime:
     """The process's default runtime, created on first use."""
     global _default
@@ -403,13 +416,19 @@ def compile(problem: Union[str, Mapping], config: Union[None, str, Mapping] = No
 # ===----------------------------------------------------------------------=== #
 
 
-def _dtype_name(dtype) -> str:
+@functools.lru_cache(maxsize=None)
+def _dtype_names() -> dict:
     import torch
 
     names = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
     for attr, name in (("float8_e4m3fn", "e4m3"), ("float8_e5m2", "e5m2")):
         if hasattr(torch, attr):
             names[getattr(torch, attr)] = name
+    return names
+
+
+def _dtype_name(dtype) -> str:
+    names = _dtype_names()
     if dtype not in names:
         raise Error(f"dtype {dtype} is not supported: inputs are bfloat16, float16 or fp8 (float8_e4m3fn, "
                     f"float8_e5m2), C is bfloat16, float16 or float32")
@@ -476,10 +495,7 @@ def gemm(a, b, c=None, *, layout: Optional[str] = None, alpha: float = 1.0, beta
         if a.shape[0] and b.shape[1]:
             return c.zero_() if beta == 0 else c.mul_(beta)
         return c
-    import torch
-
-    stream = torch.cuda.current_stream(a.device).cuda_stream
-    rt.gemm_ex_raw(prob, stream, **fields)
+    rt.gemm_ex_raw(prob, _current_stream(a), **fields)
     return c
 
 
@@ -587,6 +603,16 @@ def _gemm_call(a, b, c, *, layout, alpha, beta, static, out_dtype, runtime, bias
 # ===----------------------------------------------------------------------=== #
 
 
+@functools.lru_cache(maxsize=1024)
+def _attention_problem_json(hq: int, hkv: int, d: int, dv: int, dtype: str, causal: bool, window: tuple,
+                            varlen: bool, alibi: bool, bias: bool, lse: bool) -> bytes:
+    """kgen.attention's problem JSON (the features; batch and sequence
+    lengths are the args')."""
+    return _encode({"family": "attention", "heads": [hq, hkv], "head_dim": [d, dv], "dtype": dtype,
+                    "causal": causal, "window": list(window), "varlen": varlen, "alibi": alibi, "bias": bias,
+                    "lse": lse})
+
+
 def attention(q, k, v, *, causal: bool = False, window: Optional[Sequence[int]] = None,
               scale: Optional[float] = None, return_lse: bool = False, alibi_slopes=None, bias=None,
               cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q: Optional[int] = None,
@@ -663,10 +689,12 @@ def attention(q, k, v, *, causal: bool = False, window: Optional[Sequence[int]] 
     if return_lse:
         shape = (hq, total_q) if varlen else (batch, hq, sq)
         lse = torch.empty(shape, dtype=torch.float32, device=q.device)
-    prob = {"family": "attention", "batch": int(batch), "heads": [int(hq), int(hkv)],
-            "seqlen": [max(int(sq), 1), max(int(sk), 1)], "head_dim": [int(d), int(dv)], "dtype": dt,
-            "causal": bool(causal), "window": [int(x) for x in window] if window is not None else [-1, -1],
-            "varlen": varlen, "alibi": alibi_slopes is not None, "bias": bias is not None, "lse": return_lse}
+    # The problem's features; its sizes travel in the args (batch, seqlen_q,
+    # seqlen_k), so a decode loop sends the same text every step, which both
+    # sides remember (_attention_problem_json, the C API's parsed problems).
+    prob = _attention_problem_json(int(hq), int(hkv), int(d), int(dv), dt, bool(causal),
+                                   tuple(int(x) for x in window) if window is not None else (-1, -1),
+                                   varlen, alibi_slopes is not None, bias is not None, bool(return_lse))
     a = _AttentionArgs()
     a.q, a.k, a.v, a.o = q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr()
     a.lse = lse.data_ptr() if lse is not None else None
@@ -688,8 +716,7 @@ def attention(q, k, v, *, causal: bool = False, window: Optional[Sequence[int]] 
     a.scale = float(scale) if scale is not None else 0.0
     for name, ptr in descales.items():
         setattr(a, name, ptr)
-    stream = torch.cuda.current_stream(q.device).cuda_stream
-    _check(rt._lib.kgen_attention(rt.handle, _encode(prob), _encode(config), ctypes.byref(a), stream))
+    _check(rt._lib.kgen_attention(rt.handle, prob, _encode(config), ctypes.byref(a), _current_stream(q)))
     return (out, lse) if return_lse else out
 
 
@@ -727,7 +754,7 @@ def mlstm(q, k, v, i, f, *, states=None, return_states: bool = False, states_out
     ptr = lambda t: t.data_ptr() if t is not None else 0
     c0, n0, m0 = states if states is not None else (None, None, None)
     cT, nT, mT = states_out if states_out is not None else (None, None, None)
-    stream = torch.cuda.current_stream(q.device).cuda_stream
+    stream = _current_stream(q)
     rt.mlstm_raw(json.dumps(prob), ptr(q), ptr(k), ptr(v), ptr(i), ptr(f), ptr(h), ptr(c0), ptr(n0),
                  ptr(m0), ptr(cT), ptr(nT), ptr(mT), B, NH, S,
                  json.dumps(config) if config is not None else None, stream)
