@@ -329,9 +329,12 @@ def _current_stream(t) -> int:
     (~5 us a call); torch.cuda.current_stream where it is missing."""
     import torch
 
+    index = t.get_device()
+    if index < 0:  # the raw accessor would take the current device's stream
+        raise Error(f"kgen: a tensor is on {t.device}; kgen runs on CUDA tensors")
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     if raw is not None:
-        return raw(t.get_device())
+        return raw(index)
     return torch.cuda.current_stream(t.device).cuda_stream
 
 
@@ -664,6 +667,8 @@ def attention(q, k, v, *, causal: bool = False, window: Optional[Sequence[int]] 
             raise Error(f"kgen.attention: {name} must be a one-element float32 tensor on {q.device}")
         descales[name] = s.data_ptr()
     for name, t in (("q", q), ("k", k), ("v", v)):
+        if not t.is_cuda or t.device != q.device:
+            raise Error(f"kgen.attention: {name} is on {t.device}; q, k and v must be CUDA tensors on one device")
         if t.dim() != (3 if varlen else 4) or t.stride(-1) != 1:
             raise Error(f"kgen.attention: {name} must be {'3' if varlen else '4'}-D with the head dim contiguous, "
                         f"got shape {tuple(t.shape)} strides {tuple(t.stride())}")

@@ -345,6 +345,26 @@ def test_attention():
             assert ok, f"LSE: {msg}"
 
 
+def test_attention_decode_steps():
+    """A decode loop: the problem's features go to the C API as one JSON text
+    every step (which both sides remember) and each step's sizes in the
+    call's arguments, so every step must compute with its own key count.
+    Tensors off the GPU are refused by name, before anything launches."""
+    gen = torch.Generator(device="cuda").manual_seed(11)
+    bf = torch.bfloat16
+    k_all = uniform((1, 4100, 8, 128), bf, gen)
+    v_all = uniform((1, 4100, 8, 128), bf, gen)
+    for sk in (4095, 4096, 4097, 4098, 1000):
+        q = uniform((1, 1, 32, 128), bf, gen)
+        k, v = k_all[:, :sk], v_all[:, :sk]
+        out = kgen.attention(q, k, v)
+        ref, _ = attention_ref(q, k, v, False, torch.float32)
+        naive, _ = attention_ref(q, k, v, False, bf)
+        expect_close(f"decode step Sk{sk}", out, ref, naive, bf)
+    cpu = torch.zeros(1, 1, 32, 128, dtype=bf)
+    expect_error("attention on CPU tensors", lambda: kgen.attention(cpu, cpu, cpu), "must be CUDA tensors")
+
+
 def test_attention_partial_configs():
     """A config given in part at launch (the C API's kgen_attention): tile
     fields spell a config, strategy fields alone take the dispatcher's
@@ -603,6 +623,7 @@ def main():
     for name, fn in [("shapes", test_shapes), ("layout from strides", test_layout_from_strides),
                      ("streams and graphs", test_streams_and_graphs), ("errors", test_errors),
                      ("fp8", test_fp8), ("attention", test_attention),
+                     ("attention decode steps", test_attention_decode_steps),
                      ("attention partial configs", test_attention_partial_configs),
                      ("fp8 attention", test_fp8_attention),
                      ("mlstm", test_mlstm)]:
