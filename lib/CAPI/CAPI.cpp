@@ -34,11 +34,13 @@ struct kgen_runtime {
   std::mutex mu;
   std::map<std::string, kgen::AttentionConfig> attentionConfigs;
   std::map<std::string, kgen::MlstmConfig> mlstmConfigs;
-  /// kgen_attention's problems, parsed and checked, by their JSON: a decode
-  /// loop sends the same text every step (the sizes travel in the args), so
-  /// each call skips the parse. Cleared when it grows past kMaxProblems
-  /// (callers that put each step's sizes in the JSON).
+  /// The launch calls' problems, parsed and checked, by their JSON: a loop
+  /// sends the same text every call (a decode loop's sizes travel in the
+  /// args), so each call skips the parse (rememberedProblem). Each is
+  /// cleared when it grows past kMaxProblems (callers that put every call's
+  /// sizes in the JSON).
   std::unordered_map<std::string, kgen::AttentionProblem> attentionProblems;
+  std::unordered_map<std::string, kgen::GemmProblem> gemmProblems;
   static constexpr size_t kMaxProblems = 1024;
 };
 
@@ -156,28 +158,44 @@ Config launchConfig(kgen_runtime &r, std::map<std::string, Config> &known,
   return known.emplace(std::move(key), c).first->second;
 }
 
-/// kgen_attention's problem_json, parsed and checked on `r`'s target
-/// (remembered: kgen_runtime::attentionProblems).
-kgen::AttentionProblem attentionProblem(kgen_runtime &r, const char *json) {
+/// `parse(json)` (which throws for a bad text), remembered in `known` by the
+/// text: texts that fail are not remembered, so every call meets their
+/// checks again.
+template <class Problem, class Parse>
+Problem rememberedProblem(kgen_runtime &r,
+                          std::unordered_map<std::string, Problem> &known,
+                          const char *json, Parse parse) {
   if (json) {
     std::lock_guard<std::mutex> lock(r.mu);
-    if (auto it = r.attentionProblems.find(json);
-        it != r.attentionProblems.end())
+    if (auto it = known.find(json); it != known.end())
       return it->second;
   }
-  kgen::AttentionProblem p;
-  try {
-    p = kgen::attentionProblemFromJson(parseJson(json, "problem_json"));
-  } catch (const kgen::Error &e) {
-    throw InvalidArgument(e.what());
-  }
-  if (auto e = kgen::checkProblemOnTarget(p, r.rt.target()))
-    throw InvalidArgument(*e);
+  const Problem p = parse(json);
   std::lock_guard<std::mutex> lock(r.mu);
-  if (r.attentionProblems.size() >= kgen_runtime::kMaxProblems)
-    r.attentionProblems.clear();
-  r.attentionProblems.emplace(json, p);
+  if (known.size() >= kgen_runtime::kMaxProblems)
+    known.clear();
+  known.emplace(json, p);
   return p;
+}
+
+/// kgen_attention's problem_json, parsed and checked on `r`'s target.
+kgen::AttentionProblem attentionProblem(kgen_runtime &r, const char *json) {
+  return rememberedProblem(r, r.attentionProblems, json, [&](const char *t) {
+    kgen::AttentionProblem p;
+    try {
+      p = kgen::attentionProblemFromJson(parseJson(t, "problem_json"));
+    } catch (const kgen::Error &e) {
+      throw InvalidArgument(e.what());
+    }
+    if (auto e = kgen::checkProblemOnTarget(p, r.rt.target()))
+      throw InvalidArgument(*e);
+    return p;
+  });
+}
+
+/// A GEMM launch's problem_json, parsed and checked.
+kgen::GemmProblem gemmProblem(kgen_runtime &r, const char *json) {
+  return rememberedProblem(r, r.gemmProblems, json, parseProblem);
 }
 
 /// `name` as a target; NULL and "native" give `native`.
@@ -324,7 +342,7 @@ kgen_status_t kgen_gemm(kgen_runtime_t *rt, const char *problem_json,
                         float beta, void *stream) {
   return guard([&] {
     kgen_runtime &r = runtime(rt);
-    kgen::GemmProblem p = parseProblem(problem_json);
+    kgen::GemmProblem p = gemmProblem(r, problem_json);
     if (!r.rt.backend())
       throw NoDevice("kgen_gemm: no GPU runtime with a device was found, so "
                      "nothing can run; kernels can still be built with "
@@ -480,7 +498,7 @@ kgen_status_t kgen_gemm_ex(kgen_runtime_t *rt, const char *problem_json,
                            const kgen_gemm_args_t *in, void *stream) {
   return guard([&] {
     kgen_runtime &r = runtime(rt);
-    kgen::GemmProblem p = parseProblem(problem_json);
+    kgen::GemmProblem p = gemmProblem(r, problem_json);
     if (in && !r.rt.backend())
       throw NoDevice("kgen_gemm_ex: no GPU runtime with a device was found, "
                      "so nothing can run; kernels can still be built with "

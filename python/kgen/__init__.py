@@ -234,12 +234,22 @@ def _kernel_info(info: _KernelInfo) -> KernelInfo:
     )
 
 
-def _gemm_args(lib: ctypes.CDLL, fields: Mapping) -> _GemmArgs:
-    """kgen_gemm_args_t from kgen_gemm_args_init's defaults and `fields`."""
+_GEMM_ARG_NAMES = frozenset(name for name, _ in _GemmArgs._fields_)
+
+
+@functools.lru_cache(maxsize=None)
+def _gemm_defaults(lib: ctypes.CDLL) -> bytes:
+    """kgen_gemm_args_init's defaults, read once: each call copies them."""
     args = _GemmArgs()
     lib.kgen_gemm_args_init(ctypes.byref(args))
+    return bytes(args)
+
+
+def _gemm_args(lib: ctypes.CDLL, fields: Mapping) -> _GemmArgs:
+    """kgen_gemm_args_t from kgen_gemm_args_init's defaults and `fields`."""
+    args = _GemmArgs.from_buffer_copy(_gemm_defaults(lib))
     for name, value in fields.items():
-        if name not in dict(_GemmArgs._fields_):
+        if name not in _GEMM_ARG_NAMES:
             raise Error(f"kgen_gemm_args_t has no field '{name}'")
         setattr(args, name, value)
     return args
@@ -517,6 +527,15 @@ def gemm_kernel(a, b, c=None, *, layout: Optional[str] = None, alpha: float = 1.
     return rt.gemm_select_raw(prob, **fields)
 
 
+@functools.lru_cache(maxsize=1024)
+def _gemm_problem_json(m: int, n: int, k: int, ab: str, c: str, layout: str, static: tuple, bias: Optional[str],
+                       act: Optional[str], residual: bool, tf32: bool) -> bytes:
+    """kgen.gemm's problem JSON, encoded once per shape and features (a loop
+    of calls sends the text each call; the C API remembers it parsed)."""
+    return _encode(problem(m, n, k, ab=ab, c=c, layout=layout, static=static, bias=bias, act=act,
+                           residual=residual, tf32=tf32))
+
+
 def _gemm_call(a, b, c, *, layout, alpha, beta, static, out_dtype, runtime, bias, bias_along, act, residual,
                tf32, scale_a=None, scale_b=None):
     """kgen.gemm's arguments checked and turned into (runtime, problem,
@@ -594,9 +613,8 @@ def _gemm_call(a, b, c, *, layout, alpha, beta, static, out_dtype, runtime, bias
         if not isinstance(s, torch.Tensor) or s.numel() != 1 or s.dtype != torch.float32 or s.device != a.device:
             raise Error(f"kgen.gemm: {name} must be a one-element float32 tensor on {a.device}")
         extra[name] = s.data_ptr()
-    prob = problem(M, N, K, ab=ab, c=cname, layout=la + lb, static=static,
-                   bias=bias_along if bias is not None else None, act=act, residual=residual is not None,
-                   tf32=bool(tf32))
+    prob = _gemm_problem_json(int(M), int(N), int(K), ab, cname, la + lb, tuple(static),
+                              bias_along if bias is not None else None, act, residual is not None, bool(tf32))
     return rt, prob, dict(a=a.data_ptr(), b=b.data_ptr(), c=c.data_ptr(), m=M, lda=lda, ldb=ldb, ldc=ldc,
                           alpha=float(alpha), beta=float(beta), **extra), c
 

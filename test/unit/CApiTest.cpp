@@ -261,13 +261,20 @@ TEST_F(CApi, GemmWithoutADeviceIsACleanError) {
   }
   // Pointers that would crash if anything touched them.
   void *fake = reinterpret_cast<void *>(0x1000);
-  expectError(c.kgen_gemm(rt, kProblem, fake, fake, fake, 532, 0, 0, 0, 1.0f,
-                          0.0f, nullptr),
-              KGEN_ERROR_NO_DEVICE, "no GPU");
-  // Argument errors come first when the problem itself is bad.
-  expectError(
-      c.kgen_gemm(rt, "{", fake, fake, fake, 532, 0, 0, 0, 1.0f, 0.0f, nullptr),
-      KGEN_ERROR_INVALID_ARGUMENT, "not valid JSON");
+  // Twice each: the second call finds the text remembered (a good one) or
+  // meets its checks again (a bad one is not remembered).
+  for (int i = 0; i < 2; ++i) {
+    expectError(c.kgen_gemm(rt, kProblem, fake, fake, fake, 532, 0, 0, 0, 1.0f,
+                            0.0f, nullptr),
+                KGEN_ERROR_NO_DEVICE, "no GPU");
+    // Argument errors come first when the problem itself is bad.
+    expectError(c.kgen_gemm(rt, "{", fake, fake, fake, 532, 0, 0, 0, 1.0f, 0.0f,
+                            nullptr),
+                KGEN_ERROR_INVALID_ARGUMENT, "not valid JSON");
+    expectError(c.kgen_gemm(rt, R"({"m": 0, "n": 8, "k": 8})", fake, fake, fake,
+                            0, 0, 0, 0, 1.0f, 0.0f, nullptr),
+                KGEN_ERROR_INVALID_ARGUMENT, "m = 0 must be >= 1");
+  }
   expectError(c.kgen_gemm(nullptr, kProblem, fake, fake, fake, 532, 0, 0, 0,
                           1.0f, 0.0f, nullptr),
               KGEN_ERROR_INVALID_ARGUMENT, "runtime is NULL");
