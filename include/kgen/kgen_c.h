@@ -103,7 +103,9 @@ KGEN_C_API const char *kgen_runtime_target(kgen_runtime_t *rt);
  *    A 'n': M x K (lda >= K)   A 't': K x M (lda >= M)
  *    B 'n': K x N (ldb >= N)   B 't': N x K (ldb >= K)
  *    C    : M x N (ldc >= N)
- *  With beta == 0, C is not read. */
+ *  With beta == 0, C is not read. The runtime remembers each problem text it
+ *  has parsed and checked (kgen_gemm_ex and kgen_attention too), so a loop
+ *  that sends the same text parses it once. */
 KGEN_C_API kgen_status_t kgen_gemm(kgen_runtime_t *rt, const char *problem_json,
                                    const void *a, const void *b, void *c,
                                    int64_t m, int64_t lda, int64_t ldb,
@@ -204,9 +206,9 @@ typedef struct kgen_attention_args {
  *  "bf16", ...}, see kgen/Codegen/AttentionJson.h; "dtype" "e4m3" or "e5m2"
  *  on sm_90a: fp8 Q, K, V, a bf16 O, the descale factors above) on
  *  `stream`. `config_json` NULL: the dispatcher's config; else that
- *  variant. The runtime remembers each problem text it has parsed and
- *  checked, so a loop that keeps the features in the text and the sizes in
- *  `args` (batch, seqlen_q, seqlen_k: a decode loop) parses it once. */
+ *  variant. As kgen_gemm, the runtime remembers each problem text: a loop
+ *  that keeps the features in the text and the sizes in `args` (batch,
+ *  seqlen_q, seqlen_k: a decode loop) parses it once. */
 KGEN_C_API kgen_status_t kgen_attention(kgen_runtime_t *rt,
                                         const char *problem_json,
                                         const char *config_json,
