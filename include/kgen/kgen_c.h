@@ -104,8 +104,8 @@ KGEN_C_API const char *kgen_runtime_target(kgen_runtime_t *rt);
  *    B 'n': K x N (ldb >= N)   B 't': N x K (ldb >= K)
  *    C    : M x N (ldc >= N)
  *  With beta == 0, C is not read. The runtime remembers each problem text it
- *  has parsed and checked (kgen_gemm_ex and kgen_attention too), so a loop
- *  that sends the same text parses it once. */
+ *  has parsed and checked (kgen_gemm_ex, kgen_attention and kgen_mlstm too),
+ *  so a loop that sends the same text parses it once. */
 KGEN_C_API kgen_status_t kgen_gemm(kgen_runtime_t *rt, const char *problem_json,
                                    const void *a, const void *b, void *c,
                                    int64_t m, int64_t lda, int64_t ldb,

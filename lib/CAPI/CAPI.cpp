@@ -41,6 +41,7 @@ struct kgen_runtime {
   /// sizes in the JSON).
   std::unordered_map<std::string, kgen::AttentionProblem> attentionProblems;
   std::unordered_map<std::string, kgen::GemmProblem> gemmProblems;
+  std::unordered_map<std::string, kgen::MlstmProblem> mlstmProblems;
   static constexpr size_t kMaxProblems = 1024;
 };
 
@@ -196,6 +197,20 @@ kgen::AttentionProblem attentionProblem(kgen_runtime &r, const char *json) {
 /// A GEMM launch's problem_json, parsed and checked.
 kgen::GemmProblem gemmProblem(kgen_runtime &r, const char *json) {
   return rememberedProblem(r, r.gemmProblems, json, parseProblem);
+}
+
+/// kgen_mlstm's problem_json (not NULL), parsed.
+kgen::MlstmProblem mlstmProblem(kgen_runtime &r, const char *json) {
+  return rememberedProblem(r, r.mlstmProblems, json, [](const char *t) {
+    try {
+      return kgen::mlstmProblemFromJson(nlohmann::json::parse(t));
+    } catch (const nlohmann::json::exception &e) {
+      throw InvalidArgument(std::string("kgen_mlstm: malformed JSON: ") +
+                            e.what());
+    } catch (const kgen::Error &e) {
+      throw InvalidArgument(e.what());
+    }
+  });
 }
 
 /// `name` as a target; NULL and "native" give `native`.
@@ -440,15 +455,7 @@ kgen_status_t kgen_mlstm(kgen_runtime_t *rt, const char *problem_json,
     kgen_runtime &r = runtime(rt);
     if (!problem_json)
       throw InvalidArgument("kgen_mlstm: problem_json is NULL");
-    kgen::MlstmProblem p;
-    try {
-      p = kgen::mlstmProblemFromJson(nlohmann::json::parse(problem_json));
-    } catch (const nlohmann::json::exception &e) {
-      throw InvalidArgument(std::string("kgen_mlstm: malformed JSON: ") +
-                            e.what());
-    } catch (const kgen::Error &e) {
-      throw InvalidArgument(e.what());
-    }
+    const kgen::MlstmProblem p = mlstmProblem(r, problem_json);
     kgen::MlstmArgs a;
     a.b = b;
     a.nh = nh;
