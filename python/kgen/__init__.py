@@ -32,11 +32,14 @@ __all__ = [
     "Error",
     "KernelInfo",
     "Runtime",
+    "attention",
     "compile",
     "emit",
     "gemm",
+    "gemm_kernel",
     "has_device",
     "library_path",
+    "mlstm",
     "problem",
     "default_runtime",
     "version",
@@ -265,6 +268,10 @@ class Runtime:
         handle = ctypes.c_void_p()
         _check(self._lib.kgen_runtime_create(_encode(target), ctypes.byref(handle)))
         self._handle = handle
+        # The CUDA device the runtime opened: $KGEN_DEVICE as it reads it, at
+        # its start (a later change of the variable does not move it).
+        value = os.environ.get("KGEN_DEVICE") or "0"
+        self._device = int(value) if value.isdigit() else 0
 
     def close(self) -> None:
         if getattr(self, "_handle", None):
@@ -286,6 +293,13 @@ class Runtime:
     @property
     def has_device(self) -> bool:
         return bool(self._lib.kgen_has_device(self.handle))
+
+    @property
+    def device(self) -> int:
+        """The index of the CUDA device the runtime runs on (KGEN_DEVICE,
+        default 0): the device of every tensor passed to kgen.gemm,
+        kgen.attention and kgen.mlstm."""
+        return self._device
 
     @property
     def target(self) -> str:
@@ -448,6 +462,24 @@ def _dtype_name(dtype) -> str:
     return names[dtype]
 
 
+def _on_device(fn: str, rt: Runtime, tensors: Mapping) -> None:
+    """Each tensor of `tensors` (name -> tensor or None) a CUDA tensor on
+    the runtime's device: the kernels take raw pointers, so a tensor in host
+    memory or on another GPU would fault or be read as garbage."""
+    import torch
+
+    for name, t in tensors.items():
+        if t is None:
+            continue
+        if not isinstance(t, torch.Tensor):
+            raise Error(f"{fn}: {name} must be a torch tensor, got {type(t).__name__}")
+        if t.get_device() != rt.device:
+            where = "in host memory" if not t.is_cuda else f"on {t.device}"
+            raise Error(f"{fn}: {name} is {where}; kgen runs on CUDA tensors on cuda:{rt.device} (KGEN_DEVICE, "
+                        f"read when its runtime starts): move the tensors there or set KGEN_DEVICE before the first "
+                        f"kgen call")
+
+
 def _storage(t, name: str, want: Optional[str]):
     """How a 2-D operand of logical shape (rows, cols) lies in memory: ('n',
     ld) when row-major (cols contiguous), ('t', ld) when it is the transpose
@@ -572,15 +604,8 @@ def _gemm_call(a, b, c, *, layout, alpha, beta, static, out_dtype, runtime, bias
     cname = _dtype_name(c.dtype)
     if cname in ("e4m3", "e5m2"):
         raise Error("kgen.gemm: C cannot be fp8 (an input type only); use bfloat16, float16 or float32")
-    for name, t in (("a", a), ("b", b), ("c", c)):
-        if not t.is_cuda:
-            raise Error(f"kgen.gemm: {name} is on {t.device}; kgen runs on CUDA tensors")
-        if t.device != a.device:
-            raise Error(f"kgen.gemm: {name} is on {t.device} but a is on {a.device}")
-    want = int(os.environ.get("KGEN_DEVICE", "0") or 0)
-    if a.device.index != want:
-        raise Error(f"kgen.gemm: the tensors are on {a.device} but kgen runs on cuda:{want}; set KGEN_DEVICE "
-                    f"(before the first kgen call) or move the tensors")
+    _on_device("kgen.gemm", rt, {"a": a, "b": b, "c": c, "bias": bias, "residual": residual, "scale_a": scale_a,
+                                 "scale_b": scale_b})
     if M == 0 or N == 0:
         return rt, None, {}, c
     if K == 0:  # an empty sum, as torch defines it
@@ -594,13 +619,13 @@ def _gemm_call(a, b, c, *, layout, alpha, beta, static, out_dtype, runtime, bias
     if bias is not None:
         want = M if bias_along == "m" else N
         if bias_along not in ("m", "n") or not isinstance(bias, torch.Tensor) or bias.dim() != 1 or \
-                bias.shape[0] != want or not bias.is_contiguous() or bias.dtype != c.dtype or bias.device != a.device:
+                bias.shape[0] != want or not bias.is_contiguous() or bias.dtype != c.dtype:
             raise Error(f"kgen.gemm: bias must be a contiguous vector of {want} {c.dtype} on {a.device} "
                         f"(bias_along '{bias_along}')")
         extra["bias"] = bias.data_ptr()
     if residual is not None:
         if not isinstance(residual, torch.Tensor) or tuple(residual.shape) != (M, N) or \
-                residual.dtype != c.dtype or residual.device != a.device:
+                residual.dtype != c.dtype:
             raise Error(f"kgen.gemm: residual must be a {M}x{N} {c.dtype} tensor on {a.device}")
         _, ldr = _storage(residual, "residual", "n")
         extra["residual"] = residual.data_ptr()
@@ -610,7 +635,7 @@ def _gemm_call(a, b, c, *, layout, alpha, beta, static, out_dtype, runtime, bias
             continue
         if not fp8:
             raise Error(f"kgen.gemm: {name} is for fp8 inputs; fold a scale of {a.dtype} inputs into alpha")
-        if not isinstance(s, torch.Tensor) or s.numel() != 1 or s.dtype != torch.float32 or s.device != a.device:
+        if not isinstance(s, torch.Tensor) or s.numel() != 1 or s.dtype != torch.float32:
             raise Error(f"kgen.gemm: {name} must be a one-element float32 tensor on {a.device}")
         extra[name] = s.data_ptr()
     prob = _gemm_problem_json(int(M), int(N), int(K), ab, cname, la + lb, tuple(static),
@@ -681,33 +706,56 @@ def attention(q, k, v, *, causal: bool = False, window: Optional[Sequence[int]] 
         if not fp8:
             raise Error(f"kgen.attention: {name} is for fp8 inputs (float8_e4m3fn, float8_e5m2), not {q.dtype}; "
                         f"leave it None")
-        if not isinstance(s, torch.Tensor) or s.numel() != 1 or s.dtype != torch.float32 or s.device != q.device:
+        if not isinstance(s, torch.Tensor) or s.numel() != 1 or s.dtype != torch.float32:
             raise Error(f"kgen.attention: {name} must be a one-element float32 tensor on {q.device}")
         descales[name] = s.data_ptr()
+    _on_device("kgen.attention", rt, {"q": q, "k": k, "v": v, "out": out, "bias": bias, "alibi_slopes": alibi_slopes,
+                                      "cu_seqlens_q": cu_seqlens_q, "cu_seqlens_k": cu_seqlens_k,
+                                      "q_descale": q_descale, "k_descale": k_descale, "v_descale": v_descale})
     for name, t in (("q", q), ("k", k), ("v", v)):
-        if not t.is_cuda or t.device != q.device:
-            raise Error(f"kgen.attention: {name} is on {t.device}; q, k and v must be CUDA tensors on one device")
         if t.dim() != (3 if varlen else 4) or t.stride(-1) != 1:
             raise Error(f"kgen.attention: {name} must be {'3' if varlen else '4'}-D with the head dim contiguous, "
                         f"got shape {tuple(t.shape)} strides {tuple(t.stride())}")
+    # The kernels index every tensor by these sizes, so each must have them.
     if varlen:
         if cu_seqlens_k is None or max_seqlen_q is None or max_seqlen_k is None:
             raise Error("kgen.attention: varlen needs cu_seqlens_q, cu_seqlens_k, max_seqlen_q and max_seqlen_k")
         batch = cu_seqlens_q.numel() - 1
+        for name, t in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
+            if t.dtype != torch.int32 or t.dim() != 1 or t.numel() != batch + 1 or not t.is_contiguous():
+                raise Error(f"kgen.attention: {name} must be a contiguous int32 vector of batch + 1 offsets "
+                            f"({batch + 1}: cu_seqlens_q's length), got {t.dtype} of shape {tuple(t.shape)}")
         sq, sk = int(max_seqlen_q), int(max_seqlen_k)
-        hq, d = q.shape[1], q.shape[2]
-        hkv, dv = k.shape[1], v.shape[2]
-        total_q = q.shape[0]
+        total_q, hq, d = q.shape
+        total_k, hkv, dv = k.shape[0], k.shape[1], v.shape[2]
+        want_k, want_v = (total_k, hkv, d), (total_k, hkv, dv)
     else:
         batch, sq, hq, d = q.shape
         sk, hkv, dv = k.shape[1], k.shape[2], v.shape[3]
         total_q = -1
+        want_k, want_v = (batch, sk, hkv, d), (batch, sk, hkv, dv)
+    if tuple(k.shape) != want_k or tuple(v.shape) != want_v:
+        lead = "total_k" if varlen else "B, Sk"
+        raise Error(f"kgen.attention: k {tuple(k.shape)} and v {tuple(v.shape)} do not match q {tuple(q.shape)}: "
+                    f"k is ({lead}, Hkv, D) with q's D, v ({lead}, Hkv, Dv)")
+    o_shape = tuple(q.shape[:-1]) + (dv,)
     if out is None:
-        out = torch.empty(q.shape[:-1] + (dv,), dtype=odtype, device=q.device)
+        out = torch.empty(o_shape, dtype=odtype, device=q.device)
     elif out.dtype != odtype:
         raise Error(f"kgen.attention: out is {out.dtype}; O of {q.dtype} inputs is {odtype}")
-    if bias is not None and bias.dtype != odtype:
-        raise Error(f"kgen.attention: bias is {bias.dtype}; the bias of {q.dtype} inputs is {odtype}")
+    elif tuple(out.shape) != o_shape or out.stride(-1) != 1:
+        raise Error(f"kgen.attention: out must be {o_shape} (q's shape with v's head dim) with the head dim "
+                    f"contiguous, got shape {tuple(out.shape)} strides {tuple(out.stride())}")
+    if bias is not None:
+        if bias.dtype != odtype:
+            raise Error(f"kgen.attention: bias is {bias.dtype}; the bias of {q.dtype} inputs is {odtype}")
+        if tuple(bias.shape) != (batch, hq, sq, sk):
+            raise Error(f"kgen.attention: bias must be (B, Hq, Sq, Sk) = {(batch, hq, sq, sk)} (expand() a "
+                        f"broadcast one), got {tuple(bias.shape)}")
+    if alibi_slopes is not None and (alibi_slopes.dtype != torch.float32 or alibi_slopes.dim() != 1 or
+                                     alibi_slopes.numel() != hq or not alibi_slopes.is_contiguous()):
+        raise Error(f"kgen.attention: alibi_slopes must be a contiguous float32 vector of Hq = {hq} slopes, got "
+                    f"{alibi_slopes.dtype} of shape {tuple(alibi_slopes.shape)}")
     lse = None
     if return_lse:
         shape = (hq, total_q) if varlen else (batch, hq, sq)
@@ -759,26 +807,42 @@ def mlstm(q, k, v, i, f, *, states=None, return_states: bool = False, states_out
     """
     import torch
     rt = runtime or default_runtime()
-    for name, t in (("q", q), ("k", k), ("v", v), ("i", i), ("f", f)):
-        if not t.is_contiguous():
-            raise Error(f"kgen.mlstm: {name} must be contiguous")
-        if t.dtype != q.dtype:
-            raise Error(f"kgen.mlstm: {name} is {t.dtype}, q is {q.dtype}; one dtype for all inputs")
+    if q.dim() != 4:
+        raise Error(f"kgen.mlstm: q must be (B, NH, S, DQK), got shape {tuple(q.shape)}")
     B, NH, S, DQK = q.shape
     DV = v.shape[-1]
-    h = torch.empty((B, NH, S, DV), dtype=q.dtype, device=q.device)
-    prob = {"dqk": int(DQK), "dv": int(DV), "dtype": _dtype_name(q.dtype), "b": int(B),
-            "nh": int(NH), "s": int(S), "initial": states is not None,
-            "final": bool(return_states or states_out is not None), "eps": float(eps)}
-    if prob["final"] and states_out is None:
+    final = bool(return_states or states_out is not None)
+    if final and states_out is None:
         states_out = (torch.empty((B, NH, DQK, DV), dtype=torch.float32, device=q.device),
                       torch.empty((B, NH, DQK), dtype=torch.float32, device=q.device),
                       torch.empty((B, NH), dtype=torch.float32, device=q.device))
-    ptr = lambda t: t.data_ptr() if t is not None else 0
     c0, n0, m0 = states if states is not None else (None, None, None)
     cT, nT, mT = states_out if states_out is not None else (None, None, None)
+    # The kernels index every tensor by these sizes, so each must have them.
+    inputs = {"q": (q, (B, NH, S, DQK)), "k": (k, (B, NH, S, DQK)), "v": (v, (B, NH, S, DV)), "i": (i, (B, NH, S)),
+              "f": (f, (B, NH, S))}
+    states_shapes = ((B, NH, DQK, DV), (B, NH, DQK), (B, NH))
+    fp32 = {f"states[{j}]": (t, shape) for j, (t, shape) in enumerate(zip((c0, n0, m0), states_shapes))}
+    fp32.update({f"states_out[{j}]": (t, shape) for j, (t, shape) in enumerate(zip((cT, nT, mT), states_shapes))})
+    _on_device("kgen.mlstm", rt, {name: t for name, (t, _) in {**inputs, **fp32}.items()})
+    for name, (t, shape) in {**inputs, **fp32}.items():
+        dtype = q.dtype if name in inputs else torch.float32
+        if t is not None and (tuple(t.shape) != shape or t.dtype != dtype or not t.is_contiguous()):
+            raise Error(f"kgen.mlstm: {name} must be a contiguous {dtype} tensor of shape {shape}, got {t.dtype} "
+                        f"of shape {tuple(t.shape)}{'' if t.is_contiguous() else ' (not contiguous)'}")
+    h = torch.empty((B, NH, S, DV), dtype=q.dtype, device=q.device)
+    prob = _mlstm_problem_json(int(DQK), int(DV), _dtype_name(q.dtype), int(B), int(NH), int(S), states is not None,
+                               final, float(eps))
+    ptr = lambda t: t.data_ptr() if t is not None else 0
     stream = _current_stream(q)
-    rt.mlstm_raw(json.dumps(prob), ptr(q), ptr(k), ptr(v), ptr(i), ptr(f), ptr(h), ptr(c0), ptr(n0),
-                 ptr(m0), ptr(cT), ptr(nT), ptr(mT), B, NH, S,
-                 json.dumps(config) if config is not None else None, stream)
-    return (h, states_out) if prob["final"] else h
+    rt.mlstm_raw(prob, ptr(q), ptr(k), ptr(v), ptr(i), ptr(f), ptr(h), ptr(c0), ptr(n0), ptr(m0), ptr(cT), ptr(nT),
+                 ptr(mT), B, NH, S, config, stream)
+    return (h, states_out) if final else h
+
+
+@functools.lru_cache(maxsize=1024)
+def _mlstm_problem_json(dqk: int, dv: int, dtype: str, b: int, nh: int, s: int, initial: bool, final: bool,
+                        eps: float) -> bytes:
+    """kgen.mlstm's problem JSON, encoded once per shape and features."""
+    return _encode({"dqk": dqk, "dv": dv, "dtype": dtype, "b": b, "nh": nh, "s": s, "initial": initial,
+                    "final": final, "eps": eps})

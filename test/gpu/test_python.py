@@ -362,7 +362,63 @@ def test_attention_decode_steps():
         naive, _ = attention_ref(q, k, v, False, bf)
         expect_close(f"decode step Sk{sk}", out, ref, naive, bf)
     cpu = torch.zeros(1, 1, 32, 128, dtype=bf)
-    expect_error("attention on CPU tensors", lambda: kgen.attention(cpu, cpu, cpu), "must be CUDA tensors")
+    expect_error("attention on CPU tensors", lambda: kgen.attention(cpu, cpu, cpu), "runs on CUDA tensors")
+
+
+def test_argument_checks():
+    """The kernels take raw pointers and index them by the call's sizes, so
+    kgen.attention and kgen.mlstm refuse, by name, any tensor off the
+    runtime's device or of another shape than q's sizes give it (a launch
+    would read out of bounds or fault); the context stays usable after."""
+    bf = torch.bfloat16
+    rt = kgen.default_runtime()
+    if rt.device != int(os.environ.get("KGEN_DEVICE") or 0):
+        failures.append(f"Runtime.device is {rt.device}, KGEN_DEVICE says {os.environ.get('KGEN_DEVICE')}")
+    q = torch.zeros(2, 100, 8, 128, device="cuda", dtype=bf)
+    k = torch.zeros(2, 300, 2, 128, device="cuda", dtype=bf)
+    v = torch.zeros(2, 300, 2, 64, device="cuda", dtype=bf)
+    z = lambda *shape, **kw: torch.zeros(*shape, device=kw.pop("device", "cuda"), dtype=kw.pop("dtype", bf))
+    for what, kwargs, needle in [
+            ("k of another batch", dict(k=z(1, 300, 2, 128)), "do not match"),
+            ("v of another length", dict(v=z(2, 299, 2, 64)), "do not match"),
+            ("k of another head dim", dict(k=z(2, 300, 2, 64)), "do not match"),
+            ("out of q's head dim", dict(out=z(2, 100, 8, 128)), "out must be"),
+            ("out in host memory", dict(out=z(2, 100, 8, 64, device="cpu")), "out is in host memory"),
+            ("bias one key short", dict(bias=z(2, 8, 100, 299)), "bias must be"),
+            ("alibi slopes per KV head", dict(alibi_slopes=z(2, dtype=torch.float32)), "alibi_slopes"),
+            ("alibi slopes in host memory", dict(alibi_slopes=z(8, dtype=torch.float32, device="cpu")),
+             "alibi_slopes is in host memory")]:
+        args = dict(q=q, k=k, v=v)
+        args.update(kwargs)
+        expect_error(f"attention: {what}", lambda: kgen.attention(**args), needle)
+    qv, kv = z(50, 8, 128), z(70, 2, 128)
+    cu = torch.tensor([0, 20, 50], device="cuda", dtype=torch.int32)
+    expect_error("attention: int64 offsets",
+                 lambda: kgen.attention(qv, kv, kv, cu_seqlens_q=cu, cu_seqlens_k=cu.long(), max_seqlen_q=30,
+                                        max_seqlen_k=40), "int32")
+    expect_error("attention: offsets of another batch",
+                 lambda: kgen.attention(qv, kv, kv, cu_seqlens_q=cu, cu_seqlens_k=cu[:2], max_seqlen_q=30,
+                                        max_seqlen_k=40), "batch + 1")
+    B, NH, S, DQK, DV = 2, 2, 64, 64, 128
+    mq, mk, mv, mi, mf = z(B, NH, S, DQK), z(B, NH, S, DQK), z(B, NH, S, DV), z(B, NH, S), z(B, NH, S)
+    states = (z(B, NH, DQK, DV, dtype=torch.float32), z(B, NH, DQK, dtype=torch.float32),
+              z(B, NH, dtype=torch.float32))
+    for what, fn, needle in [
+            ("k of another head dim", lambda: kgen.mlstm(mq, z(B, NH, S, 32), mv, mi, mf), "k must be"),
+            ("f one step short", lambda: kgen.mlstm(mq, mk, mv, mi, z(B, NH, S - 1)), "f must be"),
+            ("v in host memory", lambda: kgen.mlstm(mq, mk, mv.cpu(), mi, mf), "v is in host memory"),
+            ("float32 gates", lambda: kgen.mlstm(mq, mk, mv, mi.float(), mf), "i must be"),
+            ("bf16 states", lambda: kgen.mlstm(mq, mk, mv, mi, mf, states=(states[0].bfloat16(),) + states[1:]),
+             "states[0]"),
+            ("states_out of another shape",
+             lambda: kgen.mlstm(mq, mk, mv, mi, mf, states_out=states[:2] + (z(B, NH + 1, dtype=torch.float32),)),
+             "states_out[2]")]:
+        expect_error(f"mlstm: {what}", fn, needle)
+    # Nothing launched, nothing faulted: a good call still runs.
+    out = kgen.attention(q, k, v)
+    torch.cuda.synchronize()
+    if not torch.equal(out, torch.zeros_like(out)):
+        failures.append("attention of zeros after the refused calls is not zero")
 
 
 def test_attention_partial_configs():
@@ -624,6 +680,7 @@ def main():
                      ("streams and graphs", test_streams_and_graphs), ("errors", test_errors),
                      ("fp8", test_fp8), ("attention", test_attention),
                      ("attention decode steps", test_attention_decode_steps),
+                     ("argument checks", test_argument_checks),
                      ("attention partial configs", test_attention_partial_configs),
                      ("fp8 attention", test_fp8_attention),
                      ("mlstm", test_mlstm)]:
