@@ -166,6 +166,9 @@ struct RuntimeOptions {
   /// Target to compile for; empty = the GPU's, or compile-only when none.
   std::optional<Target> target;
   bool requireDevice = false; ///< throw when no GPU runtime/device is found
+  /// The GPU's index on its vendor's runtime; empty: $KGEN_DEVICE, else 0.
+  /// One Runtime drives one GPU; a program on several makes one for each.
+  std::optional<int> device;
   CacheOptions cache = CacheOptions::fromEnv();
   TunePolicy tune = tunePolicyFromEnv();
   /// Ahead-of-time bundles read before any compiler is opened
@@ -181,6 +184,8 @@ public:
 
   /// The GPU, or null in compile-only mode.
   Backend *backend() { return backend_.get(); }
+  /// Without a GPU: what was tried and why none opened ("" with one).
+  const std::string &whyNoDevice() const { return whyNoDevice_; }
   Target target() const { return target_; }
   DiskCache &cache() { return cache_; }
   /// The bundles of RuntimeOptions::bundles, opened (and checked) at
@@ -272,6 +277,7 @@ public:
 private:
   RuntimeOptions opts_;
   std::unique_ptr<Backend> backend_;
+  std::string whyNoDevice_;
   Target target_;
   DiskCache cache_;
   BundleSet bundles_;

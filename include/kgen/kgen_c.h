@@ -89,10 +89,20 @@ KGEN_C_API const char *kgen_status_name(kgen_status_t s);
  *  else "sm_80", "sm_90a", "gfx90a" or "gfx942". Works without a GPU. */
 KGEN_C_API kgen_status_t kgen_runtime_create(const char *target,
                                              kgen_runtime_t **out);
+/** kgen_runtime_create on GPU `device` (its CUDA or HIP index; -1:
+ *  $KGEN_DEVICE, else 0, as kgen_runtime_create). A device asked for by
+ *  index must exist, else KGEN_ERROR_NO_DEVICE. A runtime drives one GPU:
+ *  a program on several creates one for each. Every call makes the device
+ *  current on the calling thread and the thread's previous one current
+ *  again after it, so the caller's (PyTorch's) current device never moves. */
+KGEN_C_API kgen_status_t kgen_runtime_create_on(const char *target, int device,
+                                                kgen_runtime_t **out);
 KGEN_C_API void kgen_runtime_destroy(kgen_runtime_t *rt);
 
 /** 1 when `rt` has a GPU to run on, else 0. */
 KGEN_C_API int kgen_has_device(kgen_runtime_t *rt);
+/** The index of `rt`'s GPU on its vendor's runtime; -1 without one. */
+KGEN_C_API int kgen_runtime_device(kgen_runtime_t *rt);
 /** The target `rt` compiles for ("sm_90a"); NULL for a NULL runtime. */
 KGEN_C_API const char *kgen_runtime_target(kgen_runtime_t *rt);
 

@@ -324,14 +324,29 @@ const char *kgen_status_name(kgen_status_t s) {
 }
 
 kgen_status_t kgen_runtime_create(const char *target, kgen_runtime_t **out) {
+  return kgen_runtime_create_on(target, -1, out);
+}
+
+kgen_status_t kgen_runtime_create_on(const char *target, int device,
+                                     kgen_runtime_t **out) {
   return guard([&] {
     if (!out)
       throw InvalidArgument("kgen_runtime_create: out is NULL");
     *out = nullptr;
+    if (device < -1)
+      throw InvalidArgument("kgen_runtime_create_on: device " +
+                            std::to_string(device) +
+                            " is neither -1 (KGEN_DEVICE) nor a device index");
     kgen::RuntimeOptions opts;
     if (target && std::strcmp(target, "native") != 0)
       opts.target = parseTarget(target, std::nullopt);
-    *out = new kgen_runtime(std::move(opts));
+    if (device >= 0)
+      opts.device = device;
+    auto rt = std::make_unique<kgen_runtime>(std::move(opts));
+    if (device >= 0 && !rt->rt.backend()) // asked for by index: that GPU
+      throw NoDevice("kgen_runtime_create_on: device " +
+                     std::to_string(device) + ": " + rt->rt.whyNoDevice());
+    *out = rt.release();
   });
 }
 
@@ -345,6 +360,10 @@ void kgen_runtime_destroy(kgen_runtime_t *rt) {
 
 int kgen_has_device(kgen_runtime_t *rt) {
   return rt && rt->rt.backend() ? 1 : 0;
+}
+
+int kgen_runtime_device(kgen_runtime_t *rt) {
+  return rt && rt->rt.backend() ? rt->rt.backend()->deviceOrdinal() : -1;
 }
 
 const char *kgen_runtime_target(kgen_runtime_t *rt) {

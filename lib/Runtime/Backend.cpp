@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -51,7 +52,7 @@ template <typename Fn> void bindOptional(void *lib, const char *name, Fn &fn) {
 }
 
 /// The device ordinal from $KGEN_DEVICE (default 0).
-int deviceOrdinal() {
+int ordinalFromEnv() {
   const char *s = envOrNull("KGEN_DEVICE");
   if (!s)
     return 0;
@@ -106,8 +107,9 @@ constexpr int kErrorStreamCaptureImplicit = 906;
 /// What the CUDA driver and the HIP runtime do alike, through entry points of
 /// the same signatures: modules, streams, events and graphs, and the device's
 /// description. A backend binds `calls_` and the rest of its API, fills in
-/// the description, makes its device current on the calling thread
-/// (makeCurrent) and names its error codes (describeError).
+/// the description, makes its device current on the calling thread for each
+/// call and gives back what was current before (enter, leave: Current), and
+/// names its error codes (describeError).
 class DriverBackend : public Backend {
 public:
   std::string deviceName() const override { return name_; }
@@ -115,10 +117,11 @@ public:
   Target target() const override { return target_; }
   int computeUnits() const override { return units_; }
   std::string driverVersion() const override { return driver_; }
+  int deviceOrdinal() const override { return ordinal_; }
   size_t l2Bytes() const override { return l2Bytes_; }
 
   Module loadModule(const std::string &binary) override {
-    makeCurrent();
+    const Current current(*this);
     void *m = nullptr;
     call(calls_.moduleLoadData,
          "loading a " + std::to_string(binary.size()) +
@@ -130,7 +133,7 @@ public:
   }
 
   Function getFunction(Module m, const std::string &name) override {
-    makeCurrent();
+    const Current current(*this);
     void *f = nullptr;
     call(calls_.moduleGetFunction, "looking up kernel '" + name + "'", &f, m,
          name.c_str());
@@ -138,7 +141,7 @@ public:
   }
 
   bool isCapturing(void *stream) override {
-    makeCurrent();
+    const Current current(*this);
     int status = 0;
     const int rc = calls_.streamIsCapturing.fn(stream, &status);
     // The legacy default stream reports this while another stream captures
@@ -150,17 +153,17 @@ public:
   }
 
   void *createStream() override {
-    makeCurrent();
+    const Current current(*this);
     void *s = nullptr;
     call(calls_.streamCreate, "creating a stream", &s, kStreamNonBlocking);
     return s;
   }
   void destroyStream(void *stream) override {
-    makeCurrent();
+    const Current current(*this);
     call(calls_.streamDestroy, "destroying stream " + hex(stream), stream);
   }
   void synchronizeStream(void *stream) override {
-    makeCurrent();
+    const Current current(*this);
     call(calls_.streamSynchronize,
          "waiting for stream " + hex(stream) +
              " (an earlier kernel may have failed)",
@@ -168,35 +171,35 @@ public:
   }
 
   void recordEvent(Event e, void *stream) override {
-    makeCurrent();
+    const Current current(*this);
     call(calls_.eventRecord, "recording an event on stream " + hex(stream), e,
          stream);
   }
   void synchronizeEvent(Event e) override {
-    makeCurrent();
+    const Current current(*this);
     call(calls_.eventSynchronize,
          "waiting for an event (an earlier kernel may have failed)", e);
   }
   float elapsedMs(Event start, Event end) override {
-    makeCurrent();
+    const Current current(*this);
     float ms = 0;
     call(calls_.eventElapsedTime, "reading the time between two events", &ms,
          start, end);
     return ms;
   }
   void destroyEvent(Event e) override {
-    makeCurrent();
+    const Current current(*this);
     call(calls_.eventDestroy, "destroying an event", e);
   }
 
   void beginCapture(void *stream) override {
-    makeCurrent();
+    const Current current(*this);
     call(calls_.streamBeginCapture,
          "starting a capture on stream " + hex(stream), stream,
          kStreamCaptureModeThreadLocal);
   }
   GraphExec endCapture(void *stream) override {
-    makeCurrent();
+    const Current current(*this);
     // End the capture first: a stream left capturing breaks later calls.
     void *graph = nullptr;
     const auto &end = present(calls_.streamEndCapture);
@@ -216,12 +219,12 @@ public:
     return exec;
   }
   void launchGraph(GraphExec g, void *stream) override {
-    makeCurrent();
+    const Current current(*this);
     call(calls_.graphLaunch, "replaying a graph on stream " + hex(stream), g,
          stream);
   }
   void destroyGraph(GraphExec g) override {
-    makeCurrent();
+    const Current current(*this);
     call(calls_.graphExecDestroy, "destroying a graph", g);
   }
 
@@ -247,8 +250,26 @@ protected:
 
   explicit DriverBackend(int ordinal) : ordinal_(ordinal) {}
 
-  /// Makes this backend's device current on the calling thread.
-  virtual void makeCurrent() = 0;
+  /// This backend's device current on the calling thread for a scope; then
+  /// the thread's own again. The caller's current device is PyTorch's (or
+  /// the host program's): a kgen call on another GPU must not move it, or
+  /// the caller's next allocation or launch would land on kgen's device.
+  class Current {
+  public:
+    explicit Current(DriverBackend &b) : b_(b), previous_(b.enter()) {}
+    ~Current() { b_.leave(previous_); }
+    Current(const Current &) = delete;
+    Current &operator=(const Current &) = delete;
+
+  private:
+    DriverBackend &b_;
+    intptr_t previous_;
+  };
+  /// Makes this backend's device current; returns what leave() restores
+  /// (kNothingToRestore when it already was current).
+  virtual intptr_t enter() = 0;
+  virtual void leave(intptr_t previous) noexcept = 0;
+  static constexpr intptr_t kNothingToRestore = -1;
   /// The runtime's name and description of an error code (null if none).
   virtual void describeError(int rc, const char **name,
                              const char **text) const = 0;
@@ -323,6 +344,7 @@ struct CudaApi {
   int (*primaryCtxRetain)(void **, int);
   int (*primaryCtxRelease)(int);
   int (*ctxSetCurrent)(void *);
+  int (*ctxGetCurrent)(void **);
   int (*ctxSynchronize)();
   int (*funcSetAttribute)(void *, int, int);
   int (*launchKernel)(void *, unsigned, unsigned, unsigned, unsigned, unsigned,
@@ -398,6 +420,7 @@ public:
     bindOrThrow(lib, L, "cuDevicePrimaryCtxRetain", api_.primaryCtxRetain);
     bindOrThrow(lib, L, "cuDevicePrimaryCtxRelease_v2", api_.primaryCtxRelease);
     bindOrThrow(lib, L, "cuCtxSetCurrent", api_.ctxSetCurrent);
+    bindOrThrow(lib, L, "cuCtxGetCurrent", api_.ctxGetCurrent);
     bindOrThrow(lib, L, "cuCtxSynchronize", api_.ctxSynchronize);
     bindOrThrow(lib, L, "cuFuncSetAttribute", api_.funcSetAttribute);
     bindOrThrow(lib, L, "cuLaunchKernel", api_.launchKernel);
@@ -441,8 +464,10 @@ public:
     if (count == 0)
       throw Error("the CUDA driver sees no device");
     if (ordinal_ >= count)
-      throw Error("KGEN_DEVICE=" + std::to_string(ordinal_) + " but CUDA has " +
-                  std::to_string(count) + " device(s)");
+      throw Error(
+          "device " + std::to_string(ordinal_) +
+          " was asked for (KGEN_DEVICE or the runtime's device) but CUDA has " +
+          std::to_string(count) + " device(s)");
     check(api_.deviceGet(&device_, ordinal_), "cuDeviceGet", "device lookup");
     char name[256] = {};
     check(api_.deviceGetName(name, sizeof(name) - 1, device_),
@@ -496,7 +521,7 @@ public:
 
   void launch(Function f, const LaunchDims &d, void **args,
               void *stream) override {
-    makeCurrent();
+    const Current current(*this);
     raiseSharedLimit(f, d.smemBytes);
     // Programmatic dependent launch exists from sm_90; without
     // cuLaunchKernelEx the kernel simply waits for the previous one.
@@ -541,7 +566,7 @@ public:
   int residentClusters(Function f, const LaunchDims &d) override {
     if (!api_.occupancyMaxActiveClusters)
       return 0;
-    makeCurrent();
+    const Current current(*this);
     raiseSharedLimit(f, d.smemBytes);
     {
       std::lock_guard<std::mutex> g(mu_);
@@ -606,35 +631,35 @@ public:
   }
 
   void *alloc(size_t bytes) override {
-    makeCurrent();
+    const Current current(*this);
     CudaApi::Ptr p = 0;
     check(api_.memAlloc(&p, bytes), "cuMemAlloc",
           "allocating " + std::to_string(bytes) + " bytes");
     return reinterpret_cast<void *>(p);
   }
   void free(void *p) override {
-    makeCurrent();
+    const Current current(*this);
     check(api_.memFree(reinterpret_cast<CudaApi::Ptr>(p)), "cuMemFree",
           "freeing " + hex(p));
   }
   void copyToDevice(void *dst, const void *src, size_t bytes) override {
-    makeCurrent();
+    const Current current(*this);
     check(api_.memcpyHtoD(reinterpret_cast<CudaApi::Ptr>(dst), src, bytes),
           "cuMemcpyHtoD", "copying " + std::to_string(bytes) + " bytes");
   }
   void copyToHost(void *dst, const void *src, size_t bytes) override {
-    makeCurrent();
+    const Current current(*this);
     check(api_.memcpyDtoH(dst, reinterpret_cast<CudaApi::Ptr>(src), bytes),
           "cuMemcpyDtoH", "copying " + std::to_string(bytes) + " bytes");
   }
   void synchronize() override {
-    makeCurrent();
+    const Current current(*this);
     check(api_.ctxSynchronize(), "cuCtxSynchronize",
           "waiting for the device (an earlier kernel may have failed)");
   }
 
   Event createEvent() override {
-    makeCurrent();
+    const Current current(*this);
     void *e = nullptr;
     check(api_.eventCreate(&e, 0), "cuEventCreate", "creating an event");
     return e;
@@ -642,7 +667,7 @@ public:
 
   void memsetAsync(void *p, unsigned char value, size_t bytes,
                    void *stream) override {
-    makeCurrent();
+    const Current current(*this);
     check(api_.memsetD8Async(reinterpret_cast<CudaApi::Ptr>(p), value, bytes,
                              stream),
           "cuMemsetD8Async",
@@ -651,10 +676,21 @@ public:
 
 private:
   /// The caller's thread may not have our context current (a new thread, or
-  /// one PyTorch switched): make it current before every call.
-  void makeCurrent() override {
+  /// one PyTorch switched to another GPU): make it current for the call, and
+  /// the caller's (possibly none) current again after it.
+  intptr_t enter() override {
+    void *previous = nullptr;
+    check(api_.ctxGetCurrent(&previous), "cuCtxGetCurrent",
+          "reading the thread's current context");
+    if (previous == ctx_)
+      return kNothingToRestore;
     check(api_.ctxSetCurrent(ctx_), "cuCtxSetCurrent",
           "making the primary context current");
+    return reinterpret_cast<intptr_t>(previous);
+  }
+  void leave(intptr_t previous) noexcept override {
+    if (previous != kNothingToRestore)
+      api_.ctxSetCurrent(reinterpret_cast<void *>(previous));
   }
 
   void describeError(int rc, const char **name,
@@ -689,7 +725,7 @@ private:
   std::unordered_map<void *, unsigned> smemLimit_;
 };
 
-std::unique_ptr<Backend> openCuda(std::string *why) {
+std::unique_ptr<Backend> openCuda(std::string *why, int ordinal) {
   dlerror();
   // libcuda.so.1 is the driver's own name; without it there is no NVIDIA
   // driver and nothing to initialize.
@@ -712,7 +748,7 @@ std::unique_ptr<Backend> openCuda(std::string *why) {
     return nullptr;
   }
   try {
-    return std::make_unique<CudaBackend>(lib, deviceOrdinal());
+    return std::make_unique<CudaBackend>(lib, ordinal);
   } catch (const Error &e) {
     *why = std::string("CUDA: ") + e.what();
     return nullptr;
@@ -728,6 +764,7 @@ struct HipApi {
   int (*init)(unsigned);
   int (*getDeviceCount)(int *);
   int (*setDevice)(int);
+  int (*getDevice)(int *);
   int (*deviceGetName)(char *, int, int);
   int (*deviceGetAttribute)(int *, int, int);
   int (*getDeviceProperties)(void *, int);
@@ -787,6 +824,7 @@ public:
     bindOrThrow(lib, L, "hipInit", api_.init);
     bindOrThrow(lib, L, "hipGetDeviceCount", api_.getDeviceCount);
     bindOrThrow(lib, L, "hipSetDevice", api_.setDevice);
+    bindOrThrow(lib, L, "hipGetDevice", api_.getDevice);
     bindOrThrow(lib, L, "hipDeviceGetName", api_.deviceGetName);
     bindOrThrow(lib, L, "hipDeviceGetAttribute", api_.deviceGetAttribute);
     bindOrThrow(lib, L, "hipRuntimeGetVersion", api_.runtimeGetVersion);
@@ -825,9 +863,11 @@ public:
     int count = 0;
     check(api_.getDeviceCount(&count), "hipGetDeviceCount", "counting devices");
     if (ordinal_ >= count)
-      throw Error("KGEN_DEVICE=" + std::to_string(ordinal_) + " but HIP has " +
-                  std::to_string(count) + " device(s)");
-    makeCurrent();
+      throw Error(
+          "device " + std::to_string(ordinal_) +
+          " was asked for (KGEN_DEVICE or the runtime's device) but HIP has " +
+          std::to_string(count) + " device(s)");
+    const Current current(*this);
     char name[256] = {};
     check(api_.deviceGetName(name, sizeof(name) - 1, ordinal_),
           "hipDeviceGetName", "device name");
@@ -871,7 +911,7 @@ public:
   void launch(Function f, const LaunchDims &d, void **args,
               void *stream) override {
     // CDNA needs no opt-in for dynamic LDS up to the 64 KiB the limits allow.
-    makeCurrent();
+    const Current current(*this);
     check(api_.moduleLaunchKernel(f, d.grid[0], d.grid[1], d.grid[2],
                                   d.block[0], d.block[1], d.block[2],
                                   d.smemBytes, stream, args, nullptr),
@@ -887,34 +927,34 @@ public:
   }
 
   void *alloc(size_t bytes) override {
-    makeCurrent();
+    const Current current(*this);
     void *p = nullptr;
     check(api_.malloc(&p, bytes), "hipMalloc",
           "allocating " + std::to_string(bytes) + " bytes");
     return p;
   }
   void free(void *p) override {
-    makeCurrent();
+    const Current current(*this);
     check(api_.free(p), "hipFree", "freeing " + hex(p));
   }
   void copyToDevice(void *dst, const void *src, size_t bytes) override {
-    makeCurrent();
+    const Current current(*this);
     check(api_.memcpy(dst, src, bytes, kHipMemcpyHostToDevice), "hipMemcpy",
           "copying " + std::to_string(bytes) + " bytes to the device");
   }
   void copyToHost(void *dst, const void *src, size_t bytes) override {
-    makeCurrent();
+    const Current current(*this);
     check(api_.memcpy(dst, src, bytes, kHipMemcpyDeviceToHost), "hipMemcpy",
           "copying " + std::to_string(bytes) + " bytes to the host");
   }
   void synchronize() override {
-    makeCurrent();
+    const Current current(*this);
     check(api_.deviceSynchronize(), "hipDeviceSynchronize",
           "waiting for the device (an earlier kernel may have failed)");
   }
 
   Event createEvent() override {
-    makeCurrent();
+    const Current current(*this);
     void *e = nullptr;
     check(api_.eventCreate(&e), "hipEventCreate", "creating an event");
     return e;
@@ -922,15 +962,26 @@ public:
 
   void memsetAsync(void *p, unsigned char value, size_t bytes,
                    void *stream) override {
-    makeCurrent();
+    const Current current(*this);
     check(api_.memsetAsync(p, value, bytes, stream), "hipMemsetAsync",
           "setting " + std::to_string(bytes) + " bytes at " + hex(p));
   }
 
 private:
-  /// HIP's current device is per thread: select ours before every call.
-  void makeCurrent() override {
+  /// HIP's current device is per thread: ours for the call, the caller's
+  /// again after it.
+  intptr_t enter() override {
+    int previous = -1;
+    check(api_.getDevice(&previous), "hipGetDevice",
+          "reading the thread's current device");
+    if (previous == ordinal_)
+      return kNothingToRestore;
     check(api_.setDevice(ordinal_), "hipSetDevice", "selecting the device");
+    return previous;
+  }
+  void leave(intptr_t previous) noexcept override {
+    if (previous != kNothingToRestore)
+      api_.setDevice(int(previous));
   }
 
   void describeError(int rc, const char **name,
@@ -947,7 +998,7 @@ private:
   HipApi api_{};
 };
 
-std::unique_ptr<Backend> openHip(std::string *why) {
+std::unique_ptr<Backend> openHip(std::string *why, int ordinal) {
   // ROCm reaches AMD GPUs through the KFD device; without it there is no GPU
   // to find, and loading the 15 MB runtime would only cost time.
   if (::access("/dev/kfd", F_OK) != 0) {
@@ -983,7 +1034,7 @@ std::unique_ptr<Backend> openHip(std::string *why) {
     return nullptr;
   }
   try {
-    return std::make_unique<HipBackend>(lib, deviceOrdinal());
+    return std::make_unique<HipBackend>(lib, ordinal);
   } catch (const Error &e) {
     *why = std::string("HIP: ") + e.what();
     return nullptr;
@@ -993,7 +1044,12 @@ std::unique_ptr<Backend> openHip(std::string *why) {
 } // namespace
 
 std::unique_ptr<Backend> kgen::openBackend(std::optional<Vendor> prefer,
-                                           std::string *whyNot) {
+                                           std::string *whyNot,
+                                           std::optional<int> device) {
+  if (device && (*device < 0 || *device > 1024))
+    throw Error("device " + std::to_string(*device) +
+                " is not a device index: 0, 1, ...");
+  const int ordinal = device ? *device : ordinalFromEnv();
   std::vector<Vendor> order = {Vendor::NVIDIA, Vendor::AMD};
   std::string notes;
   if (!prefer) {
@@ -1016,7 +1072,7 @@ std::unique_ptr<Backend> kgen::openBackend(std::optional<Vendor> prefer,
   for (Vendor v : order) {
     std::string why;
     std::unique_ptr<Backend> b =
-        v == Vendor::NVIDIA ? openCuda(&why) : openHip(&why);
+        v == Vendor::NVIDIA ? openCuda(&why, ordinal) : openHip(&why, ordinal);
     if (b)
       return b;
     notes += (notes.empty() || notes.back() == ' ' ? "" : "; ") + why;

@@ -141,8 +141,10 @@ def _declare(lib: ctypes.CDLL) -> None:
         "kgen_compiled_kernels": (ctypes.c_uint64, []),
         "kgen_last_error": (c_char_p, []),
         "kgen_runtime_create": (c_int, [c_char_p, ctypes.POINTER(c_void_p)]),
+        "kgen_runtime_create_on": (c_int, [c_char_p, c_int, ctypes.POINTER(c_void_p)]),
         "kgen_runtime_destroy": (None, [c_void_p]),
         "kgen_has_device": (c_int, [c_void_p]),
+        "kgen_runtime_device": (c_int, [c_void_p]),
         "kgen_runtime_target": (c_char_p, [c_void_p]),
         "kgen_gemm": (
             c_int,
@@ -259,19 +261,18 @@ def _gemm_args(lib: ctypes.CDLL, fields: Mapping) -> _GemmArgs:
 
 
 class Runtime:
-    """A kgen::Runtime: the GPU (if any), the run-time compiler and the disk
+    """A kgen::Runtime: one GPU (if any), the run-time compiler and the disk
     cache. `target`: None or "native" for the GPU's own (sm_90a without one),
-    else "sm_80", "sm_90a", "gfx90a", "gfx942"."""
+    else "sm_80", "sm_90a", "gfx90a", "gfx942". `device`: the GPU's index
+    (None: $KGEN_DEVICE, else 0; one asked for by index must exist)."""
 
-    def __init__(self, target: Optional[str] = None):
+    def __init__(self, target: Optional[str] = None, device: Optional[int] = None):
         self._lib = _library()
         handle = ctypes.c_void_p()
-        _check(self._lib.kgen_runtime_create(_encode(target), ctypes.byref(handle)))
+        _check(self._lib.kgen_runtime_create_on(_encode(target), -1 if device is None else int(device),
+                                                ctypes.byref(handle)))
         self._handle = handle
-        # The CUDA device the runtime opened: $KGEN_DEVICE as it reads it, at
-        # its start (a later change of the variable does not move it).
-        value = os.environ.get("KGEN_DEVICE") or "0"
-        self._device = int(value) if value.isdigit() else 0
+        self._device = self._lib.kgen_runtime_device(handle)
 
     def close(self) -> None:
         if getattr(self, "_handle", None):
@@ -296,9 +297,7 @@ class Runtime:
 
     @property
     def device(self) -> int:
-        """The index of the CUDA device the runtime runs on (KGEN_DEVICE,
-        default 0): the device of every tensor passed to kgen.gemm,
-        kgen.attention and kgen.mlstm."""
+        """The index of the GPU the runtime runs on; -1 without one."""
         return self._device
 
     @property
@@ -345,6 +344,7 @@ class Runtime:
 
 
 _default: Optional[Runtime] = None
+_by_device: dict = {}
 
 
 def _current_stream(t) -> int:
@@ -363,13 +363,37 @@ def _current_stream(t) -> int:
 
 
 def default_runtime() -> Runtime:
-    """The process's default runtime, created on first use."""
+    """The process's default runtime, created on first use: on GPU
+    $KGEN_DEVICE, else 0 (kgen.compile's and kgen.has_device's)."""
     global _default
     if _default is None:
         with _lock:
             if _default is None:
                 _default = Runtime()
     return _default
+
+
+def _runtime_for(t, runtime: Optional[Runtime]) -> Runtime:
+    """The runtime a call on tensor t runs on: `runtime` when given, else
+    the process's runtime for t's GPU, created on its first call there (the
+    default runtime where that is its device), as torch runs an op on its
+    tensors' device."""
+    import torch
+
+    if runtime is not None:
+        return runtime
+    index = t.get_device() if isinstance(t, torch.Tensor) else -1
+    rt = _by_device.get(index)
+    if rt is None:
+        if index < 0:  # refused by name in _on_device
+            return default_runtime()
+        with _lock:
+            rt = _by_device.get(index)
+            if rt is None:
+                d = default_runtime()
+                rt = d if d.device == index else Runtime(device=index)
+                _by_device[index] = rt
+    return rt
 
 
 def has_device() -> bool:
@@ -464,7 +488,7 @@ def _dtype_name(dtype) -> str:
 
 def _on_device(fn: str, rt: Runtime, tensors: Mapping) -> None:
     """Each tensor of `tensors` (name -> tensor or None) a CUDA tensor on
-    the runtime's device: the kernels take raw pointers, so a tensor in host
+    the runtime's GPU: the kernels take raw pointers, so a tensor in host
     memory or on another GPU would fault or be read as garbage."""
     import torch
 
@@ -473,11 +497,13 @@ def _on_device(fn: str, rt: Runtime, tensors: Mapping) -> None:
             continue
         if not isinstance(t, torch.Tensor):
             raise Error(f"{fn}: {name} must be a torch tensor, got {type(t).__name__}")
-        if t.get_device() != rt.device:
-            where = "in host memory" if not t.is_cuda else f"on {t.device}"
-            raise Error(f"{fn}: {name} is {where}; kgen runs on CUDA tensors on cuda:{rt.device} (KGEN_DEVICE, "
-                        f"read when its runtime starts): move the tensors there or set KGEN_DEVICE before the first "
-                        f"kgen call")
+        index = t.get_device()
+        if index < 0:
+            raise Error(f"{fn}: {name} is in host memory ({t.device}); kgen runs on CUDA tensors")
+        if index != rt.device and rt.device >= 0:
+            first = next(iter(tensors))
+            raise Error(f"{fn}: {name} is on {t.device} but the call runs on cuda:{rt.device} (where {first} is, "
+                        f"or the runtime= given): all its tensors must be on one GPU")
 
 
 def _storage(t, name: str, want: Optional[str]):
@@ -575,7 +601,7 @@ def _gemm_call(a, b, c, *, layout, alpha, beta, static, out_dtype, runtime, bias
     when no kernel runs (M, N or K is 0)."""
     import torch
 
-    rt = runtime if runtime is not None else default_runtime()
+    rt = _runtime_for(a, runtime)
     if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
         raise Error("kgen.gemm takes torch tensors")
     if a.dim() != 2 or b.dim() != 2:
@@ -691,7 +717,7 @@ def attention(q, k, v, *, causal: bool = False, window: Optional[Sequence[int]] 
     the dispatcher's choice among the configs with it)."""
     import torch
 
-    rt = runtime if runtime is not None else default_runtime()
+    rt = _runtime_for(q, runtime)
     varlen = cu_seqlens_q is not None
     dt = _dtype_name(q.dtype)
     fp8 = dt in ("e4m3", "e5m2")
@@ -806,7 +832,7 @@ def mlstm(q, k, v, i, f, *, states=None, return_states: bool = False, states_out
     dispatcher's choice.
     """
     import torch
-    rt = runtime or default_runtime()
+    rt = _runtime_for(q, runtime)
     if q.dim() != 4:
         raise Error(f"kgen.mlstm: q must be (B, NH, S, DQK), got shape {tuple(q.shape)}")
     B, NH, S, DQK = q.shape

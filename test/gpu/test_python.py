@@ -367,13 +367,26 @@ def test_attention_decode_steps():
 
 def test_argument_checks():
     """The kernels take raw pointers and index them by the call's sizes, so
-    kgen.attention and kgen.mlstm refuse, by name, any tensor off the
-    runtime's device or of another shape than q's sizes give it (a launch
-    would read out of bounds or fault); the context stays usable after."""
+    kgen.attention and kgen.mlstm refuse, by name, any tensor off the call's
+    GPU or of another shape than q's sizes give it (a launch would read out
+    of bounds or fault); the context stays usable after."""
     bf = torch.bfloat16
     rt = kgen.default_runtime()
     if rt.device != int(os.environ.get("KGEN_DEVICE") or 0):
         failures.append(f"Runtime.device is {rt.device}, KGEN_DEVICE says {os.environ.get('KGEN_DEVICE')}")
+    # A runtime per GPU: by index (one past the count is refused), and a
+    # call's is its tensors' GPU's; torch's current device stays where it was.
+    if kgen.Runtime(device=0).device != 0:
+        failures.append("kgen.Runtime(device=0) is not on device 0")
+    n = torch.cuda.device_count()
+    expect_error("a runtime past the GPU count", lambda: kgen.Runtime(device=n), f"device {n}",
+                 kgen.ERROR_NO_DEVICE)
+    current = torch.cuda.current_device()
+    x = torch.zeros(8, 64, device=f"cuda:{n - 1}", dtype=bf)
+    kgen.gemm(x, x.t())
+    if kgen._runtime_for(x, None).device != n - 1 or torch.cuda.current_device() != current:
+        failures.append(f"kgen.gemm on cuda:{n - 1}: runtime on {kgen._runtime_for(x, None).device}, torch's current "
+                        f"device {torch.cuda.current_device()} (was {current})")
     q = torch.zeros(2, 100, 8, 128, device="cuda", dtype=bf)
     k = torch.zeros(2, 300, 2, 128, device="cuda", dtype=bf)
     v = torch.zeros(2, 300, 2, 64, device="cuda", dtype=bf)

@@ -31,6 +31,8 @@ struct Mock {
   void (*reset)(int devices) = nullptr;
   void (*fail)(const char *name, int rc) = nullptr;
   const char *(*calls)() = nullptr;
+  void *(*current)() = nullptr;
+  void (*setCurrent)(void *) = nullptr;
 
   static Mock &get() {
     static Mock m = [] {
@@ -43,6 +45,10 @@ struct Mock {
           ::dlsym(lib, "kgenMockFail"));
       m.calls =
           reinterpret_cast<const char *(*)()>(::dlsym(lib, "kgenMockCalls"));
+      m.current =
+          reinterpret_cast<void *(*)()>(::dlsym(lib, "kgenMockCurrent"));
+      m.setCurrent = reinterpret_cast<void (*)(void *)>(
+          ::dlsym(lib, "kgenMockSetCurrent"));
       return m;
     }();
     return m;
@@ -53,7 +59,7 @@ class BackendMock : public ::testing::Test {
 protected:
   void SetUp() override {
     Mock &m = Mock::get();
-    ASSERT_TRUE(m.reset && m.fail && m.calls)
+    ASSERT_TRUE(m.reset && m.fail && m.calls && m.current && m.setCurrent)
         << "cannot load the mock driver " << KGEN_MOCK_CUDA << ": "
         << ::dlerror();
     m.reset(1);
@@ -133,6 +139,31 @@ TEST_F(BackendMock, MovesMemory) {
   EXPECT_STREQ(back, "Kgen");
   EXPECT_EQ(calls(), "cuMemAlloc_v2,cuMemcpyHtoD_v2,cuMemsetD8Async,"
                      "cuMemcpyDtoH_v2,cuCtxSynchronize,cuMemFree_v2");
+}
+
+/// Each call makes the device's context current and the caller's again
+/// after it (PyTorch's, another GPU's, or none): kgen never moves the
+/// caller's current device.
+TEST_F(BackendMock, CallsGiveTheCallersContextBack) {
+  Mock &m = Mock::get();
+  int callers = 0; // a context handle of the caller's, not the backend's
+  for (void *theirs :
+       {static_cast<void *>(&callers), static_cast<void *>(nullptr)}) {
+    m.setCurrent(theirs);
+    void *p = b->alloc(16);
+    EXPECT_EQ(m.current(), theirs);
+    Backend::Module mod = b->loadModule("binary");
+    Backend::Function f = b->getFunction(mod, "k");
+    LaunchDims d;
+    b->launch(f, d, nullptr, nullptr);
+    b->synchronize();
+    b->free(p);
+    EXPECT_EQ(m.current(), theirs);
+  }
+  m.setCurrent(&callers); // a failing call gives it back too
+  Mock::get().fail("cuMemAlloc_v2", 1);
+  EXPECT_THROW(b->alloc(16), Error);
+  EXPECT_EQ(m.current(), static_cast<void *>(&callers));
 }
 
 TEST_F(BackendMock, StreamsEventsAndGraphs) {

@@ -29,8 +29,10 @@ struct Api {
   KGEN_FN(kgen_last_error)
   KGEN_FN(kgen_status_name)
   KGEN_FN(kgen_runtime_create)
+  KGEN_FN(kgen_runtime_create_on)
   KGEN_FN(kgen_runtime_destroy)
   KGEN_FN(kgen_has_device)
+  KGEN_FN(kgen_runtime_device)
   KGEN_FN(kgen_runtime_target)
   KGEN_FN(kgen_gemm)
   KGEN_FN(kgen_gemm_args_init)
@@ -63,8 +65,10 @@ const Api &api() {
     KGEN_FN(kgen_last_error)
     KGEN_FN(kgen_status_name)
     KGEN_FN(kgen_runtime_create)
+    KGEN_FN(kgen_runtime_create_on)
     KGEN_FN(kgen_runtime_destroy)
     KGEN_FN(kgen_has_device)
+    KGEN_FN(kgen_runtime_device)
     KGEN_FN(kgen_runtime_target)
     KGEN_FN(kgen_gemm)
     KGEN_FN(kgen_gemm_args_init)
@@ -249,6 +253,85 @@ TEST_F(CApi, RuntimeWorksWithoutAGpu) {
               KGEN_ERROR_INVALID_ARGUMENT, "out is NULL");
   c.kgen_runtime_destroy(nullptr); // a no-op
   EXPECT_EQ(c.kgen_has_device(nullptr), 0);
+}
+
+TEST_F(CApi, RuntimeOnADeviceByIndex) {
+  kgen_runtime_t *rt = nullptr;
+  ASSERT_EQ(c.kgen_runtime_create(nullptr, &rt), KGEN_OK)
+      << c.kgen_last_error();
+  const bool gpu = c.kgen_has_device(rt);
+  const char *env = std::getenv("KGEN_DEVICE");
+  EXPECT_EQ(c.kgen_runtime_device(rt), gpu ? (env ? std::atoi(env) : 0) : -1);
+  c.kgen_runtime_destroy(rt);
+  EXPECT_EQ(c.kgen_runtime_device(nullptr), -1);
+
+  // -1: as kgen_runtime_create.
+  ASSERT_EQ(c.kgen_runtime_create_on(nullptr, -1, &rt), KGEN_OK)
+      << c.kgen_last_error();
+  EXPECT_EQ(c.kgen_has_device(rt), gpu ? 1 : 0);
+  c.kgen_runtime_destroy(rt);
+  expectError(c.kgen_runtime_create_on(nullptr, -2, &rt),
+              KGEN_ERROR_INVALID_ARGUMENT, "device -2");
+  // A device asked for by index exists, or the call says which is missing.
+  expectError(c.kgen_runtime_create_on(nullptr, 1000, &rt),
+              KGEN_ERROR_NO_DEVICE, "device 1000");
+  EXPECT_EQ(rt, nullptr);
+  if (!gpu) {
+    expectError(c.kgen_runtime_create_on("sm_90a", 0, &rt),
+                KGEN_ERROR_NO_DEVICE, "device 0");
+    return;
+  }
+  ASSERT_EQ(c.kgen_runtime_create_on(nullptr, 0, &rt), KGEN_OK)
+      << c.kgen_last_error();
+  EXPECT_EQ(c.kgen_runtime_device(rt), 0);
+  c.kgen_runtime_destroy(rt);
+}
+
+/// A kgen call makes its device current and then the caller's again: the
+/// caller's context (PyTorch's current device, another GPU's) must not
+/// move. One GPU suffices to see it: the caller's context here is one of
+/// its own on device 0, or none at all.
+TEST_F(CApi, CallsGiveTheCallersContextBack) {
+  kgen_runtime_t *rt = nullptr;
+  ASSERT_EQ(c.kgen_runtime_create(nullptr, &rt), KGEN_OK)
+      << c.kgen_last_error();
+  if (!c.kgen_has_device(rt) || c.kgen_runtime_device(rt) != 0 ||
+      std::string(c.kgen_runtime_target(rt)).rfind("sm_", 0) != 0) {
+    c.kgen_runtime_destroy(rt);
+    GTEST_SKIP() << "needs CUDA device 0";
+  }
+  void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(cuda, nullptr);
+  using CtxCreate = int (*)(void **, unsigned, int);
+  using CtxGet = int (*)(void **);
+  using CtxSet = int (*)(void *);
+  using CtxDestroy = int (*)(void *);
+  using DeviceGet = int (*)(int *, int);
+  auto ctxCreate = reinterpret_cast<CtxCreate>(dlsym(cuda, "cuCtxCreate_v2"));
+  auto ctxGet = reinterpret_cast<CtxGet>(dlsym(cuda, "cuCtxGetCurrent"));
+  auto ctxSet = reinterpret_cast<CtxSet>(dlsym(cuda, "cuCtxSetCurrent"));
+  auto ctxDestroy =
+      reinterpret_cast<CtxDestroy>(dlsym(cuda, "cuCtxDestroy_v2"));
+  auto deviceGet = reinterpret_cast<DeviceGet>(dlsym(cuda, "cuDeviceGet"));
+  ASSERT_TRUE(ctxCreate && ctxGet && ctxSet && ctxDestroy && deviceGet);
+  int dev = 0;
+  ASSERT_EQ(deviceGet(&dev, 0), 0);
+  void *mine = nullptr;
+  ASSERT_EQ(ctxCreate(&mine, 0, dev), 0); // current from here on
+  kgen_kernel_info_t info{};
+  ASSERT_EQ(c.kgen_compile(rt, kProblem, nullptr, nullptr, &info), KGEN_OK)
+      << c.kgen_last_error(); // loads the module: a call on the device
+  void *now = nullptr;
+  ASSERT_EQ(ctxGet(&now), 0);
+  EXPECT_EQ(now, mine) << "kgen left its own context current";
+  ASSERT_EQ(ctxSet(nullptr), 0); // no context current at all
+  const char *other = R"({"m":64,"n":1024,"k":1024,"ab":"bf16","c":"bf16"})";
+  ASSERT_EQ(c.kgen_compile(rt, other, nullptr, nullptr, &info), KGEN_OK)
+      << c.kgen_last_error(); // another kernel: another load
+  ASSERT_EQ(ctxGet(&now), 0);
+  EXPECT_EQ(now, nullptr) << "kgen left a context current";
+  c.kgen_runtime_destroy(rt);
+  ctxDestroy(mine);
 }
 
 TEST_F(CApi, GemmWithoutADeviceIsACleanError) {

@@ -12,9 +12,10 @@
 
 namespace kgen {
 
-/// One GPU (device 0 of the vendor, or $KGEN_DEVICE) of either vendor. The
-/// CUDA backend uses the device's primary context, so it shares memory and
-/// streams with the CUDA runtime (PyTorch).
+/// One GPU (device 0 of the vendor, $KGEN_DEVICE, or the device asked for)
+/// of either vendor. The CUDA backend uses the device's primary context, so
+/// it shares memory and streams with the CUDA runtime (PyTorch); each call
+/// makes the device current and then the caller's again.
 class Backend {
 public:
   virtual ~Backend() = default;
@@ -24,6 +25,7 @@ public:
   virtual Target target() const = 0;        ///< the kgen target to compile for
   virtual int computeUnits() const = 0;
   virtual std::string driverVersion() const = 0;
+  virtual int deviceOrdinal() const = 0; ///< the vendor's device index
 
   using Module = void *;
   using Function = void *;
@@ -114,10 +116,13 @@ public:
 };
 
 /// Opens the first GPU runtime that has a device: `prefer` first when given,
-/// else $KGEN_BACKEND (cuda|hip), else CUDA then HIP. Returns null with
-/// `whyNot` saying what was tried when there is none.
+/// else $KGEN_BACKEND (cuda|hip), else CUDA then HIP; on it, device `device`
+/// when given, else $KGEN_DEVICE, else 0. Returns null with `whyNot` saying
+/// what was tried when there is none (a device past the vendor's count
+/// included).
 std::unique_ptr<Backend> openBackend(std::optional<Vendor> prefer,
-                                     std::string *whyNot);
+                                     std::string *whyNot,
+                                     std::optional<int> device = std::nullopt);
 
 } // namespace kgen
 

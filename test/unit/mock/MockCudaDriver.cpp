@@ -22,6 +22,7 @@ struct State {
   std::map<std::string, int> fail; // entry point -> code, for every call
   int devices = 1;
   int capturing = 0;
+  void *current = nullptr; // the thread's current context (one thread)
 };
 
 State &state() {
@@ -50,6 +51,9 @@ void kgenMockReset(int devices) {
 }
 void kgenMockFail(const char *name, int rc) { state().fail[name] = rc; }
 const char *kgenMockCalls() { return state().calls.c_str(); }
+/// The current context, which a test sets as its caller's before a call.
+void *kgenMockCurrent() { return state().current; }
+void kgenMockSetCurrent(void *ctx) { state().current = ctx; }
 
 int cuGetErrorName(int rc, const char **name) {
   if (rc == 1) {
@@ -99,8 +103,13 @@ int cuDevicePrimaryCtxRetain(void **ctx, int) {
 int cuDevicePrimaryCtxRelease_v2(int) {
   return hit("cuDevicePrimaryCtxRelease_v2");
 }
-int cuCtxSetCurrent(void *ctx) {
-  return ctx == &gContext ? 0 : 1; // every call: not logged
+int cuCtxSetCurrent(void *ctx) { // every call: not logged
+  state().current = ctx;
+  return 0;
+}
+int cuCtxGetCurrent(void **ctx) {
+  *ctx = state().current;
+  return 0;
 }
 int cuCtxSynchronize() { return hit("cuCtxSynchronize"); }
 int cuModuleLoadData(void **m, const void *) {
