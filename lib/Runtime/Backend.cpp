@@ -512,8 +512,12 @@ public:
   }
 
   ~CudaBackend() override {
+    void *previous = nullptr;
+    const bool restore = api_.ctxGetCurrent(&previous) == 0;
     if (api_.ctxSetCurrent(ctx_) == 0)
       unloadModules();
+    if (restore) // the caller's context again, as after every call
+      api_.ctxSetCurrent(previous);
     api_.primaryCtxRelease(device_);
   }
 
@@ -902,8 +906,12 @@ public:
   }
 
   ~HipBackend() override {
+    int previous = -1;
+    const bool restore = api_.getDevice(&previous) == 0;
     if (api_.setDevice(ordinal_) == 0)
       unloadModules();
+    if (restore) // the caller's device again, as after every call
+      api_.setDevice(previous);
   }
 
   Vendor vendor() const override { return Vendor::AMD; }

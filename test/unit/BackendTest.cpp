@@ -164,6 +164,8 @@ TEST_F(BackendMock, CallsGiveTheCallersContextBack) {
   Mock::get().fail("cuMemAlloc_v2", 1);
   EXPECT_THROW(b->alloc(16), Error);
   EXPECT_EQ(m.current(), static_cast<void *>(&callers));
+  b.reset(); // and so does closing the backend (its modules unloaded)
+  EXPECT_EQ(m.current(), static_cast<void *>(&callers));
 }
 
 TEST_F(BackendMock, StreamsEventsAndGraphs) {

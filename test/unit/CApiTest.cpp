@@ -330,7 +330,11 @@ TEST_F(CApi, CallsGiveTheCallersContextBack) {
       << c.kgen_last_error(); // another kernel: another load
   ASSERT_EQ(ctxGet(&now), 0);
   EXPECT_EQ(now, nullptr) << "kgen left a context current";
-  c.kgen_runtime_destroy(rt);
+  ASSERT_EQ(ctxSet(mine), 0);
+  c.kgen_runtime_destroy(rt); // unloads its modules in its own context
+  ASSERT_EQ(ctxGet(&now), 0);
+  EXPECT_EQ(now, mine) << "closing the runtime left its context current";
+  ASSERT_EQ(ctxSet(nullptr), 0);
   ctxDestroy(mine);
 }
 
