@@ -390,6 +390,7 @@ Usage: kgen info [--json]
   std::unique_ptr<Backend> b = openBackend(std::nullopt, &why);
   if (b)
     j["device"] = {{"vendor", b->vendor() == Vendor::AMD ? "amd" : "nvidia"},
+                   {"index", b->deviceOrdinal()},
                    {"name", b->deviceName()},
                    {"arch", b->archName()},
                    {"target", toString(b->target())},
@@ -415,9 +416,11 @@ Usage: kgen info [--json]
   }
   std::printf("kgen %s\n", std::string(kVersion).c_str());
   if (b)
-    std::printf("device: %s (%s, %d compute units, driver %s) -> target %s\n",
-                b->deviceName().c_str(), b->archName().c_str(),
-                b->computeUnits(), b->driverVersion().c_str(),
+    std::printf("device %d: %s (%s, %d compute units, driver %s) -> target "
+                "%s\n",
+                b->deviceOrdinal(), b->deviceName().c_str(),
+                b->archName().c_str(), b->computeUnits(),
+                b->driverVersion().c_str(),
                 std::string(toString(b->target())).c_str());
   else
     std::printf("device: none (%s)\n", why.c_str());
