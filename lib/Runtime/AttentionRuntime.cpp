@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "DispatchKey.h"
 #include "attention/params.h"
 #include "kgen/kgen.h"
 
@@ -20,30 +21,26 @@ namespace {
 /// The fields baked into a kernel (the features and head dims), then
 /// either the run-time sizes (the key of a call's choice: the heuristic
 /// looks at them) or a config (the key of a built kernel, shared by every
-/// size that picks it).
+/// size that picks it); each part starts with its own tag (appendKey).
 std::string featureKey(const AttentionProblem &p) {
-  std::string k = "attn,";
-  for (int64_t v :
-       {int64_t(p.headDimQk), int64_t(p.headDimV), int64_t(p.dtype),
-        int64_t(p.causal), int64_t(p.windowLeft >= 0 || p.windowRight >= 0),
-        int64_t(p.varlen), int64_t(p.alibi), int64_t(p.bias), int64_t(p.lse)})
-    k += std::to_string(v) + ",";
-  return k;
+  std::string k;
+  return appendKey(k, {1, int64_t(p.headDimQk), int64_t(p.headDimV),
+                       int64_t(p.dtype), int64_t(p.causal),
+                       int64_t(p.windowLeft >= 0 || p.windowRight >= 0),
+                       int64_t(p.varlen), int64_t(p.alibi), int64_t(p.bias),
+                       int64_t(p.lse)});
 }
 
-std::string configKey(const AttentionConfig &c) {
-  return "cfg," + std::to_string(int(c.loop)) + "," + std::to_string(c.blockM) +
-         "," + std::to_string(c.blockN) + "," + std::to_string(c.warps) + "," +
-         std::to_string(c.stages) + "," + std::to_string(c.preloadV) + "," +
-         std::to_string(c.splits) + "," + std::to_string(c.packGqa) + "," +
-         std::to_string(c.persistent);
+std::string &appendConfig(std::string &k, const AttentionConfig &c) {
+  return appendKey(k, {2, int64_t(c.loop), c.blockM, c.blockN, c.warps,
+                       c.stages, int64_t(c.preloadV), c.splits,
+                       int64_t(c.packGqa), int64_t(c.persistent)});
 }
 
 std::string sizeKey(const AttentionProblem &p, const AttentionConfig *c) {
-  std::string k = featureKey(p) + "size,";
-  for (int64_t v : {p.batch, p.headsQ, p.headsKv, p.seqlenQ, p.seqlenK})
-    k += std::to_string(v) + ",";
-  return c ? k + configKey(*c) : k;
+  std::string k = featureKey(p);
+  appendKey(k, {3, p.batch, p.headsQ, p.headsKv, p.seqlenQ, p.seqlenK});
+  return c ? appendConfig(k, *c) : k;
 }
 
 [[noreturn]] void argError(const std::string &what) {
@@ -114,7 +111,8 @@ Runtime::AttentionChoice Runtime::attentionChoice(const AttentionProblem &p,
   ch.config = forced ? *forced : chooseAttentionConfig(p, stream);
   if (auto e = checkConfig(p, ch.config, target_))
     throw Error(*e);
-  const std::string byKernel = featureKey(p) + configKey(ch.config);
+  std::string byKernel = featureKey(p);
+  appendConfig(byKernel, ch.config);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = attentionDispatch_.find(byKernel);

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -276,10 +277,21 @@ protected:
   /// Instantiates a captured graph into `*exec`, or throws.
   virtual void instantiate(void **exec, void *graph) = 0;
 
-  /// Throws an Error naming the call, the code and what was being done.
-  void check(int rc, const char *callName, const std::string &context) const {
+  /// Throws an Error naming the call, the code and what was being done:
+  /// `context` is a string or, where building it costs (a launch's, a
+  /// tensor map's: every call's host time), a callable returning one, run
+  /// only on failure.
+  template <class Context>
+  void check(int rc, const char *callName, const Context &context) const {
     if (rc == 0)
       return;
+    if constexpr (std::is_invocable_v<const Context &>)
+      fail(rc, callName, context());
+    else
+      fail(rc, callName, std::string(context));
+  }
+  [[noreturn]] void fail(int rc, const char *callName,
+                         const std::string &context) const {
     const char *name = nullptr, *text = nullptr;
     describeError(rc, &name, &text);
     throw Error(
@@ -304,8 +316,8 @@ protected:
   }
 
   /// Calls `e` with `args` and checks its result.
-  template <typename Fn, typename... Args>
-  void call(const Entry<Fn> &e, const std::string &context, Args... args) {
+  template <typename Fn, class Context, typename... Args>
+  void call(const Entry<Fn> &e, const Context &context, Args... args) {
     check(present(e).fn(args...), e.name, context);
   }
 
@@ -535,14 +547,17 @@ public:
                              {1}};
       const CuLaunchConfig config = launchConfig(d, stream, &attr, 1);
       check(api_.launchKernelEx(&config, f, args, nullptr), "cuLaunchKernelEx",
-            "launching (overlapping the previous kernel) " +
-                describeLaunch(d, stream));
+            [&] {
+              return "launching (overlapping the previous kernel) " +
+                     describeLaunch(d, stream);
+            });
       return;
     }
     check(api_.launchKernel(f, d.grid[0], d.grid[1], d.grid[2], d.block[0],
                             d.block[1], d.block[2], d.smemBytes, stream, args,
                             nullptr),
-          "cuLaunchKernel", "launching " + describeLaunch(d, stream));
+          "cuLaunchKernel",
+          [&] { return "launching " + describeLaunch(d, stream); });
   }
 
   /// Above 48 KiB each function must opt in; once per function and size.
@@ -610,7 +625,6 @@ public:
                   " elements: kgen builds them for bf16, f16 and fp8 only");
     unsigned long long d[5], byteStrides[4];
     unsigned bx[5], elementStrides[5];
-    std::string shape, boxText;
     for (int i = 0; i < rank; ++i) {
       d[i] = dims[i];
       bx[i] = box[i];
@@ -618,20 +632,24 @@ public:
       if (i > 0)
         byteStrides[i - 1] = strides[i] * sizeOf(t); // bytes, dims after
                                                      // the first
-      shape += (i ? " x " : "") + std::to_string(dims[i]);
-      boxText += (i ? " x " : "") + std::to_string(box[i]);
-      if (i > 0)
-        shape += " (stride " + std::to_string(strides[i]) + ")";
     }
     check(api_.tensorMapEncodeTiled(
               out, type, unsigned(rank), const_cast<void *>(base), d,
               byteStrides, bx, elementStrides,
               /*interleave none*/ 0, kSwizzle128B, kL2Promote256B,
               /*out-of-bounds fill: zeros*/ 0),
-          "cuTensorMapEncodeTiled",
-          "building a TMA tensor map of " + shape +
-              " elements (innermost first, box " + boxText + ") at " +
-              hex(base));
+          "cuTensorMapEncodeTiled", [&] {
+            std::string shape, boxText;
+            for (int i = 0; i < rank; ++i) {
+              shape += (i ? " x " : "") + std::to_string(dims[i]);
+              boxText += (i ? " x " : "") + std::to_string(box[i]);
+              if (i > 0)
+                shape += " (stride " + std::to_string(strides[i]) + ")";
+            }
+            return "building a TMA tensor map of " + shape +
+                   " elements (innermost first, box " + boxText + ") at " +
+                   hex(base);
+          });
   }
 
   void *alloc(size_t bytes) override {
@@ -923,7 +941,8 @@ public:
     check(api_.moduleLaunchKernel(f, d.grid[0], d.grid[1], d.grid[2],
                                   d.block[0], d.block[1], d.block[2],
                                   d.smemBytes, stream, args, nullptr),
-          "hipModuleLaunchKernel", "launching " + describeLaunch(d, stream));
+          "hipModuleLaunchKernel",
+          [&] { return "launching " + describeLaunch(d, stream); });
   }
 
   int residentClusters(Function, const LaunchDims &) override { return 0; }

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "DispatchKey.h"
 #include "kgen/Codegen/Candidates.h"
 #include "kgen/Codegen/Limits.h"
 #include "kgen/Codegen/Templates.h"
@@ -399,13 +400,12 @@ namespace {
 /// per-call dispatch table.
 std::string dispatchKey(const GemmProblem &r) {
   std::string k;
-  for (int64_t v : {r.m, r.n, r.k, int64_t(r.ab), int64_t(r.c),
+  return appendKey(k,
+                   {r.m, r.n, r.k, int64_t(r.ab), int64_t(r.c),
                     int64_t(r.transA), int64_t(r.transB), int64_t(r.staticM),
                     int64_t(r.staticN), int64_t(r.staticK), int64_t(r.alignA),
                     int64_t(r.alignB), int64_t(r.alignC), int64_t(r.bias),
-                    int64_t(r.act), int64_t(r.residual), r.batch})
-    k += std::to_string(v) + ",";
-  return k;
+                    int64_t(r.act), int64_t(r.residual), r.batch});
 }
 
 } // namespace

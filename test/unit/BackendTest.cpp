@@ -154,7 +154,7 @@ TEST_F(BackendMock, CallsGiveTheCallersContextBack) {
     EXPECT_EQ(m.current(), theirs);
     Backend::Module mod = b->loadModule("binary");
     Backend::Function f = b->getFunction(mod, "k");
-    LaunchDims d;
+    LaunchDims d{{1, 1, 1}, {32, 1, 1}, 0};
     b->launch(f, d, nullptr, nullptr);
     b->synchronize();
     b->free(p);
@@ -230,6 +230,27 @@ TEST_F(BackendMock, FailedCallsNameTheCallTheCodeAndTheDevice) {
                 .find("cuModuleGetFunction failed: CUDA error 500 (no "
                       "description) while looking up kernel 'k'"),
             std::string::npos);
+  // The launch's and the tensor map's descriptions, built only on failure
+  // (every call's host time otherwise).
+  Mock::get().fail("cuLaunchKernel", 1);
+  LaunchDims d{{132, 1, 1}, {128, 1, 1}, 0};
+  const std::string launch =
+      errorOf([&] { b->launch(&x, d, nullptr, nullptr); });
+  EXPECT_NE(launch.find("cuLaunchKernel failed: CUDA_ERROR_INVALID_VALUE "
+                        "(invalid argument) while launching grid (132,1,1)"),
+            std::string::npos)
+      << launch;
+  Mock::get().fail("cuTensorMapEncodeTiled", 1);
+  const uint64_t dims[2] = {64, 32}, strides[2] = {1, 64};
+  const uint32_t box[2] = {64, 16};
+  const std::string map = errorOf([&] {
+    alignas(64) unsigned char m[128];
+    b->encodeTensorMap(m, &x, DType::BF16, 2, dims, strides, box);
+  });
+  EXPECT_NE(map.find("while building a TMA tensor map of 64 x 32 (stride 64) "
+                     "elements (innermost first, box 64 x 16) at 0x"),
+            std::string::npos)
+      << map;
 }
 
 TEST_F(BackendMock, AFailedCaptureStillEndsAndFreesItsGraph) {
