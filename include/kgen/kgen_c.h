@@ -84,7 +84,8 @@ KGEN_C_API const char *kgen_last_error(void);
 /** A short name of a status code ("KGEN_ERROR_NO_DEVICE"). */
 KGEN_C_API const char *kgen_status_name(kgen_status_t s);
 
-/** Opens the GPU (CUDA or HIP, whichever has a device) and the cache.
+/** Opens the GPU (CUDA or HIP, whichever has a device; device $KGEN_DEVICE,
+ *  default 0) and the cache.
  *  `target`: NULL or "native" = the GPU's target (sm_90a without a GPU),
  *  else "sm_80", "sm_90a", "gfx90a" or "gfx942". Works without a GPU. */
 KGEN_C_API kgen_status_t kgen_runtime_create(const char *target,
