@@ -428,7 +428,7 @@ def test_argument_checks():
              "states_out[2]")]:
         expect_error(f"mlstm: {what}", fn, needle)
     # Nothing launched, nothing faulted: a good call still runs.
-    out = kgen.attention(q, k, v)
+    out = kgen.attention(q, k, z(2, 300, 2, 128))
     torch.cuda.synchronize()
     if not torch.equal(out, torch.zeros_like(out)):
         failures.append("attention of zeros after the refused calls is not zero")
