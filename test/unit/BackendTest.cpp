@@ -161,8 +161,8 @@ TEST_F(BackendMock, CallsGiveTheCallersContextBack) {
     EXPECT_EQ(m.current(), theirs);
   }
   m.setCurrent(&callers); // a failing call gives it back too
-  Mock::get().fail("cuMemAlloc_v2", 1);
-  EXPECT_THROW(b->alloc(16), Error);
+  Mock::get().fail("cuCtxSynchronize", 1);
+  EXPECT_THROW(b->synchronize(), Error);
   EXPECT_EQ(m.current(), static_cast<void *>(&callers));
   b.reset(); // and so does closing the backend (its modules unloaded)
   EXPECT_EQ(m.current(), static_cast<void *>(&callers));
