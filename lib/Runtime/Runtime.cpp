@@ -36,10 +36,9 @@ TunePolicy tunePolicyFromEnv() {
 
 Runtime::Runtime(RuntimeOptions opts)
     : opts_(std::move(opts)), cache_(opts_.cache), bundles_(opts_.bundles) {
+  // openBackend says why only when it opens none.
   backend_ = openBackend(std::nullopt, &whyNoDevice_, opts_.device);
-  if (backend_)
-    whyNoDevice_.clear();
-  else if (opts_.requireDevice)
+  if (!backend_ && opts_.requireDevice)
     throw Error(whyNoDevice_); // "no GPU found: " and what was tried
   // Without a GPU and without an explicit target, kgen compiles for the
   // NVIDIA flagship target; launching then reports that there is no GPU.

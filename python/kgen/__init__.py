@@ -350,12 +350,12 @@ _by_device: dict = {}
 def _current_stream(t) -> int:
     """torch's current stream on tensor t's device, as a raw handle (a
     launch's stream). torch's private accessor skips building a Stream object
-    (~5 us a call); torch.cuda.current_stream where it is missing."""
+    (~5 us a call); torch.cuda.current_stream where it is missing. t is on
+    a GPU (_on_device refused host memory before: the raw accessor would
+    take the current device's stream)."""
     import torch
 
     index = t.get_device()
-    if index < 0:  # the raw accessor would take the current device's stream
-        raise Error(f"kgen: a tensor is on {t.device}; kgen runs on CUDA tensors")
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     if raw is not None:
         return raw(index)
@@ -644,14 +644,13 @@ def _gemm_call(a, b, c, *, layout, alpha, beta, static, out_dtype, runtime, bias
     extra = {}
     if bias is not None:
         want = M if bias_along == "m" else N
-        if bias_along not in ("m", "n") or not isinstance(bias, torch.Tensor) or bias.dim() != 1 or \
+        if bias_along not in ("m", "n") or bias.dim() != 1 or \
                 bias.shape[0] != want or not bias.is_contiguous() or bias.dtype != c.dtype:
             raise Error(f"kgen.gemm: bias must be a contiguous vector of {want} {c.dtype} on {a.device} "
                         f"(bias_along '{bias_along}')")
         extra["bias"] = bias.data_ptr()
     if residual is not None:
-        if not isinstance(residual, torch.Tensor) or tuple(residual.shape) != (M, N) or \
-                residual.dtype != c.dtype:
+        if tuple(residual.shape) != (M, N) or residual.dtype != c.dtype:
             raise Error(f"kgen.gemm: residual must be a {M}x{N} {c.dtype} tensor on {a.device}")
         _, ldr = _storage(residual, "residual", "n")
         extra["residual"] = residual.data_ptr()
@@ -661,7 +660,7 @@ def _gemm_call(a, b, c, *, layout, alpha, beta, static, out_dtype, runtime, bias
             continue
         if not fp8:
             raise Error(f"kgen.gemm: {name} is for fp8 inputs; fold a scale of {a.dtype} inputs into alpha")
-        if not isinstance(s, torch.Tensor) or s.numel() != 1 or s.dtype != torch.float32:
+        if s.numel() != 1 or s.dtype != torch.float32:
             raise Error(f"kgen.gemm: {name} must be a one-element float32 tensor on {a.device}")
         extra[name] = s.data_ptr()
     prob = _gemm_problem_json(int(M), int(N), int(K), ab, cname, la + lb, tuple(static),
