@@ -605,6 +605,9 @@ public:
   void encodeTensorMap(void *out, const void *base, DType t, int rank,
                        const uint64_t *dims, const uint64_t *strides,
                        const uint32_t *box) override {
+    // The encoder wants a current context (CUDA_ERROR_INVALID_CONTEXT on a
+    // thread that has none, as a plain C++ host's between kgen calls).
+    const Current current(*this);
     if (!api_.tensorMapEncodeTiled)
       throw Error("the CUDA driver has no cuTensorMapEncodeTiled, which the "
                   "sm_90a wgmma kernels (TMA) need; update the driver or use "
