@@ -353,13 +353,19 @@ def _current_stream(t) -> int:
     (~5 us a call); torch.cuda.current_stream where it is missing. t is on
     a GPU (_on_device refused host memory before: the raw accessor would
     take the current device's stream)."""
+    global _raw_stream
+    if _raw_stream is None:
+        import torch
+
+        _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", False)
+    if _raw_stream:
+        return _raw_stream(t.get_device())
     import torch
 
-    index = t.get_device()
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    if raw is not None:
-        return raw(index)
     return torch.cuda.current_stream(t.device).cuda_stream
+
+
+_raw_stream = None  # torch._C._cuda_getCurrentRawStream, or False without it
 
 
 def default_runtime() -> Runtime:
@@ -492,17 +498,20 @@ def _on_device(fn: str, rt: Runtime, tensors: Mapping) -> None:
     memory or on another GPU would fault or be read as garbage."""
     import torch
 
+    tensor, device = torch.Tensor, rt._device
     for name, t in tensors.items():
         if t is None:
             continue
-        if not isinstance(t, torch.Tensor):
+        if not isinstance(t, tensor):
             raise Error(f"{fn}: {name} must be a torch tensor, got {type(t).__name__}")
         index = t.get_device()
+        if index == device and index >= 0:
+            continue
         if index < 0:
             raise Error(f"{fn}: {name} is in host memory ({t.device}); kgen runs on CUDA tensors")
-        if index != rt.device and rt.device >= 0:
+        if device >= 0:
             first = next(iter(tensors))
-            raise Error(f"{fn}: {name} is on {t.device} but the call runs on cuda:{rt.device} (where {first} is, "
+            raise Error(f"{fn}: {name} is on {t.device} but the call runs on cuda:{device} (where {first} is, "
                         f"or the runtime= given): all its tensors must be on one GPU")
 
 
@@ -559,14 +568,14 @@ def gemm(a, b, c=None, *, layout: Optional[str] = None, alpha: float = 1.0, beta
     bias a contiguous vector of C's dtype, N long (bias_along "n", as a
     linear layer's) or M long ("m"); act relu | gelu_tanh | gelu_erf | silu;
     residual an (M, N) row-major tensor of C's dtype."""
-    rt, prob, fields, c = _gemm_call(a, b, c, layout=layout, alpha=alpha, beta=beta, static=static,
-                                     out_dtype=out_dtype, runtime=runtime, bias=bias, bias_along=bias_along,
-                                     act=act, residual=residual, tf32=tf32, scale_a=scale_a, scale_b=scale_b)
+    rt, prob, args, c = _gemm_call(a, b, c, layout=layout, alpha=alpha, beta=beta, static=static,
+                                   out_dtype=out_dtype, runtime=runtime, bias=bias, bias_along=bias_along,
+                                   act=act, residual=residual, tf32=tf32, scale_a=scale_a, scale_b=scale_b)
     if prob is None:  # M, N or K is 0: no kernel; an empty sum is 0
         if a.shape[0] and b.shape[1]:
             return c.zero_() if beta == 0 else c.mul_(beta)
         return c
-    rt.gemm_ex_raw(prob, _current_stream(a), **fields)
+    _check(rt._lib.kgen_gemm_ex(rt.handle, prob, ctypes.byref(args), _current_stream(a) or None))
     return c
 
 
@@ -577,12 +586,14 @@ def gemm_kernel(a, b, c=None, *, layout: Optional[str] = None, alpha: float = 1.
     """The kernel kgen.gemm runs for the same arguments: the dispatcher's
     pick for the problem (the tuning DB's winner, else the heuristic) and
     the tensors' alignment, built or loaded on first use. Nothing runs."""
-    rt, prob, fields, _ = _gemm_call(a, b, c, layout=layout, alpha=alpha, beta=beta, static=static,
-                                     out_dtype=out_dtype, runtime=runtime, bias=bias, bias_along=bias_along,
-                                     act=act, residual=residual, tf32=tf32, scale_a=scale_a, scale_b=scale_b)
+    rt, prob, args, _ = _gemm_call(a, b, c, layout=layout, alpha=alpha, beta=beta, static=static,
+                                   out_dtype=out_dtype, runtime=runtime, bias=bias, bias_along=bias_along,
+                                   act=act, residual=residual, tf32=tf32, scale_a=scale_a, scale_b=scale_b)
     if prob is None:
         raise Error("kgen.gemm_kernel: M, N or K is 0, so kgen.gemm runs no kernel")
-    return rt.gemm_select_raw(prob, **fields)
+    info = _KernelInfo()
+    _check(rt._lib.kgen_gemm_select(rt.handle, prob, ctypes.byref(args), ctypes.byref(info)))
+    return _kernel_info(info)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -597,8 +608,8 @@ def _gemm_problem_json(m: int, n: int, k: int, ab: str, c: str, layout: str, sta
 def _gemm_call(a, b, c, *, layout, alpha, beta, static, out_dtype, runtime, bias, bias_along, act, residual,
                tf32, scale_a=None, scale_b=None):
     """kgen.gemm's arguments checked and turned into (runtime, problem,
-    kgen_gemm_args_t fields, C), C allocated when None; the problem is None
-    when no kernel runs (M, N or K is 0)."""
+    kgen_gemm_args_t, C), C allocated when None; the problem is None when no
+    kernel runs (M, N or K is 0)."""
     import torch
 
     rt = _runtime_for(a, runtime)
@@ -633,28 +644,29 @@ def _gemm_call(a, b, c, *, layout, alpha, beta, static, out_dtype, runtime, bias
     _on_device("kgen.gemm", rt, {"a": a, "b": b, "c": c, "bias": bias, "residual": residual, "scale_a": scale_a,
                                  "scale_b": scale_b})
     if M == 0 or N == 0:
-        return rt, None, {}, c
+        return rt, None, None, c
     if K == 0:  # an empty sum, as torch defines it
         if bias is not None or act or residual is not None:
             raise Error("kgen.gemm: K = 0 with a fused epilogue; apply bias, act and residual in torch")
-        return rt, None, {}, c
+        return rt, None, None, c
     la, lda = _storage(a, "a", layout[0] if layout else None)
     lb, ldb = _storage(b, "b", layout[1] if layout else None)
     _, ldc = _storage(c, "c", "n")
-    extra = {}
+    # kgen_gemm_args_init's defaults, then this call's fields.
+    args = _GemmArgs.from_buffer_copy(_gemm_defaults(rt._lib))
     if bias is not None:
         want = M if bias_along == "m" else N
         if bias_along not in ("m", "n") or bias.dim() != 1 or \
                 bias.shape[0] != want or not bias.is_contiguous() or bias.dtype != c.dtype:
             raise Error(f"kgen.gemm: bias must be a contiguous vector of {want} {c.dtype} on {a.device} "
                         f"(bias_along '{bias_along}')")
-        extra["bias"] = bias.data_ptr()
+        args.bias = bias.data_ptr()
     if residual is not None:
         if tuple(residual.shape) != (M, N) or residual.dtype != c.dtype:
             raise Error(f"kgen.gemm: residual must be a {M}x{N} {c.dtype} tensor on {a.device}")
         _, ldr = _storage(residual, "residual", "n")
-        extra["residual"] = residual.data_ptr()
-        extra["ldr"] = ldr
+        args.residual = residual.data_ptr()
+        args.ldr = ldr
     for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
         if s is None:
             continue
@@ -662,11 +674,13 @@ def _gemm_call(a, b, c, *, layout, alpha, beta, static, out_dtype, runtime, bias
             raise Error(f"kgen.gemm: {name} is for fp8 inputs; fold a scale of {a.dtype} inputs into alpha")
         if s.numel() != 1 or s.dtype != torch.float32:
             raise Error(f"kgen.gemm: {name} must be a one-element float32 tensor on {a.device}")
-        extra[name] = s.data_ptr()
+        setattr(args, name, s.data_ptr())
     prob = _gemm_problem_json(int(M), int(N), int(K), ab, cname, la + lb, tuple(static),
                               bias_along if bias is not None else None, act, residual is not None, bool(tf32))
-    return rt, prob, dict(a=a.data_ptr(), b=b.data_ptr(), c=c.data_ptr(), m=M, lda=lda, ldb=ldb, ldc=ldc,
-                          alpha=float(alpha), beta=float(beta), **extra), c
+    args.a, args.b, args.c = a.data_ptr(), b.data_ptr(), c.data_ptr()
+    args.m, args.lda, args.ldb, args.ldc = M, lda, ldb, ldc
+    args.alpha, args.beta = float(alpha), float(beta)
+    return rt, prob, args, c
 
 
 # ===----------------------------------------------------------------------=== #
