@@ -251,6 +251,14 @@ protected:
 
   explicit DriverBackend(int ordinal) : ordinal_(ordinal) {}
 
+  /// Throws unless the runtime (`vendor`, with `count` devices) has ours.
+  void requireOrdinal(int count, const char *vendor) const {
+    if (ordinal_ >= count)
+      throw Error("device " + std::to_string(ordinal_) +
+                  " was asked for (KGEN_DEVICE or the runtime's device) but " +
+                  vendor + " has " + std::to_string(count) + " device(s)");
+  }
+
   /// This backend's device current on the calling thread for a scope; then
   /// the thread's own again. The caller's current device is PyTorch's (or
   /// the host program's): a kgen call on another GPU must not move it, or
@@ -323,9 +331,16 @@ protected:
 
   /// For the destructors: errors are ignored, since at process exit the
   /// driver may already be gone.
-  void unloadModules() {
-    for (void *m : modules_)
-      calls_.moduleUnload.fn(m);
+  /// For the destructors: the modules unloaded under the device, the
+  /// caller's context current again after, as after every call; nothing
+  /// thrown (a device that cannot be made current keeps its modules).
+  void unloadModulesQuietly() noexcept {
+    try {
+      const Current current(*this);
+      for (void *m : modules_)
+        calls_.moduleUnload.fn(m);
+    } catch (const Error &) {
+    }
   }
 
   Calls calls_;
@@ -475,11 +490,7 @@ public:
     check(api_.deviceGetCount(&count), "cuDeviceGetCount", "counting devices");
     if (count == 0)
       throw Error("the CUDA driver sees no device");
-    if (ordinal_ >= count)
-      throw Error(
-          "device " + std::to_string(ordinal_) +
-          " was asked for (KGEN_DEVICE or the runtime's device) but CUDA has " +
-          std::to_string(count) + " device(s)");
+    requireOrdinal(count, "CUDA");
     check(api_.deviceGet(&device_, ordinal_), "cuDeviceGet", "device lookup");
     char name[256] = {};
     check(api_.deviceGetName(name, sizeof(name) - 1, device_),
@@ -524,12 +535,7 @@ public:
   }
 
   ~CudaBackend() override {
-    void *previous = nullptr;
-    const bool restore = api_.ctxGetCurrent(&previous) == 0;
-    if (api_.ctxSetCurrent(ctx_) == 0)
-      unloadModules();
-    if (restore) // the caller's context again, as after every call
-      api_.ctxSetCurrent(previous);
+    unloadModulesQuietly();
     api_.primaryCtxRelease(device_);
   }
 
@@ -887,11 +893,7 @@ public:
     check(api_.init(0), "hipInit", "initializing HIP");
     int count = 0;
     check(api_.getDeviceCount(&count), "hipGetDeviceCount", "counting devices");
-    if (ordinal_ >= count)
-      throw Error(
-          "device " + std::to_string(ordinal_) +
-          " was asked for (KGEN_DEVICE or the runtime's device) but HIP has " +
-          std::to_string(count) + " device(s)");
+    requireOrdinal(count, "HIP");
     const Current current(*this);
     char name[256] = {};
     check(api_.deviceGetName(name, sizeof(name) - 1, ordinal_),
@@ -926,14 +928,7 @@ public:
                   "time with --target");
   }
 
-  ~HipBackend() override {
-    int previous = -1;
-    const bool restore = api_.getDevice(&previous) == 0;
-    if (api_.setDevice(ordinal_) == 0)
-      unloadModules();
-    if (restore) // the caller's device again, as after every call
-      api_.setDevice(previous);
-  }
+  ~HipBackend() override { unloadModulesQuietly(); }
 
   Vendor vendor() const override { return Vendor::AMD; }
 

@@ -357,15 +357,12 @@ def _current_stream(t) -> int:
     if _raw_stream is None:
         import torch
 
-        _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", False)
-    if _raw_stream:
-        return _raw_stream(t.get_device())
-    import torch
-
-    return torch.cuda.current_stream(t.device).cuda_stream
+        _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or \
+            (lambda index: torch.cuda.current_stream(index).cuda_stream)
+    return _raw_stream(t.get_device())
 
 
-_raw_stream = None  # torch._C._cuda_getCurrentRawStream, or False without it
+_raw_stream = None  # device index -> torch's current stream there, found once
 
 
 def default_runtime() -> Runtime:

@@ -1,7 +1,8 @@
 //===- MockCudaDriver.cpp - A libcuda.so.1 for BackendTest, no GPU --------===//
 //
 // The CUDA driver entry points kgen's CudaBackend binds, each logging its
-// name and returning 0 or the code a test asked for (kgenMockFail). Memory
+// name and returning 0 or the code a test asked for (kgenMockFail); as the
+// driver, those that need a context fail (201) on a thread without one. Memory
 // is host memory, so copies round-trip; the device is an H100-like sm_90
 // with 132 SMs. Only cuEventElapsedTime_v2 is exported, not the plain name,
 // so the backend's fallback binding runs. BackendTest loads this library by
@@ -30,11 +31,30 @@ State &state() {
   return s;
 }
 
+/// The entry points that need no current context; the driver fails every
+/// other one on a thread without one, with CUDA_ERROR_INVALID_CONTEXT.
+bool contextFree(const char *name) {
+  static const char *const kFree[] = {"cuInit",
+                                      "cuDriverGetVersion",
+                                      "cuDeviceGetCount",
+                                      "cuDeviceGet",
+                                      "cuDeviceGetName",
+                                      "cuDeviceGetAttribute",
+                                      "cuDevicePrimaryCtxRetain",
+                                      "cuDevicePrimaryCtxRelease_v2"};
+  for (const char *f : kFree)
+    if (std::strcmp(f, name) == 0)
+      return true;
+  return false;
+}
+
 int hit(const char *name) {
   State &s = state();
   s.calls += s.calls.empty() ? name : std::string(",") + name;
   auto it = s.fail.find(name);
-  return it == s.fail.end() ? 0 : it->second;
+  if (it != s.fail.end())
+    return it->second;
+  return s.current || contextFree(name) ? 0 : 201;
 }
 
 // Distinct non-null handles.
@@ -137,9 +157,7 @@ int cuTensorMapEncodeTiled(void *, int, unsigned, void *,
                            const unsigned long long *,
                            const unsigned long long *, const unsigned *,
                            const unsigned *, int, int, int, int) {
-  // The real encoder needs a current context (201, invalid context).
-  const int r = hit("cuTensorMapEncodeTiled");
-  return r ? r : state().current ? 0 : 201;
+  return hit("cuTensorMapEncodeTiled");
 }
 int cuStreamIsCapturing(void *, int *status) {
   *status = state().capturing;
