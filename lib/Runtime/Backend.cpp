@@ -329,17 +329,16 @@ protected:
     check(present(e).fn(args...), e.name, context);
   }
 
-  /// For the destructors: errors are ignored, since at process exit the
-  /// driver may already be gone.
   /// For the destructors: the modules unloaded under the device, the
-  /// caller's context current again after, as after every call; nothing
-  /// thrown (a device that cannot be made current keeps its modules).
+  /// caller's context current again after, as after every call; errors
+  /// ignored, since at process exit the driver may already be gone (a
+  /// device that cannot be made current keeps its modules).
   void unloadModulesQuietly() noexcept {
     try {
       const Current current(*this);
       for (void *m : modules_)
         calls_.moduleUnload.fn(m);
-    } catch (const Error &) {
+    } catch (...) { // nothing may leave a destructor
     }
   }
 
