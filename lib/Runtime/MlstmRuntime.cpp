@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "DispatchKey.h"
 #include "kgen/kgen.h"
 
 #include "mlstm/params.h" // templates/mlstm/params.h: the kernels' argument
@@ -20,7 +21,7 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
+#include <cstring>
 #include <utility>
 
 namespace kgen {
@@ -86,15 +87,15 @@ MlstmProblem resolveMlstm(const MlstmProblem &p, const MlstmArgs &a) {
   return r;
 }
 
+/// The fields that pick an mLSTM plan, as the GEMM and attention tables
+/// key theirs (DispatchKey.h); eps by its bits.
 std::string dispatchKey(const MlstmProblem &r) {
+  uint32_t eps;
+  std::memcpy(&eps, &r.eps, sizeof(eps));
   std::string k;
-  for (int64_t v :
-       {r.b, r.nh, r.s, int64_t(r.dqk), int64_t(r.dv), int64_t(r.dtype),
-        int64_t(r.initialState), int64_t(r.finalState)})
-    k += std::to_string(v) + ",";
-  char eps[32];
-  std::snprintf(eps, sizeof(eps), "%a", double(r.eps));
-  return k + eps;
+  return appendKey(k, {r.b, r.nh, r.s, int64_t(r.dqk), int64_t(r.dv),
+                       int64_t(r.dtype), int64_t(r.initialState),
+                       int64_t(r.finalState), int64_t(eps)});
 }
 
 constexpr size_t kCounterAlign = 256;
