@@ -32,11 +32,14 @@ torch's SDPA. `kgen tune --preset attention-fp8-bench` tunes these shapes
 (in e4m3).
 
 TFLOP/s counts 4*B*H*Sq*Sk*D (halved for causal); decode also reports GB/s
-over the bytes of K and V. Timing as bench/gemm.py: CUDA graph replay over
-rotating copies of the inputs (> 64 MB), median per call over >= 50 replays
-and >= 30 ms. Each shape small enough for it is first checked against an
-fp32 reference (torch math backend in float32): kgen's error must be at most
-2x the error of torch's own same-dtype SDPA (DESIGN.md's rule).
+over the bytes of K and V, and with --read-floor the time one plain kernel
+takes to read as many bytes (bench/stream_read.py, Triton) and its GB/s:
+what a kernel of that size reaches on this GPU. Timing as bench/gemm.py:
+CUDA graph replay over rotating copies of the inputs (> 64 MB), median per
+call over >= 50 replays and >= 30 ms. Each shape small enough for it is
+first checked against an fp32 reference (torch math backend in float32):
+kgen's error must be at most 2x the error of torch's own same-dtype SDPA
+(DESIGN.md's rule).
 
 Needs torch with CUDA and libkgen.so (build/lib, or $KGEN_LIB).
 """
@@ -127,6 +130,8 @@ def main():
     ap.add_argument("--dtype", choices=["e4m3", "e5m2"],
                     help="kgen on fp8 copies of the inputs (bf16 O, per-tensor descales) against torch SDPA on the "
                          "bf16 ones (torch has no fp8 SDPA); default: each shape's own dtype on both sides")
+    ap.add_argument("--read-floor", action="store_true",
+                    help="for decode, also time a plain read of K's and V's bytes (needs Triton)")
     ap.add_argument("--out", help="append a markdown table to this file ({gpu} becomes the device's name)")
     args = ap.parse_args()
     try:
@@ -225,8 +230,13 @@ def main():
                 res[name] = float("nan")
         flops = 4.0 * b * hq * sq * sk * d * (0.5 if causal else 1.0)
         kv_bytes = 2.0 * b * hkv * sk * d * esize
+        floor = None
+        if args.read_floor and s["group"] == "decode":
+            from stream_read import read_time
+            floor = read_time(torch, time_calls, int(kv_bytes), not args.no_graph)
         row = dict(label=label, ours=t_ours, cudnn=res["cudnn"], flash=res["flash"], flops=flops,
-                   kv_gbs=kv_bytes / t_ours / 1e9, check=check)
+                   kv_gbs=kv_bytes / t_ours / 1e9, check=check,
+                   floor=floor and (floor * 1e6, kv_bytes / floor / 1e9))
         rows.append(row)
 
         def tf(t):
@@ -235,7 +245,8 @@ def main():
         print(f"{label:>44} | {t_ours * 1e6:8.1f} {tf(t_ours):7.1f} | {res['cudnn'] * 1e6:{w}.1f} "
               f"{tf(res['cudnn']):7.1f} | {res['flash'] * 1e6:{w}.1f} {tf(res['flash']):7.1f} | "
               f"{res['cudnn'] / t_ours:7.2f} {res['flash'] / t_ours:7.2f} | {check}"
-              + (f" | K+V {row['kv_gbs']:.0f} GB/s" if s["group"] == "decode" else ""))
+              + (f" | K+V {row['kv_gbs']:.0f} GB/s" if s["group"] == "decode" else "")
+              + (" | read %.1f us, %.0f GB/s" % row["floor"] if row["floor"] else ""))
         del data, fp8_data
         torch.cuda.empty_cache()
 
@@ -262,16 +273,22 @@ def main():
                     + (f"; kgen runs {args.dtype} Q/K/V (fp8 copies of the bf16 inputs, per-tensor descales) into "
                        f"a bf16 O on the wgmma loop, cuDNN and flash the bf16 inputs; K+V GB/s counts fp8 bytes"
                        if fp8 else "")
+                    + ("; read µs: one plain kernel reading K's and V's bytes (bench/stream_read.py)"
+                       if args.read_floor else "")
                     + "\n\n"
                     f"| shape | kgen µs | TFLOP/s | cuDNN{side} µs | TFLOP/s | flash{side} µs | TFLOP/s | x cuDNN | "
                     "x flash | "
-                    "K+V GB/s | check |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+                    "K+V GB/s | " + ("read µs | read GB/s | " if args.read_floor else "") + "check |\n"
+                    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if args.read_floor else "")
+                    + "---|\n")
             for r in rows:
                 t = r["flops"]
                 f.write(f"| {r['label']} | {r['ours'] * 1e6:.1f} | {t / r['ours'] / 1e12:.1f} | "
                         f"{r['cudnn'] * 1e6:.1f} | {t / r['cudnn'] / 1e12:.1f} | {r['flash'] * 1e6:.1f} | "
                         f"{t / r['flash'] / 1e12:.1f} | {r['cudnn'] / r['ours']:.2f} | {r['flash'] / r['ours']:.2f} | "
-                        f"{r['kv_gbs']:.0f} | {r['check']} |\n")
+                        f"{r['kv_gbs']:.0f} | "
+                        + (("%.1f | %.0f | " % r["floor"] if r["floor"] else "- | - | ") if args.read_floor else "")
+                        + f"{r['check']} |\n")
         print(f"wrote {path}")
     if failed:
         print("some results failed the numeric check: their timings are not meaningful")

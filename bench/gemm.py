@@ -19,7 +19,9 @@ once) and the speedup cuBLAS time / kgen time, and each side's GB/s as a
 share of the GPU's HBM bandwidth (%HBM; --hbm-gbs, known for H200, H100 and
 A100 by name): the measure for the memory-bound small-M shapes (issue 3:
 >= 85% for M <= 64). --no-graph times plain launches instead (launch
-overhead included).
+overhead included). --read-floor adds, for M <= 256, the time one plain
+kernel takes to read as many bytes (bench/stream_read.py, Triton) and its
+%HBM: what a kernel of that size reaches on this GPU.
 
 --dtype e4m3 (fp8, sm_90a; layout nt only): A and B in fp8 with per-tensor
 fp32 scales into a bf16 C, against torch._scaled_mm (cuBLASLt's fp8 GEMM,
@@ -183,6 +185,8 @@ def main():
     ap.add_argument("--no-graph", action="store_true", help="time plain launches instead of CUDA graph replay")
     ap.add_argument("--out", help="append a markdown table to this file ({gpu} becomes the device's name)")
     ap.add_argument("--hbm-gbs", type=float, help="the GPU's HBM bandwidth in GB/s for %%HBM (default: by name)")
+    ap.add_argument("--read-floor", action="store_true",
+                    help="for M <= 256, also time a plain read of the same bytes (needs Triton)")
     args = ap.parse_args()
     fp8 = args.dtype == "e4m3"
     layouts = [x.strip() for x in args.layout.split(",")]
@@ -221,11 +225,21 @@ def main():
           f"{method}, inputs rotated over > 64 MB")
     print(f"%HBM: GB/s over {hbm:.0f} GB/s" if hbm else "%HBM: unknown device, pass --hbm-gbs")
     header = (f"{'M x N x K':>18} {'lay':>3} | {'kgen us':>9} {'TFLOP/s':>8} {'GB/s':>7} {'%HBM':>5} | {'cuBLAS us':>9} "
-              f"{'TFLOP/s':>8} {'GB/s':>7} {'%HBM':>5} | {'ratio':>7} | check")
+              f"{'TFLOP/s':>8} {'GB/s':>7} {'%HBM':>5} | {'ratio':>7} | "
+              + (f"{'read us':>7} {'%HBM':>5} | " if args.read_floor else "") + "check")
     print(header)
     print("-" * len(header))
     rows = []
     failed = False
+
+    def floor_cells(r, console: bool):
+        """The read floor's time and %HBM as cells of the console's table or
+        of the markdown one."""
+        us, share = "-", "-"
+        if r["floor"] is not None:
+            us, share = f"{r['floor'] * 1e6:.1f}", pct(r["floor_bytes"] / r["floor"] / 1e9)
+        return f"{us:>7} {share:>5} | " if console else f"{us} | {share} | "
+
     shapes = parse_shapes(args.shapes)
     if fp8 and args.shapes == ap.get_default("shapes"):
         # fp8 rows are 16-byte aligned (kgen's TMA, torch._scaled_mm): the
@@ -253,17 +267,21 @@ def main():
             theirs = time_calls(torch, [lambda a=a, b=b, c=c: torch.matmul(a, b, out=c) for a, b, _, c in data],
                                 not args.no_graph)
         flops = 2.0 * m * n * k
+        floor = None
+        if args.read_floor and m <= 256:
+            from stream_read import read_time
+            floor = read_time(torch, time_calls, bytes_moved, not args.no_graph)
         kernel = kgen.gemm_kernel(data[0][0], data[0][1], data[0][2], scale_a=scales and scales[0],
                                   scale_b=scales and scales[1]).name  # what kgen.gemm ran
         row = dict(shape=f"{m}x{n}x{k}", layout=layout, ours_us=ours * 1e6, ours_tflops=flops / ours / 1e12,
                    ours_gbs=bytes_moved / ours / 1e9, cublas_us=theirs * 1e6, cublas_tflops=flops / theirs / 1e12,
                    cublas_gbs=bytes_moved / theirs / 1e9, speedup=theirs / ours, check=("ok, " if ok else "FAIL, ")
-                   + why, kernel=kernel)
+                   + why, kernel=kernel, floor=floor, floor_bytes=bytes_moved)
         rows.append(row)
         print(f"{row['shape']:>18} {layout:>3} | {row['ours_us']:9.1f} {row['ours_tflops']:8.1f} {row['ours_gbs']:7.0f} "
               f"{pct(row['ours_gbs']):>5} | {row['cublas_us']:9.1f} {row['cublas_tflops']:8.1f} {row['cublas_gbs']:7.0f} "
               f"{pct(row['cublas_gbs']):>5} | "
-              f"{row['speedup']:7.2f} | {row['check']}")
+              f"{row['speedup']:7.2f} | {floor_cells(row, True) if args.read_floor else ''}{row['check']}")
         del data
         torch.cuda.empty_cache()
 
@@ -282,15 +300,20 @@ def main():
                     f"- kgen {kgen.version()}, commit {git_commit()}\n"
                     f"- method: {method}, median per call, inputs rotated over > 64 MB; ratio = cuBLAS time / "
                     f"kgen time; GB/s counts A and B read once and C written once; %HBM = GB/s / "
-                    f"{f'{hbm:.0f}' if hbm else '?'} GB/s; layouts are kgen's (row-major: nt = BLAS TN)\n\n"
+                    f"{f'{hbm:.0f}' if hbm else '?'} GB/s; layouts are kgen's (row-major: nt = BLAS TN)"
+                    + ("; read µs: one plain kernel reading as many bytes (bench/stream_read.py), %HBM its GB/s"
+                       if args.read_floor else "") + "\n\n"
                     "| M x N x K | layout | kgen µs | TFLOP/s | GB/s | %HBM | cuBLAS µs | TFLOP/s | GB/s | %HBM | ratio | "
+                    + ("read µs | %HBM | " if args.read_floor else "") +
                     "check | kernel (the dispatcher's pick: tuning DB, else heuristic) |\n"
-                    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
+                    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if args.read_floor else "")
+                    + "---|---|\n")
             for r in rows:
                 f.write(f"| {r['shape']} | {r['layout']} | {r['ours_us']:.1f} | {r['ours_tflops']:.1f} | {r['ours_gbs']:.0f} | "
                         f"{pct(r['ours_gbs'])} | {r['cublas_us']:.1f} | {r['cublas_tflops']:.1f} | {r['cublas_gbs']:.0f} | "
                         f"{pct(r['cublas_gbs'])} | "
-                        f"{r['speedup']:.2f} | {r['check']} | `{r['kernel']}` |\n")
+                        f"{r['speedup']:.2f} | {floor_cells(r, False) if args.read_floor else ''}{r['check']} | "
+                        f"`{r['kernel']}` |\n")
         print(f"wrote {path}")
     # The dispatcher reads the tuning DB (KGEN_TUNE, default offline): after
     # `kgen tune --preset gemm-bench` a run compiles nothing.
