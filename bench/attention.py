@@ -58,9 +58,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from gemm import git_commit, time_calls  # noqa: E402  (same timing as the GEMM bench)
-
-ROTATE_BYTES = 64 << 20
+from gemm import ROTATE_BYTES, git_commit, time_calls  # noqa: E402  (same timing as the GEMM bench)
+from stream_read import read_time  # noqa: E402
 
 
 def shapes(only):
@@ -230,10 +229,8 @@ def main():
                 res[name] = float("nan")
         flops = 4.0 * b * hq * sq * sk * d * (0.5 if causal else 1.0)
         kv_bytes = 2.0 * b * hkv * sk * d * esize
-        floor = None
-        if args.read_floor and s["group"] == "decode":
-            from stream_read import read_time
-            floor = read_time(torch, time_calls, int(kv_bytes), not args.no_graph)
+        floor = read_time(torch, int(kv_bytes), not args.no_graph) \
+            if args.read_floor and s["group"] == "decode" else None
         row = dict(label=label, ours=t_ours, cudnn=res["cudnn"], flash=res["flash"], flops=flops,
                    kv_gbs=kv_bytes / t_ours / 1e9, check=check,
                    floor=floor and (floor * 1e6, kv_bytes / floor / 1e9))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import math
 
-ROTATE_BYTES = 64 << 20  # as the benches: beyond the H100/H200 L2
+from gemm import ROTATE_BYTES, time_calls
 
 
 @functools.lru_cache(maxsize=1)
@@ -38,7 +38,7 @@ def _kernel():
     return read_words
 
 
-def read_time(torch, time_calls, nbytes: int, use_graph: bool = True):
+def read_time(torch, nbytes: int, use_graph: bool = True):
     """Seconds the fastest of the reader's configurations takes to read
     `nbytes` (one contiguous buffer a call, rotated like the inputs), or
     None without Triton."""
@@ -58,5 +58,4 @@ def read_time(torch, time_calls, nbytes: int, use_graph: bool = True):
             t = time_calls(torch, [lambda x=x: kernel[grid](x, out, words, chunk, BLOCK=block, num_warps=warps)
                                    for x in bufs], use_graph)
             best = min(best, t)
-    del bufs
     return best
