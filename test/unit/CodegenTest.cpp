@@ -159,6 +159,23 @@ TEST(Json, ErrorsNameTheField) {
                Error);
 }
 
+TEST(Problem, WgmmaConfigJsonTakesTheSwizzledLayout) {
+  // As --loop wgmma on the command line: the layout TMA writes, pad 0.
+  const GemmConfig c = gemmConfigFromJson(nlohmann::json::parse(
+      R"({"loop":"wgmma","block":[128,80,64],"warps":[2,1],"stages":8})"));
+  EXPECT_EQ(c.smem, SmemLayout::Swizzled);
+  EXPECT_EQ(c.smemPad, 0);
+  EXPECT_FALSE(checkConfig(problem(532, 2048, 2048), c, Target::SM90A));
+  // A layout given is kept (and refused by the limits, with the fix named).
+  const GemmConfig padded = gemmConfigFromJson(nlohmann::json::parse(
+      R"({"loop":"wgmma","block":[128,80,64],"warps":[2,1],"smem":"padded"})"));
+  EXPECT_EQ(padded.smem, SmemLayout::Padded);
+  EXPECT_EQ(padded.smemPad, 8);
+  auto why = checkConfig(problem(532, 2048, 2048), padded, Target::SM90A);
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("set smem = swizzled"), std::string::npos) << *why;
+}
+
 TEST(Problem, BadProblemsAreNamed) {
   EXPECT_NE(checkProblem(problem(0, 1, 1))->find("m = 0"), std::string::npos);
   EXPECT_NE(checkProblem(problem(1, -3, 1))->find("n = -3"), std::string::npos);
