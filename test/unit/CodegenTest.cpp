@@ -159,7 +159,7 @@ TEST(Json, ErrorsNameTheField) {
                Error);
 }
 
-TEST(Problem, WgmmaConfigJsonTakesTheSwizzledLayout) {
+TEST(Json, WgmmaConfigTakesTheSwizzledLayout) {
   // As --loop wgmma on the command line: the layout TMA writes, pad 0.
   const GemmConfig c = gemmConfigFromJson(nlohmann::json::parse(
       R"({"loop":"wgmma","block":[128,80,64],"warps":[2,1],"stages":8})"));
