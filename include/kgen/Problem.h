@@ -174,6 +174,11 @@ enum class GemmLoop {
 std::string_view toString(GemmLoop l);
 std::optional<GemmLoop> parseGemmLoop(std::string_view s);
 
+/// The shared-memory layout a config of `loop` has when it names none (the
+/// CLI's options and a JSON config alike): the wgmma loop reads what TMA
+/// writes, 128-byte swizzled rows (pad 0); the others the padded default.
+inline bool swizzledByDefault(GemmLoop loop) { return loop == GemmLoop::Wgmma; }
+
 /// A tile configuration: everything that changes the generated kernel but
 /// not the function it computes.
 struct GemmConfig {

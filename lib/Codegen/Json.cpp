@@ -173,11 +173,8 @@ GemmConfig gemmConfigFromJson(const json &j) {
     c.warpsN = int(w[1]);
   }
   c.stages = int(fields.getInt(j, "stages", c.stages));
-  // The wgmma loop reads what TMA writes, 128-byte swizzled rows, so a
-  // config naming it without a layout takes that one, as --loop wgmma does
-  // on the command line (a padded layout would only be refused).
-  if (c.loop == GemmLoop::Wgmma)
-    c.smem = SmemLayout::Swizzled;
+  if (swizzledByDefault(c.loop))
+    c.smem = SmemLayout::Swizzled; // pad then defaults to 0 (below)
   if (j.contains("smem")) {
     std::string s = fields.getString(j, "smem");
     if (s == "padded")

@@ -386,7 +386,7 @@ PartialConfig<GemmConfig> configFromArgs(Args &args) {
     if (!loop)
       throw Error("option --loop: '" + *v + "' must be tiled, wgmma or gemv");
     ensure().loop = *loop;
-    if (*loop == GemmLoop::Wgmma && !args.value("smem")) {
+    if (swizzledByDefault(*loop) && !args.value("smem")) {
       c->smem = SmemLayout::Swizzled;
       c->smemPad = 0;
     }
