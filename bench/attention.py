@@ -58,8 +58,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from gemm import ROTATE_BYTES, git_commit, time_calls  # noqa: E402  (same timing as the GEMM bench)
+from gemm import git_commit  # noqa: E402
 from stream_read import read_time  # noqa: E402
+from timing import ROTATE_BYTES, time_calls  # noqa: E402  (the GEMM bench's timing)
 
 
 def shapes(only):

@@ -39,13 +39,16 @@ import datetime
 import math
 import pathlib
 import re
-import statistics
 import os
 import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from stream_read import read_time  # noqa: E402
+from timing import ROTATE_BYTES, time_calls  # noqa: E402
 
 # Issue 3's list: the squares, the seed's LLM shapes, the MLP shapes, small M
 # (decode) at N = K = 4096 and 8192, and the ragged one.
@@ -54,7 +57,6 @@ DEFAULT_SHAPES = ",".join(
      "532x2048x16384", "4096x14336x4096", "4096x4096x14336"]
     + [f"{m}x{nk}x{nk}" for nk in (4096, 8192) for m in (1, 16, 32, 64, 128, 256)]
     + ["127x4099x1023"])
-ROTATE_BYTES = 64 << 20  # H100/H200 L2 is 50-60 MB
 
 # Peak HBM bandwidth (GB/s) by device name, for %HBM: the vendors' numbers.
 HBM_GBS = [("H200", 4800), ("H100 PCIe", 2000), ("H100", 3350), ("A100-SXM4-80GB", 2039), ("A100", 1555)]
@@ -132,48 +134,6 @@ def check(torch, kgen, a, b, c, dtype, scales=None):
     return ok, f"err {err:.3g} vs cuBLAS {err_naive:.3g}"
 
 
-def time_calls(torch, calls, use_graph: bool, min_ms: float = 30.0, min_trials: int = 50):
-    """Median seconds per call of `calls` (each a no-argument function; they
-    are run in turn, so they can rotate over input copies)."""
-    inner = len(calls) * max(1, math.ceil(20 / len(calls)))  # calls per trial
-    seq = [calls[i % len(calls)] for i in range(inner)]
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for fn in calls:  # warm up outside capture: kgen compiles on first use
-            fn()
-    stream.synchronize()
-    if use_graph:
-        graph = torch.cuda.CUDAGraph()
-        # Captured on the stream that warmed up: kgen's split-K workspace is
-        # per stream and cannot be allocated during a capture.
-        with torch.cuda.graph(graph, stream=stream):
-            for fn in seq:
-                fn()
-        trial = graph.replay
-    else:
-        def trial():
-            for fn in seq:
-                fn()
-
-    trial()  # warm
-    torch.cuda.synchronize()
-    times = []
-    total = 0.0
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    while len(times) < min_trials or total < min_ms:
-        start.record()
-        trial()
-        end.record()
-        end.synchronize()
-        ms = start.elapsed_time(end)
-        times.append(ms)
-        total += ms
-        if len(times) >= 100000:
-            break
-    return statistics.median(times) / 1e3 / inner
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shapes", default=DEFAULT_SHAPES, help="comma-separated MxNxK (default: %(default)s)")
@@ -206,7 +166,6 @@ def main():
         raise SystemExit("bench/gemm.py needs torch with CUDA")
 
     import kgen
-    from stream_read import read_time  # imports this file's timing, so not at the top
 
     if not torch.cuda.is_available():
         raise SystemExit("bench/gemm.py needs a CUDA GPU")

@@ -1,6 +1,6 @@
 """The floor of a memory-bound row, measured: how long one plain kernel takes
 to read as many bytes as the call moves, timed exactly as the calls are
-(bench/gemm.py's time_calls: CUDA graph replay over rotating buffers beyond
+(bench/timing.py's time_calls: CUDA graph replay over rotating buffers beyond
 the L2). Its %HBM is what a kernel of that size reaches on this GPU with
 its launch, ramp and tail, against the vendor's peak, which no kernel of a
 few microseconds reaches.
@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import math
 
-from gemm import ROTATE_BYTES, time_calls
+from timing import ROTATE_BYTES, time_calls
 
 
 @functools.lru_cache(maxsize=1)
