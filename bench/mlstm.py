@@ -41,13 +41,19 @@ import datetime
 import math
 import os
 import pathlib
-import statistics
 import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
-ROTATE_BYTES = 64 << 20
+sys.path.insert(0, str(ROOT / "bench"))
+
+from timing import ROTATE_BYTES, time_calls  # noqa: E402
+
+# Time-capped: one timed call sizes the replayed batch (~2 ms), and a shape
+# stops after 400 ms of trials, so the whole list fits the bench's budget.
+CAPPED = dict(min_trials=20, batch_ms=2.0, max_ms=400.0)
+
 FLOP_CHUNK = 64
 
 BIG = [(8, 8, 8192, 256, 512), (32, 8, 2048, 256, 512), (1, 8, 8192, 256, 512), (4, 16, 8192, 128, 256)]
@@ -130,50 +136,6 @@ def torch_step(torch, q, k, v, i, f, C, n, m, eps=1e-6):
     return (num / (torch.maximum(z.abs(), torch.exp(-mnew)) + eps)[..., None]).to(q.dtype)[:, :, None]
 
 
-def time_calls(torch, calls, use_graph=True, min_ms=30.0, min_trials=20, max_ms=400.0):
-    """Median seconds per call. Time-capped so the whole shape list fits the
-    bench's budget: one timed warm call sizes the replayed batch (~2 ms, at
-    most 20 calls), then trials until >= min_trials and >= min_ms, or until
-    max_ms of trials (at least 3) -- slow peers get fewer trials."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for fn in calls:
-            fn()
-    stream.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    calls[0]()
-    end.record()
-    end.synchronize()
-    one = max(start.elapsed_time(end), 1e-3)
-    inner = max(1, min(20, math.ceil(2.0 / one)))
-    inner = max(inner, len(calls)) if one * len(calls) < 50 else inner
-    seq = [calls[j % len(calls)] for j in range(inner)]
-    if use_graph:
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for fn in seq:
-                fn()
-        trial = graph.replay
-    else:
-        def trial():
-            for fn in seq:
-                fn()
-    trial()
-    torch.cuda.synchronize()
-    times, total = [], 0.0
-    while (len(times) < min_trials or total < min_ms) and not (len(times) >= 3 and total >= max_ms):
-        start.record()
-        trial()
-        end.record()
-        end.synchronize()
-        ms = start.elapsed_time(end)
-        times.append(ms)
-        total += ms
-    return statistics.median(times) / 1e3 / inner
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "f16", "f32"])
@@ -236,9 +198,9 @@ def main():
             h_ref = torch_chunkwise(torch, *(t.float() for t in inputs[0]))
         torch.cuda.synchronize()
         rel = ((h_ours.float() - h_ref.float()).abs().max() / h_ref.float().abs().max()).item()
-        t_ours = time_calls(torch, ours, not args.no_graph)
-        t_peer = time_calls(torch, peer, not args.no_graph)
-        t_comp = time_calls(torch, comp, not args.no_graph) if comp else float("nan")  # nan: skipped
+        t_ours = time_calls(torch, ours, not args.no_graph, **CAPPED)
+        t_peer = time_calls(torch, peer, not args.no_graph, **CAPPED)
+        t_comp = time_calls(torch, comp, not args.no_graph, **CAPPED) if comp else float("nan")  # nan: skipped
         row = dict(shape=f"B={B} NH={NH} S={S} {DQK}/{DV}", us=t_ours * 1e6, tflops=flops / t_ours / 1e12,
                    gbs=io_bytes / t_ours / 1e9, peer_us=t_peer * 1e6, comp_us=t_comp * 1e6,
                    speedup=t_peer / t_ours, speedup_comp=t_comp / t_ours, rel=rel, variants="")
@@ -250,7 +212,7 @@ def main():
                     continue
                 cfg = cands[0]
                 fns = [lambda x=x, cfg=cfg: kgen.mlstm(*x, config=cfg) for x in inputs]
-                parts.append(f"{var} {time_calls(torch, fns, not args.no_graph) * 1e6:.0f}")
+                parts.append(f"{var} {time_calls(torch, fns, not args.no_graph, **CAPPED) * 1e6:.0f}")
             row["variants"] = ", ".join(parts)
         rows.append(row)
         print(f"{row['shape']}: kgen {row['us']:.1f} us ({row['tflops']:.1f} TFLOP/s, {row['gbs']:.0f} GB/s), "
