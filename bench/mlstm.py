@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import math
-import os
 import pathlib
 import subprocess
 import sys
@@ -48,6 +47,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from gemm import git_commit  # noqa: E402
 from timing import ROTATE_BYTES, time_calls  # noqa: E402
 
 # Time-capped: one timed call sizes the replayed batch (~2 ms), and a shape
@@ -59,16 +59,6 @@ FLOP_CHUNK = 64
 BIG = [(8, 8, 8192, 256, 512), (32, 8, 2048, 256, 512), (1, 8, 8192, 256, 512), (4, 16, 8192, 128, 256)]
 SMALL = [(b, 8, s, d, d) for d in (64, 128) for b in (1, 2, 4) for s in (2048, 4096)]
 STEP = [(b, 8, 1, 256, 512) for b in (1, 16, 64)]
-
-
-def git_commit() -> str:
-    if os.environ.get("KGEN_COMMIT"):
-        return os.environ["KGEN_COMMIT"]
-    try:
-        return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def torch_chunkwise(torch, q, k, v, i, f, chunk=64, eps=1e-6):
