@@ -10,11 +10,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CompileTargets.h"
 #include "kgen/kgen.h"
 
 #include <gtest/gtest.h>
 
-#include <thread>
 #include <tuple>
 
 using namespace kgen;
@@ -100,58 +100,25 @@ std::vector<Job> jobsFor(Target t) {
   return jobs;
 }
 
-std::vector<std::string> compileAll(Runtime &rt, Target t, size_t &count) {
-  std::vector<std::string> failures;
-  for (const Job &j : jobsFor(t)) {
-    ++count;
-    try {
-      std::shared_ptr<Kernel> k = rt.compile(j.problem, j.config, t);
-      if (k->binary.empty())
-        failures.push_back(k->source.name + ": empty binary");
-    } catch (const Error &e) {
-      failures.push_back(e.what());
-    }
-  }
-  return failures;
-}
-
 } // namespace
 
 TEST(AttentionCompile, EveryVariantCompiles) {
   RuntimeOptions opts;
   opts.target = Target::SM90A;
   Runtime rt(opts);
-  std::vector<Target> targets;
-  for (Vendor v : {Vendor::NVIDIA, Vendor::AMD}) {
-    std::string why;
-    if (openCompiler(v, &why)) {
-      if (v == Vendor::NVIDIA) {
-        targets.push_back(Target::SM80);
-        targets.push_back(Target::SM90A);
-      } else {
-        targets.push_back(Target::GFX90A);
-      }
-    } else {
-      std::printf("note: %s compiler unavailable: %s\n",
-                  v == Vendor::AMD ? "AMD" : "NVIDIA", why.c_str());
-    }
-  }
+  const std::vector<Target> targets = compiletest::compilerTargets();
   if (targets.empty())
     GTEST_SKIP() << "neither nvrtc nor hiprtc is installed";
-  std::vector<std::vector<std::string>> failures(targets.size());
-  std::vector<size_t> counts(targets.size());
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < targets.size(); ++i)
-    threads.emplace_back(
-        [&, i] { failures[i] = compileAll(rt, targets[i], counts[i]); });
-  for (std::thread &th : threads)
-    th.join();
+  const std::vector<compiletest::TargetCompiles> results =
+      compiletest::compileOnEachTarget(
+          targets, [&](Target t, compiletest::TargetCompiles &r) {
+            for (const Job &j : jobsFor(t))
+              r.add([&] {
+                return std::vector{rt.compile(j.problem, j.config, t)};
+              });
+          });
   for (size_t i = 0; i < targets.size(); ++i) {
-    std::printf("%s: %zu attention variants compiled, %zu failed\n",
-                std::string(toString(targets[i])).c_str(), counts[i],
-                failures[i].size());
-    EXPECT_GT(counts[i], 20u);
-    for (const std::string &f : failures[i])
-      ADD_FAILURE() << toString(targets[i]) << ": " << f;
+    compiletest::report(targets[i], results[i], "attention variants");
+    EXPECT_GT(results[i].count, 20u);
   }
 }

@@ -8,12 +8,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CompileTargets.h"
 #include "kgen/Codegen/Candidates.h"
 #include "kgen/kgen.h"
 
 #include <gtest/gtest.h>
-
-#include <thread>
 
 using namespace kgen;
 
@@ -39,10 +38,13 @@ GemmProblem problem(int64_t m, int64_t n, int64_t k, bool ta, bool tb, DType ab,
 
 std::vector<Job> jobsFor(Target t) {
   std::vector<Job> jobs;
-  const int64_t shapes[][3] = {
-      {1, 4096, 4096}, {127, 4099, 1023}, {532, 2048, 2048}, {4096, 4096, 4096}};
+  const int64_t shapes[][3] = {{1, 4096, 4096},
+                               {127, 4099, 1023},
+                               {532, 2048, 2048},
+                               {4096, 4096, 4096}};
   for (auto &s : shapes) {
-    GemmProblem p = problem(s[0], s[1], s[2], false, true, DType::BF16, DType::BF16);
+    GemmProblem p =
+        problem(s[0], s[1], s[2], false, true, DType::BF16, DType::BF16);
     for (const GemmConfig &c : enumerateConfigs(p, t))
       jobs.push_back({p, c});
   }
@@ -156,62 +158,25 @@ std::vector<Job> jobsFor(Target t) {
   return jobs;
 }
 
-/// Compiles every job for `t`; returns the failures' messages.
-std::vector<std::string> compileAll(Runtime &rt, Target t, size_t &count) {
-  std::vector<std::string> failures;
-  for (const Job &j : jobsFor(t)) {
-    ++count;
-    try {
-      std::shared_ptr<Kernel> k = rt.compile(j.problem, j.config, t);
-      if (k->binary.empty())
-        failures.push_back(k->source.name + ": empty binary");
-    } catch (const Error &e) {
-      failures.push_back(e.what());
-    }
-  }
-  return failures;
-}
-
 } // namespace
 
 TEST(CompileVariants, EveryVariantCompiles) {
   RuntimeOptions opts;
   opts.target = Target::SM90A;
   Runtime rt(opts);
-  std::vector<Target> targets;
-  for (Vendor v : {Vendor::NVIDIA, Vendor::AMD}) {
-    std::string why;
-    if (openCompiler(v, &why)) {
-      if (v == Vendor::NVIDIA) {
-        targets.push_back(Target::SM80);
-        targets.push_back(Target::SM90A);
-      } else {
-        targets.push_back(Target::GFX90A);
-      }
-    } else {
-      std::printf("note: %s compiler unavailable: %s\n",
-                  v == Vendor::AMD ? "AMD" : "NVIDIA", why.c_str());
-    }
-  }
+  const std::vector<Target> targets = compiletest::compilerTargets();
   if (targets.empty())
     GTEST_SKIP() << "neither nvrtc nor hiprtc is installed";
-
-  // One thread per target: the machine has few cores and each compile is
-  // single-threaded inside the compiler.
-  std::vector<std::vector<std::string>> failures(targets.size());
-  std::vector<size_t> counts(targets.size());
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < targets.size(); ++i)
-    threads.emplace_back(
-        [&, i] { failures[i] = compileAll(rt, targets[i], counts[i]); });
-  for (std::thread &th : threads)
-    th.join();
+  const std::vector<compiletest::TargetCompiles> results =
+      compiletest::compileOnEachTarget(
+          targets, [&](Target t, compiletest::TargetCompiles &r) {
+            for (const Job &j : jobsFor(t))
+              r.add([&] {
+                return std::vector{rt.compile(j.problem, j.config, t)};
+              });
+          });
   for (size_t i = 0; i < targets.size(); ++i) {
-    std::printf("%s: %zu variants compiled, %zu failed\n",
-                std::string(toString(targets[i])).c_str(), counts[i],
-                failures[i].size());
-    EXPECT_GT(counts[i], 40u);
-    for (const std::string &f : failures[i])
-      ADD_FAILURE() << toString(targets[i]) << ": " << f;
+    compiletest::report(targets[i], results[i], "variants");
+    EXPECT_GT(results[i].count, 40u);
   }
 }

@@ -9,12 +9,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CompileTargets.h"
 #include "kgen/kgen.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
-#include <thread>
 
 using namespace kgen;
 
@@ -84,58 +85,34 @@ TEST(MlstmCompile, EveryVariantCompiles) {
   RuntimeOptions opts;
   opts.target = Target::SM90A;
   Runtime rt(opts);
-  std::vector<Target> targets;
-  for (Vendor v : {Vendor::NVIDIA, Vendor::AMD}) {
-    std::string why;
-    if (openCompiler(v, &why)) {
-      if (v == Vendor::NVIDIA) {
-        targets.push_back(Target::SM80);
-        targets.push_back(Target::SM90A);
-      } else {
-        targets.push_back(Target::GFX90A);
-      }
-    } else {
-      std::printf("note: %s compiler unavailable: %s\n",
-                  v == Vendor::AMD ? "AMD" : "NVIDIA", why.c_str());
-    }
-  }
+  const std::vector<Target> targets = compiletest::compilerTargets();
   if (targets.empty())
     GTEST_SKIP() << "neither nvrtc nor hiprtc is installed";
-
-  std::vector<std::vector<std::string>> failures(targets.size());
+  // Per target: the kernels on tensor cores, and the variants compiled.
+  std::vector<size_t> mmaCounts(targets.size());
   std::vector<std::set<MlstmVariant>> variants(targets.size());
-  std::vector<size_t> counts(targets.size()), mmaCounts(targets.size());
-  std::vector<std::thread> threads;
-  for (size_t n = 0; n < targets.size(); ++n)
-    threads.emplace_back([&, n] {
-      for (const Job &j : jobsFor(targets[n])) {
-        try {
-          auto plan = rt.compileMlstm(j.p, j.c, targets[n]);
-          for (size_t i = 0; i < plan->kernels.size(); ++i) {
-            const auto &k = plan->kernels[i];
-            ++counts[n];
-            if (mlstmUsesMma(j.p, j.c, mlstmKernels(j.c)[i], targets[n]))
-              ++mmaCounts[n];
-            if (k->binary.empty())
-              failures[n].push_back(k->source.name + ": empty binary");
-          }
-          variants[n].insert(j.c.variant);
-        } catch (const Error &e) {
-          failures[n].push_back(e.what());
-        }
-      }
-    });
-  for (std::thread &th : threads)
-    th.join();
+  const std::vector<compiletest::TargetCompiles> results =
+      compiletest::compileOnEachTarget(
+          targets, [&](Target t, compiletest::TargetCompiles &r) {
+            const size_t n = size_t(
+                std::find(targets.begin(), targets.end(), t) - targets.begin());
+            for (const Job &j : jobsFor(t))
+              r.add([&] {
+                std::shared_ptr<const MlstmPlan> plan =
+                    rt.compileMlstm(j.p, j.c, t);
+                for (size_t i = 0; i < plan->kernels.size(); ++i)
+                  if (mlstmUsesMma(j.p, j.c, mlstmKernels(j.c)[i], t))
+                    ++mmaCounts[n];
+                variants[n].insert(j.c.variant);
+                return plan->kernels;
+              });
+          });
   for (size_t n = 0; n < targets.size(); ++n) {
-    std::printf("%s: %zu mlstm kernels compiled (%zu on tensor cores), %zu "
-                "failed\n",
-                std::string(toString(targets[n])).c_str(), counts[n],
-                mmaCounts[n], failures[n].size());
-    EXPECT_GT(counts[n], 20u);
+    compiletest::report(targets[n], results[n], "mlstm kernels");
+    std::printf("%s: %zu of them on tensor cores\n",
+                std::string(toString(targets[n])).c_str(), mmaCounts[n]);
+    EXPECT_GT(results[n].count, 20u);
     EXPECT_GT(mmaCounts[n], 4u) << "tensor-core kernels among them";
     EXPECT_EQ(variants[n].size(), 4u) << "every variant has a candidate";
-    for (const std::string &f : failures[n])
-      ADD_FAILURE() << toString(targets[n]) << ": " << f;
   }
 }
