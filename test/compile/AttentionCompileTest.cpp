@@ -110,13 +110,7 @@ TEST(AttentionCompile, EveryVariantCompiles) {
   if (targets.empty())
     GTEST_SKIP() << "neither nvrtc nor hiprtc is installed";
   const std::vector<compiletest::TargetCompiles> results =
-      compiletest::compileOnEachTarget(
-          targets, [&](Target t, compiletest::TargetCompiles &r) {
-            for (const Job &j : jobsFor(t))
-              r.add([&] {
-                return std::vector{rt.compile(j.problem, j.config, t)};
-              });
-          });
+      compiletest::compileJobsOnEachTarget(rt, targets, jobsFor);
   for (size_t i = 0; i < targets.size(); ++i) {
     compiletest::report(targets[i], results[i], "attention variants");
     EXPECT_GT(results[i].count, 20u);

@@ -79,6 +79,18 @@ std::vector<TargetCompiles> compileOnEachTarget(const std::vector<Target> &ts,
   return results;
 }
 
+/// compileOnEachTarget for jobs of a problem and a config (`.problem`,
+/// `.config`) that `jobsFor(target)` lists, each built with rt.compile.
+template <class JobsFor>
+std::vector<TargetCompiles>
+compileJobsOnEachTarget(Runtime &rt, const std::vector<Target> &ts,
+                        JobsFor jobsFor) {
+  return compileOnEachTarget(ts, [&](Target t, TargetCompiles &r) {
+    for (const auto &j : jobsFor(t))
+      r.add([&] { return std::vector{rt.compile(j.problem, j.config, t)}; });
+  });
+}
+
 /// Prints what target `t` compiled ("sm_90a: 57 attention kernels
 /// compiled, 0 failed") and fails the test on each failure.
 inline void report(Target t, const TargetCompiles &r, const char *what) {
