@@ -163,28 +163,41 @@ void rankCandidates(std::vector<CandidateResult> &c) {
                    });
 }
 
+/// The winner's kernel and time in `m`, with the runner-up's and the
+/// heuristic's (where they passed); `ranked` is sorted, its first passed.
+static void setTimes(Measurement &m,
+                     const std::vector<CandidateResult> &ranked) {
+  m.kernel = ranked[0].kernel;
+  m.timeUs = ranked[0].us;
+  if (ranked.size() > 1 && ranked[1].ok())
+    m.runnerUpUs = ranked[1].us;
+  for (const CandidateResult &c : ranked)
+    if (c.heuristic && c.ok())
+      m.heuristicUs = c.us;
+}
+
 std::optional<TuningRecord>
 winnerRecord(const GemmProblem &p, const std::vector<CandidateResult> &ranked) {
   if (ranked.empty() || !ranked[0].ok())
     return std::nullopt;
   const CandidateResult &w = ranked[0];
   TuningRecord r;
+  setTimes(r, ranked);
   r.problem = p;
   r.config = w.config;
-  r.kernel = w.kernel;
-  r.timeUs = w.us;
   r.tflops = gemmTflops(p, w.us);
   r.gbs = gemmGbPerS(p, w.us);
-  if (ranked.size() > 1 && ranked[1].ok())
-    r.runnerUpUs = ranked[1].us;
-  for (const CandidateResult &c : ranked)
-    if (c.heuristic && c.ok())
-      r.heuristicUs = c.us;
   return r;
 }
 
 const CandidateResult *TuneResult::winner() const {
   return !candidates.empty() && candidates[0].ok() ? &candidates[0] : nullptr;
+}
+
+const Measurement *TuneResult::measurement() const {
+  if (record)
+    return &*record;
+  return familyRecord ? &*familyRecord : nullptr;
 }
 
 const CandidateResult *TuneResult::runnerUp() const {
@@ -1206,18 +1219,12 @@ void recordWinner(TuneFamily family, nlohmann::json problem, TuneResult &res) {
   if (ranked.empty() || !ranked[0].ok())
     return;
   FamilyRecord r;
+  setTimes(r, ranked);
   r.family = family;
   r.problem = std::move(problem);
   r.config = ranked[0].familyConfig;
-  r.kernel = ranked[0].kernel;
-  r.timeUs = ranked[0].us;
   r.tflops = ranked[0].tflops;
   r.gbs = ranked[0].gbs;
-  if (ranked.size() > 1 && ranked[1].ok())
-    r.runnerUpUs = ranked[1].us;
-  for (const CandidateResult &c : ranked)
-    if (c.heuristic && c.ok())
-      r.heuristicUs = c.us;
   res.familyRecord = r;
 }
 
@@ -1529,12 +1536,11 @@ public:
   }
 
   std::vector<CandidateResult> candidates() const override {
-    return candidateList(configs_, heuristic_,
-                         [&](CandidateResult &cr, const MlstmConfig &c) {
-                           cr.familyConfig = toJson(c);
-                           cr.kernel =
-                               mlstmKernelName(p_, c, mlstmLeadKernel(c));
-                         });
+    return candidateList(
+        configs_, heuristic_, [&](CandidateResult &cr, const MlstmConfig &c) {
+          cr.familyConfig = toJson(c);
+          cr.kernel = mlstmKernelName(p_, c, mlstmLeadKernel(c));
+        });
   }
   std::vector<std::shared_future<Built>> builds() override { return builds_; }
 

@@ -104,10 +104,9 @@ std::string shortest(double v) {
   return ec == std::errc() ? std::string(buf, end) : std::to_string(v);
 }
 
-/// The measured fields every record has (GEMM's TuningRecord and the
-/// families' FamilyRecord): a positive time, rates >= 0 (0: unknown).
-template <class Record>
-std::optional<std::string> checkMeasurements(const Record &r) {
+/// The measured fields every record has (Measurement): a positive time,
+/// rates >= 0 (0: unknown).
+std::optional<std::string> checkMeasurements(const Measurement &r) {
   if (!std::isfinite(r.timeUs) || r.timeUs <= 0)
     return "'time_us' = " + shortest(r.timeUs) + " must be > 0";
   std::pair<const char *, double> rates[] = {{"tflops", r.tflops},
@@ -225,6 +224,29 @@ DeviceKey parseKey(const json &j, const std::string &where) {
   return k;
 }
 
+/// A record's measured fields, read from its object `j`.
+void readMeasurement(const json &j, const std::string &where, Measurement &m) {
+  m.kernel = getString(j, "kernel", where);
+  m.timeUs = getNumber(j, "time_us", where);
+  m.tflops = getNumber(j, "tflops", where);
+  m.gbs = getNumber(j, "gb_s", where);
+  m.runnerUpUs = getNumber(j, "runner_up_us", where);
+  m.heuristicUs = getNumber(j, "heuristic_us", where);
+  m.tunedAt = getString(j, "tuned_at", where);
+}
+
+/// A record's object `j` with its measured fields added.
+json withMeasurement(json j, const Measurement &m) {
+  j["kernel"] = m.kernel;
+  j["time_us"] = m.timeUs;
+  j["tflops"] = m.tflops;
+  j["gb_s"] = m.gbs;
+  j["runner_up_us"] = m.runnerUpUs;
+  j["heuristic_us"] = m.heuristicUs;
+  j["tuned_at"] = m.tunedAt;
+  return j;
+}
+
 TuningRecord parseRecord(const json &j, const std::string &where) {
   exactFields(j,
               {"problem", "config", "kernel", "time_us", "tflops", "gb_s",
@@ -233,13 +255,7 @@ TuningRecord parseRecord(const json &j, const std::string &where) {
   TuningRecord r;
   r.problem = parseNested(j, "problem", where, gemmProblemFromJson);
   r.config = parseNested(j, "config", where, gemmConfigFromJson);
-  r.kernel = getString(j, "kernel", where);
-  r.timeUs = getNumber(j, "time_us", where);
-  r.tflops = getNumber(j, "tflops", where);
-  r.gbs = getNumber(j, "gb_s", where);
-  r.runnerUpUs = getNumber(j, "runner_up_us", where);
-  r.heuristicUs = getNumber(j, "heuristic_us", where);
-  r.tunedAt = getString(j, "tuned_at", where);
+  readMeasurement(j, where, r);
   if (auto why = checkRecord(r))
     fail(where, *why);
   return r;
@@ -411,16 +427,10 @@ std::optional<std::string> checkFamilyRecord(FamilyRecord &r) {
 }
 
 json familyRecordJson(const FamilyRecord &r) {
-  return json{{"family", std::string(toString(r.family))},
-              {"problem", r.problem},
-              {"config", r.config},
-              {"kernel", r.kernel},
-              {"time_us", r.timeUs},
-              {"tflops", r.tflops},
-              {"gb_s", r.gbs},
-              {"runner_up_us", r.runnerUpUs},
-              {"heuristic_us", r.heuristicUs},
-              {"tuned_at", r.tunedAt}};
+  return withMeasurement(json{{"family", std::string(toString(r.family))},
+                              {"problem", r.problem},
+                              {"config", r.config}},
+                         r);
 }
 
 FamilyRecord parseFamilyRecord(const json &j, const std::string &where) {
@@ -437,13 +447,7 @@ FamilyRecord parseFamilyRecord(const json &j, const std::string &where) {
   r.family = *family;
   r.problem = j.at("problem");
   r.config = j.at("config");
-  r.kernel = getString(j, "kernel", where);
-  r.timeUs = getNumber(j, "time_us", where);
-  r.tflops = getNumber(j, "tflops", where);
-  r.gbs = getNumber(j, "gb_s", where);
-  r.runnerUpUs = getNumber(j, "runner_up_us", where);
-  r.heuristicUs = getNumber(j, "heuristic_us", where);
-  r.tunedAt = getString(j, "tuned_at", where);
+  readMeasurement(j, where, r);
   if (auto why = checkFamilyRecord(r))
     fail(where, *why);
   return r;
@@ -480,11 +484,8 @@ json kgen::toJson(const DeviceKey &k) {
 }
 
 json kgen::toJson(const TuningRecord &r) {
-  return json{{"problem", toJson(r.problem)}, {"config", toJson(r.config)},
-              {"kernel", r.kernel},           {"time_us", r.timeUs},
-              {"tflops", r.tflops},           {"gb_s", r.gbs},
-              {"runner_up_us", r.runnerUpUs}, {"heuristic_us", r.heuristicUs},
-              {"tuned_at", r.tunedAt}};
+  return withMeasurement(
+      json{{"problem", toJson(r.problem)}, {"config", toJson(r.config)}}, r);
 }
 
 DeviceKey kgen::deviceKeyFromJson(const json &j) {
@@ -538,7 +539,8 @@ std::optional<TuneFamily> kgen::parseTuneFamily(std::string_view s) {
 json kgen::tuningProblemJson(const AttentionProblem &p) { return toJson(p); }
 json kgen::tuningProblemJson(const MlstmProblem &p) { return toJson(p); }
 
-std::vector<AttentionProblem> kgen::attentionBuckets(const AttentionProblem &p) {
+std::vector<AttentionProblem>
+kgen::attentionBuckets(const AttentionProblem &p) {
   std::vector<int64_t> qs{p.seqlenQ}, ks{p.seqlenK};
   for (int64_t b : mBuckets(p.seqlenQ))
     qs.push_back(b);
@@ -619,8 +621,8 @@ bool TuningDB::insertMiss(Device &d, const GemmProblem &p) {
 }
 
 bool TuningDB::insertRecord(Device &d, FamilyRecord r) {
-  auto it = std::lower_bound(d.familyRecords.begin(), d.familyRecords.end(),
-                             r, familyLess);
+  auto it = std::lower_bound(d.familyRecords.begin(), d.familyRecords.end(), r,
+                             familyLess);
   if (it != d.familyRecords.end() && !familyLess(r, *it)) {
     if (!better(r, *it))
       return false;
@@ -628,8 +630,8 @@ bool TuningDB::insertRecord(Device &d, FamilyRecord r) {
   } else {
     it = d.familyRecords.insert(it, std::move(r));
   }
-  auto miss = std::find(d.familyMisses.begin(), d.familyMisses.end(),
-                        it->problem);
+  auto miss =
+      std::find(d.familyMisses.begin(), d.familyMisses.end(), it->problem);
   if (miss != d.familyMisses.end())
     d.familyMisses.erase(miss);
   return true;
@@ -952,8 +954,8 @@ TuningDB::lookupFamily(const DeviceKey &key,
     FamilyRecord probe;
     probe.family = *familyOf(tries[i]);
     probe.problem = tries[i];
-    auto it = std::lower_bound(d->familyRecords.begin(),
-                               d->familyRecords.end(), probe, familyLess);
+    auto it = std::lower_bound(d->familyRecords.begin(), d->familyRecords.end(),
+                               probe, familyLess);
     if (it != d->familyRecords.end() && !familyLess(probe, *it))
       return {&*it, i == 0 ? Match::Exact : Match::Bucket, tries[i]};
   }
@@ -984,22 +986,20 @@ bool noteFamilyMiss(const DeviceKey &key, const P &p,
     throw Error("tuning DB: invalid device key " + kgen::toJson(key).dump() +
                 ": " + *why);
   if (auto why = checkProblem(p))
-    throw Error("tuning DB: cannot note a miss for " + toJson(p).dump() +
-                ": " + *why);
+    throw Error("tuning DB: cannot note a miss for " + toJson(p).dump() + ": " +
+                *why);
   return insert(tuningProblemJson(p));
 }
 } // namespace
 
 bool TuningDB::noteMiss(const DeviceKey &key, const AttentionProblem &p) {
-  return noteFamilyMiss(key, p, [&](const json &j) {
-    return insertMiss(findOrAdd(key), j);
-  });
+  return noteFamilyMiss(
+      key, p, [&](const json &j) { return insertMiss(findOrAdd(key), j); });
 }
 
 bool TuningDB::noteMiss(const DeviceKey &key, const MlstmProblem &p) {
-  return noteFamilyMiss(key, p, [&](const json &j) {
-    return insertMiss(findOrAdd(key), j);
-  });
+  return noteFamilyMiss(
+      key, p, [&](const json &j) { return insertMiss(findOrAdd(key), j); });
 }
 
 std::vector<json> TuningDB::familyMisses(const DeviceKey &key,
@@ -1032,8 +1032,8 @@ void TuningDB::exportCsv(std::ostream &os, const DeviceKey &key,
     std::vector<int64_t> cols;
     if (f == TuneFamily::Attention) {
       AttentionProblem p = attentionProblemFromJson(r.problem);
-      cols = {p.batch,   p.headsQ,       p.headsKv,      p.seqlenQ,
-              p.seqlenK, p.headDimQk,    p.headDimV};
+      cols = {p.batch,   p.headsQ,    p.headsKv, p.seqlenQ,
+              p.seqlenK, p.headDimQk, p.headDimV};
     } else {
       MlstmProblem p = mlstmProblemFromJson(r.problem);
       cols = {p.b, p.nh, p.s, p.dqk, p.dv};

@@ -300,28 +300,17 @@ json resultJson(const std::string &label, const TuneResult &r, bool stored) {
   for (const CandidateResult &c : r.candidates)
     cands.push_back(candidateJson(c));
   j["candidates"] = cands;
-  if (r.record) {
-    const TuningRecord &w = *r.record;
-    j["winner"] = {{"config", toJson(w.config)},
-                   {"kernel", w.kernel},
-                   {"time_us", w.timeUs},
-                   {"tflops", w.tflops},
-                   {"gb_s", w.gbs},
-                   {"runner_up_us", w.runnerUpUs},
-                   {"heuristic_us", w.heuristicUs}};
-    j["margin_runner_up_pct"] = marginPercent(w.timeUs, w.runnerUpUs);
-    j["margin_heuristic_pct"] = marginPercent(w.timeUs, w.heuristicUs);
-  } else if (r.familyRecord) {
-    const FamilyRecord &w = *r.familyRecord;
-    j["winner"] = {{"config", w.config},
-                   {"kernel", w.kernel},
-                   {"time_us", w.timeUs},
-                   {"tflops", w.tflops},
-                   {"gb_s", w.gbs},
-                   {"runner_up_us", w.runnerUpUs},
-                   {"heuristic_us", w.heuristicUs}};
-    j["margin_runner_up_pct"] = marginPercent(w.timeUs, w.runnerUpUs);
-    j["margin_heuristic_pct"] = marginPercent(w.timeUs, w.heuristicUs);
+  if (const Measurement *w = r.measurement()) {
+    j["winner"] = {{"config", r.record ? toJson(r.record->config)
+                                       : r.familyRecord->config},
+                   {"kernel", w->kernel},
+                   {"time_us", w->timeUs},
+                   {"tflops", w->tflops},
+                   {"gb_s", w->gbs},
+                   {"runner_up_us", w->runnerUpUs},
+                   {"heuristic_us", w->heuristicUs}};
+    j["margin_runner_up_pct"] = marginPercent(w->timeUs, w->runnerUpUs);
+    j["margin_heuristic_pct"] = marginPercent(w->timeUs, w->heuristicUs);
   } else {
     j["winner"] = nullptr;
   }
@@ -397,17 +386,14 @@ void printSummary(const std::vector<std::pair<std::string, TuneResult>> &rows) {
   std::printf("\n%-32s %-22s %10s %9s %9s %9s\n", "problem", "winner", "us",
               "TFLOP/s", "vs 2nd", "vs heur.");
   for (const auto &[label, r] : rows) {
-    if (!r.record && !r.familyRecord) {
+    const Measurement *w = r.measurement();
+    if (!w) {
       std::printf("%-32s %-22s\n", label.c_str(), "(none passed)");
       continue;
     }
     // One row shape for every family: time, rate, margins.
-    const double us = r.record ? r.record->timeUs : r.familyRecord->timeUs;
-    const double tflops = r.record ? r.record->tflops : r.familyRecord->tflops;
-    const double second =
-        r.record ? r.record->runnerUpUs : r.familyRecord->runnerUpUs;
-    const double heur =
-        r.record ? r.record->heuristicUs : r.familyRecord->heuristicUs;
+    const double us = w->timeUs, tflops = w->tflops;
+    const double second = w->runnerUpUs, heur = w->heuristicUs;
     const std::string config = r.record
                                    ? configText(r.record->config)
                                    : familyConfigText(r.familyRecord->config);

@@ -83,10 +83,10 @@ struct TuneProgress {
 };
 
 struct TunerOptions {
-  int minRuns = 50;         ///< timed runs per candidate, at least...
-  double minMs = 30;        ///< ...and this much measured time
-  double maxMs = 2000;      ///< stop a slow candidate here after 10 runs
-  double warmupMs = 10;     ///< untimed runs before measuring
+  int minRuns = 50;     ///< timed runs per candidate, at least...
+  double minMs = 30;    ///< ...and this much measured time
+  double maxMs = 2000;  ///< stop a slow candidate here after 10 runs
+  double warmupMs = 10; ///< untimed runs before measuring
   /// Replay a graph of back-to-back launches for kernels faster than this.
   /// Kernels run back to back in a model and in bench/gemm.py; an event
   /// pair around each launch adds the launch gap and keeps a programmatic
@@ -190,6 +190,9 @@ struct TuneResult {
   /// the main and combine kernels of a split-KV attention.
 
   const CandidateResult *winner() const;
+  /// The winner's record's measurement (record or familyRecord); null
+  /// when none passed.
+  const Measurement *measurement() const;
   const CandidateResult *runnerUp() const;
   const CandidateResult *heuristicResult() const;
   size_t failedCount() const;

@@ -58,17 +58,26 @@ struct DeviceKey {
   bool operator==(const DeviceKey &) const = default;
 };
 
-/// One tuned problem: the winning config and what was measured.
-struct TuningRecord {
-  GemmProblem problem;
-  GemmConfig config;
-  std::string kernel;     ///< gemmKernelName(problem, config, target)
-  double timeUs = 0;      ///< median time per call of the winner, > 0
+/// What a tune measured, in every record (GEMM's and the families'): the
+/// winner's kernel, its time and rates, and the runner-up's and the
+/// heuristic's times.
+struct Measurement {
+  std::string kernel;     ///< the winner's (main) kernel name
+  double timeUs = 0;      ///< median time a call of the winner, > 0
   double tflops = 0;      ///< of the winner
   double gbs = 0;         ///< GB/s of the winner
   double runnerUpUs = 0;  ///< second-best candidate; 0: there was none
   double heuristicUs = 0; ///< the heuristic's config; 0: not measured
   std::string tunedAt;    ///< UTC, "2025-01-31T12:00:00Z"
+
+  bool operator==(const Measurement &) const = default;
+};
+
+/// One tuned GEMM problem: the winning config and what was measured
+/// (kernel: gemmKernelName(problem, config, target)).
+struct TuningRecord : Measurement {
+  GemmProblem problem;
+  GemmConfig config;
 
   bool operator==(const TuningRecord &) const = default;
 };
@@ -85,20 +94,16 @@ std::optional<TuneFamily> parseTuneFamily(std::string_view s);
 /// their canonical JSON (kgen/Codegen/AttentionJson.h, kgen/Mlstm.h: what
 /// toJson of the parsed struct gives), so a field added to a config later
 /// needs no change here; records compare by family, then problem text.
+/// Its kernel is the main one, its time the whole call's (every kernel).
 ///
 ///   {"family": "attention", "problem": {...}, "config": {...},
 ///    "kernel": "kgen_attn_...", "time_us": 41.2, "tflops": 380.1,
 ///    "gb_s": 812.0, "runner_up_us": 43.0, "heuristic_us": 45.9,
 ///    "tuned_at": "2025-01-31T12:00:00Z"}
-struct FamilyRecord {
+struct FamilyRecord : Measurement {
   TuneFamily family = TuneFamily::Attention;
   nlohmann::json problem; ///< canonical, with its "family" field
   nlohmann::json config;
-  std::string kernel; ///< the main kernel's name
-  double timeUs = 0;  ///< median time of the whole call (every kernel)
-  double tflops = 0, gbs = 0;
-  double runnerUpUs = 0, heuristicUs = 0; ///< 0: not measured
-  std::string tunedAt;
 
   bool operator==(const FamilyRecord &) const = default;
 };
