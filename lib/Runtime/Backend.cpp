@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kgen/Runtime/Backend.h"
+#include "Posix.h"
 #include "kgen/Error.h"
 
 #include <algorithm>
@@ -30,13 +31,9 @@
 #include <unistd.h>
 
 using namespace kgen;
+using namespace kgen::posix;
 
 namespace {
-
-const char *envOrNull(const char *name) {
-  const char *v = std::getenv(name);
-  return v && *v ? v : nullptr;
-}
 
 template <typename Fn>
 void bindOrThrow(void *lib, const char *libName, const char *name, Fn &fn) {
@@ -547,9 +544,8 @@ public:
     // Programmatic dependent launch exists from sm_90; without
     // cuLaunchKernelEx the kernel simply waits for the previous one.
     if (d.overlapsPrevious && target_ == Target::SM90A && api_.launchKernelEx) {
-      CuLaunchAttribute attr{kCuLaunchAttributeProgrammaticStreamSerialization,
-                             0,
-                             {1}};
+      CuLaunchAttribute attr{
+          kCuLaunchAttributeProgrammaticStreamSerialization, 0, {1}};
       const CuLaunchConfig config = launchConfig(d, stream, &attr, 1);
       check(api_.launchKernelEx(&config, f, args, nullptr), "cuLaunchKernelEx",
             [&] {

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kgen/Runtime/Bundle.h"
+#include "Posix.h"
 #include "kgen/Codegen/AttentionJson.h"
 #include "kgen/Codegen/Json.h"
 #include "kgen/Codegen/Limits.h"
@@ -33,6 +34,7 @@
 #include <unistd.h>
 
 using namespace kgen;
+using namespace kgen::posix;
 using nlohmann::json;
 namespace fs = std::filesystem;
 
@@ -42,25 +44,6 @@ namespace {
 constexpr uint64_t kMaxBinaryBytes = 1ull << 30;
 constexpr const char *kRebuildFix =
     "rebuild the bundle with this kgen (kgen bundle --out DIR ...)";
-
-std::string errnoText() { return std::strerror(errno); }
-
-const char *envOrNull(const char *name) {
-  const char *v = std::getenv(name);
-  return v && *v ? v : nullptr;
-}
-
-/// Closes a file descriptor on scope exit.
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f = -1) : fd(f) {}
-  Fd(const Fd &) = delete;
-  Fd &operator=(const Fd &) = delete;
-  ~Fd() {
-    if (fd >= 0)
-      ::close(fd);
-  }
-};
 
 bool isHex64(const std::string &s) {
   return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
@@ -167,25 +150,10 @@ void writeNewFile(const std::string &path, const std::string &data) {
                O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
   if (fd.fd < 0)
     throw Error("kgen bundle: cannot create " + path + ": " + errnoText());
-  const char *p = data.data();
-  size_t n = data.size();
-  while (n) {
-    ssize_t w = ::write(fd.fd, p, n);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w <= 0)
-      throw Error("kgen bundle: cannot write " + path + ": " + errnoText());
-    p += w;
-    n -= size_t(w);
-  }
+  if (!writeAll(fd.fd, data.data(), data.size()))
+    throw Error("kgen bundle: cannot write " + path + ": " + errnoText());
   if (::fsync(fd.fd) != 0)
     throw Error("kgen bundle: cannot sync " + path + ": " + errnoText());
-}
-
-void syncDir(const std::string &dir) {
-  Fd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (d.fd >= 0)
-    ::fsync(d.fd);
 }
 
 //===----------------------------------------------------------------------===//

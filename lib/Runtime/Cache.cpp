@@ -17,6 +17,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kgen/Runtime/Cache.h"
+#include "Posix.h"
 #include "kgen/Error.h"
 #include "kgen/Runtime/Sha256.h"
 
@@ -36,6 +37,7 @@
 #include <unistd.h>
 
 using namespace kgen;
+using namespace kgen::posix;
 
 namespace {
 
@@ -48,19 +50,12 @@ constexpr uint64_t kMaxPayloadBytes = 1ull << 30;
 /// Temp files older than this belong to a writer that died.
 constexpr int64_t kStaleTempSeconds = 3600;
 
-std::string errnoText() { return std::strerror(errno); }
-
 std::atomic<uint64_t> gCompiledKernels{0};
 
 void logLine(const std::string &msg) {
   // One write per line so lines of concurrent processes do not interleave.
   std::string line = "kgen: cache: " + msg + "\n";
   std::fwrite(line.data(), 1, line.size(), stderr);
-}
-
-const char *envOrNull(const char *name) {
-  const char *v = std::getenv(name);
-  return v && *v ? v : nullptr;
 }
 
 bool isKey(std::string_view s) {
@@ -91,45 +86,6 @@ uint64_t getLE(const char *p, int bytes) {
     v |= uint64_t(uint8_t(p[i])) << (8 * i);
   return v;
 }
-
-/// Reads exactly `n` bytes at the current offset; false on a short read.
-bool readAll(int fd, char *p, size_t n) {
-  while (n) {
-    ssize_t r = ::read(fd, p, n);
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r <= 0)
-      return false;
-    p += r;
-    n -= size_t(r);
-  }
-  return true;
-}
-
-bool writeAll(int fd, const char *p, size_t n) {
-  while (n) {
-    ssize_t r = ::write(fd, p, n);
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r <= 0)
-      return false;
-    p += r;
-    n -= size_t(r);
-  }
-  return true;
-}
-
-/// Closes a file descriptor on scope exit.
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f = -1) : fd(f) {}
-  Fd(const Fd &) = delete;
-  Fd &operator=(const Fd &) = delete;
-  ~Fd() {
-    if (fd >= 0)
-      ::close(fd);
-  }
-};
 
 int64_t nanos(const struct timespec &t) {
   return int64_t(t.tv_sec) * 1000000000 + t.tv_nsec;
@@ -628,9 +584,7 @@ void DiskCache::publish(Target t, const std::string &key,
     return;
   }
   // The new name must survive a crash too, not only the file's data.
-  Fd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (d.fd >= 0)
-    ::fsync(d.fd);
+  syncDir(dir);
 }
 
 void DiskCache::store(Target t, const std::string &key, const std::string &name,

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kgen/Runtime/Compiler.h"
+#include "Posix.h"
 #include "kgen/Codegen/Templates.h"
 #include "kgen/Error.h"
 #include "kgen/Runtime/Cache.h"
@@ -15,12 +16,12 @@
 #include <nlohmann/json.hpp>
 
 #include <cctype>
-#include <climits>
-#include <fstream>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <mutex>
 
 #include <dlfcn.h>
@@ -29,17 +30,13 @@
 #include <unistd.h>
 
 using namespace kgen;
+using namespace kgen::posix;
 
 namespace {
 
 //===----------------------------------------------------------------------===//
 // Loading libraries
 //===----------------------------------------------------------------------===//
-
-const char *envOrNull(const char *name) {
-  const char *v = std::getenv(name);
-  return v && *v ? v : nullptr;
-}
 
 /// dlopens the first candidate that loads and exports `requiredSymbol`.
 /// Libraries are never dlclosed: the GPU runtimes register exit handlers
@@ -508,8 +505,7 @@ std::string libraryEnvironment(Vendor v) {
 std::optional<nlohmann::json> fileIdentity(const std::string &path) {
   char real[PATH_MAX];
   struct stat st;
-  if (path.empty() || !::realpath(path.c_str(), real) ||
-      ::stat(real, &st) != 0)
+  if (path.empty() || !::realpath(path.c_str(), real) || ::stat(real, &st) != 0)
     return std::nullopt;
   return nlohmann::json{{"path", path},
                         {"real", real},

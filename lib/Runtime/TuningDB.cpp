@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kgen/Runtime/TuningDB.h"
+#include "Posix.h"
 #include "kgen/Codegen/AttentionJson.h"
 #include "kgen/Codegen/Json.h"
 #include "kgen/Error.h"
@@ -34,6 +35,7 @@
 #include <unistd.h>
 
 using namespace kgen;
+using namespace kgen::posix;
 using nlohmann::json;
 
 namespace {
@@ -41,8 +43,6 @@ namespace {
 constexpr const char *kLoadFix =
     " (fix the file, or move it away and kgen starts a new one)";
 constexpr const char *kWriteFix = " (set KGEN_TUNING_DB to a writable file)";
-
-std::string errnoText() { return std::strerror(errno); }
 
 //===----------------------------------------------------------------------===//
 // Ordering: sorted vectors make lookups binary searches and the saved text
@@ -265,18 +265,6 @@ TuningRecord parseRecord(const json &j, const std::string &where) {
 // Files
 //===----------------------------------------------------------------------===//
 
-/// Closes a file descriptor on scope exit.
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f = -1) : fd(f) {}
-  Fd(const Fd &) = delete;
-  Fd &operator=(const Fd &) = delete;
-  ~Fd() {
-    if (fd >= 0)
-      ::close(fd);
-  }
-};
-
 std::string parentDir(const std::string &path) {
   std::string dir = std::filesystem::path(path).parent_path().string();
   return dir.empty() ? "." : dir;
@@ -305,20 +293,11 @@ void writeAtomically(const std::string &path, const std::string &text) {
   Fd fd(::mkstemp(tmp.data()));
   if (fd.fd < 0)
     die("cannot create a temp file in " + dir);
-  const char *p = text.data();
-  size_t n = text.size();
-  while (n) {
-    ssize_t w = ::write(fd.fd, p, n);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w <= 0) {
-      int saved = errno;
-      ::unlink(tmp.c_str());
-      errno = saved;
-      die("cannot write " + tmp);
-    }
-    p += w;
-    n -= size_t(w);
+  if (!writeAll(fd.fd, text.data(), text.size())) {
+    int saved = errno;
+    ::unlink(tmp.c_str());
+    errno = saved;
+    die("cannot write " + tmp);
   }
   // Data first, then the name: a crash leaves the old DB or the new one,
   // never a truncated file that the next load would refuse.
@@ -328,9 +307,7 @@ void writeAtomically(const std::string &path, const std::string &text) {
     errno = saved;
     die("cannot publish " + tmp);
   }
-  Fd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (d.fd >= 0)
-    ::fsync(d.fd);
+  syncDir(dir);
 }
 
 std::string fixed(double v, int decimals) {
