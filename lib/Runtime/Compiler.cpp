@@ -72,21 +72,6 @@ template <typename Fn> bool bind(void *lib, const char *name, Fn &fn) {
 // Failure reports
 //===----------------------------------------------------------------------===//
 
-bool writeFile(int fd, const std::string &text) {
-  const char *p = text.data();
-  size_t n = text.size();
-  while (n) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w <= 0)
-      return false;
-    p += w;
-    n -= size_t(w);
-  }
-  return true;
-}
-
 /// Saves a source that failed to compile, so the error can point at it:
 /// <cache root>/failed/<name>-<target>.hip, else a fresh file in the temp
 /// directory. Returns the path, or "" (with the reason in `why`).
@@ -115,7 +100,7 @@ std::string saveFailedSource(const KernelSource &src, const std::string &header,
       std::string tmpPath = path + ".XXXXXX";
       int fd = ::mkstemp(tmpPath.data());
       if (fd >= 0) {
-        bool ok = writeFile(fd, text);
+        bool ok = writeAll(fd, text.data(), text.size());
         ::close(fd);
         if (ok && ::rename(tmpPath.c_str(), path.c_str()) == 0)
           return path;
@@ -135,7 +120,7 @@ std::string saveFailedSource(const KernelSource &src, const std::string &header,
             ": " + std::strerror(errno);
     return "";
   }
-  bool ok = writeFile(fd, text);
+  bool ok = writeAll(fd, text.data(), text.size());
   ::close(fd);
   if (!ok) {
     *why += (why->empty() ? "" : "; ") + std::string("cannot write ") + path;
