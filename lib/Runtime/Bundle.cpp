@@ -45,12 +45,6 @@ constexpr uint64_t kMaxBinaryBytes = 1ull << 30;
 constexpr const char *kRebuildFix =
     "rebuild the bundle with this kgen (kgen bundle --out DIR ...)";
 
-bool isHex64(const std::string &s) {
-  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-         });
-}
-
 /// A file name the manifest may use: relative, made of plain components,
 /// so no entry can name a file outside the bundle.
 bool isSafeRelativePath(const std::string &p) {
@@ -244,7 +238,7 @@ BundleEntry entryFromJson(const json &j, const std::string &where) {
        {std::pair<const char *, const std::string *>{"sha256", &e.sha256},
         {"source_sha256", &e.sourceSha256},
         {"cache_key", &e.cacheKey}})
-    if (!isHex64(*v))
+    if (!isSha256Hex(*v))
       fail(where, std::string("'") + name +
                       "' must be 64 lowercase hex digits, got \"" + *v + "\"");
   e.compiler = str(j, where, "compiler");

@@ -58,16 +58,10 @@ void logLine(const std::string &msg) {
   std::fwrite(line.data(), 1, line.size(), stderr);
 }
 
-bool isKey(std::string_view s) {
-  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-         });
-}
-
 void checkKey(const std::string &key) {
   // Keys become path components: anything else could name a file outside
   // the cache.
-  if (!isKey(key))
+  if (!isSha256Hex(key))
     throw Error("kgen cache: invalid key '" + key +
                 "': expected 64 lowercase hex digits (use kgen::cacheKey)");
 }
@@ -299,11 +293,11 @@ template <typename Fn> void walk(const std::string &root, Fn fn) {
 }
 
 bool isTempName(const std::string &n) {
-  return n.size() > 64 && isKey(n.substr(0, 64)) &&
+  return n.size() > 64 && isSha256Hex(n.substr(0, 64)) &&
          n.compare(64, 5, ".tmp.") == 0;
 }
 bool isLockName(const std::string &n) {
-  return n.size() == 69 && isKey(n.substr(0, 64)) &&
+  return n.size() == 69 && isSha256Hex(n.substr(0, 64)) &&
          n.compare(64, 5, ".lock") == 0;
 }
 
@@ -678,7 +672,7 @@ std::vector<Inspected> inspectAll(const std::string &root, bool readOnly,
   std::vector<Inspected> out;
   walk(root, [&](const std::string &target, const std::string &dir,
                  const std::string &file) {
-    if (!isKey(file))
+    if (!isSha256Hex(file))
       return;
     Inspected r = inspect(dir + "/" + file, readOnly, full, /*touch=*/false);
     if (r.state == EntryState::Missing) // deleted while we walked
@@ -720,7 +714,7 @@ uint64_t DiskCache::totalBytes() const {
   walk(root_, [&](const std::string &, const std::string &dir,
                   const std::string &file) {
     struct stat st;
-    if (isKey(file) && ::lstat((dir + "/" + file).c_str(), &st) == 0)
+    if (isSha256Hex(file) && ::lstat((dir + "/" + file).c_str(), &st) == 0)
       total += uint64_t(st.st_size);
   });
   return total;
@@ -737,7 +731,7 @@ void DiskCache::clear() {
   walk(root_, [&](const std::string &, const std::string &dir,
                   const std::string &file) {
     // Only names the cache writes: a stray file of the user's is left alone.
-    if (isKey(file) || isLockName(file) || isTempName(file))
+    if (isSha256Hex(file) || isLockName(file) || isTempName(file))
       ::unlink((dir + "/" + file).c_str());
     dirs.insert(dir);
   });

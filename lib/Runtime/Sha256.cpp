@@ -132,3 +132,9 @@ std::string kgen::sha256Hex(std::string_view data) {
   h.update(data);
   return h.hexDigest();
 }
+
+bool kgen::isSha256Hex(std::string_view s) {
+  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}

@@ -28,6 +28,10 @@ private:
 
 std::string sha256Hex(std::string_view data);
 
+/// Whether `s` is a digest as sha256Hex writes it: 64 lowercase hex digits
+/// (cache keys, bundle checksums).
+bool isSha256Hex(std::string_view s);
+
 } // namespace kgen
 
 #endif
