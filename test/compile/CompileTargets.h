@@ -64,7 +64,7 @@ inline std::vector<Target> compilerTargets() {
   return targets;
 }
 
-/// Runs `compile(target, result)` for every target, one thread each: the
+/// Runs `compile(i, result)` for every target ts[i], one thread each: the
 /// machine has few cores and each compile is single-threaded inside the
 /// compiler.
 template <class Compile>
@@ -73,7 +73,7 @@ std::vector<TargetCompiles> compileOnEachTarget(const std::vector<Target> &ts,
   std::vector<TargetCompiles> results(ts.size());
   std::vector<std::thread> threads;
   for (size_t i = 0; i < ts.size(); ++i)
-    threads.emplace_back([&, i] { compile(ts[i], results[i]); });
+    threads.emplace_back([&, i] { compile(i, results[i]); });
   for (std::thread &th : threads)
     th.join();
   return results;
@@ -85,9 +85,10 @@ template <class JobsFor>
 std::vector<TargetCompiles>
 compileJobsOnEachTarget(Runtime &rt, const std::vector<Target> &ts,
                         JobsFor jobsFor) {
-  return compileOnEachTarget(ts, [&](Target t, TargetCompiles &r) {
-    for (const auto &j : jobsFor(t))
-      r.add([&] { return std::vector{rt.compile(j.problem, j.config, t)}; });
+  return compileOnEachTarget(ts, [&](size_t i, TargetCompiles &r) {
+    for (const auto &j : jobsFor(ts[i]))
+      r.add(
+          [&] { return std::vector{rt.compile(j.problem, j.config, ts[i])}; });
   });
 }
 

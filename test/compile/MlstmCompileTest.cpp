@@ -14,7 +14,6 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <set>
 
 using namespace kgen;
@@ -93,9 +92,8 @@ TEST(MlstmCompile, EveryVariantCompiles) {
   std::vector<std::set<MlstmVariant>> variants(targets.size());
   const std::vector<compiletest::TargetCompiles> results =
       compiletest::compileOnEachTarget(
-          targets, [&](Target t, compiletest::TargetCompiles &r) {
-            const size_t n = size_t(
-                std::find(targets.begin(), targets.end(), t) - targets.begin());
+          targets, [&](size_t n, compiletest::TargetCompiles &r) {
+            const Target t = targets[n];
             for (const Job &j : jobsFor(t))
               r.add([&] {
                 std::shared_ptr<const MlstmPlan> plan =
