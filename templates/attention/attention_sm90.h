@@ -810,6 +810,11 @@ KGEN_DEVICE void runPersistent(const TensorMap &mapQ, const TensorMap &mapK,
         // has completed, so that returns at once.
         sm90::barrierWait(bar.qFull, uint32_t(at.work & 1));
         t = *static_cast<volatile int *>(&bar.tileSlot()[at.work & 1]);
+        // Every lane's read before its warp leader's release of Q lets the
+        // producer write this slot again (two work tiles on). With one
+        // consumer warpgroup nothing else orders the lanes (wgmma is no
+        // memory barrier): racecheck saw the -1 written over the reads.
+        __syncwarp();
         if (t < 0)
           break;
       } else if (t >= p.tiles) {
