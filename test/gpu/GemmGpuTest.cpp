@@ -964,6 +964,22 @@ std::vector<Case> explicitCases(Target t) {
       baked.config = pair;
       out.push_back(baked);
     }
+    // The persistent walk at sizes racecheck gets through (M*N*K < 2^27):
+    // 272 tiles on 132 multiprocessors, so each CTA runs two or three and
+    // reuses its ring, barriers and store slab across tiles; one consumer
+    // warpgroup (64x64, K 96: a ragged second k-step) and two (128x64, K
+    // 48: one partial k-step a tile).
+    for (int consumers : {1, 2}) {
+      Case walk = consumers == 1
+                      ? make(1024, 1088, 96, "nt", DType::BF16, DType::BF16)
+                      : make(2048, 1088, 48, "nn", DType::F16, DType::F16);
+      walk.config = pair;
+      walk.config->blockM = 64 * consumers;
+      walk.config->blockN = 64;
+      walk.config->warpsM = consumers;
+      walk.config->cluster = 1;
+      out.push_back(walk);
+    }
     Case f32 = make(532, 2048, 2048, "nn", DType::BF16, DType::F32);
     f32.config = pair;
     f32.config->blockN = 128; // the promoted sums need the registers
