@@ -523,18 +523,14 @@ TEST_F(AttentionGpu, WgmmaLoopEveryConfig) {
   }
   // KGEN_GPU_TEST_MAX_SEQLEN (compute-sanitizer runs) keeps the short cases.
   const char *limit = std::getenv("KGEN_GPU_TEST_MAX_SEQLEN");
-  const int maxSeq = limit && *limit ? std::atoi(limit) : 1 << 30;
-  auto withinLimit = [&](const Case &c) {
-    return c.p.seqlenQ <= maxSeq && c.p.seqlenK <= maxSeq;
-  };
+  cases = selectedCases(std::move(cases));
   // A limit below every case leaves nothing to check: say so rather than
   // fail the run count below (the shortest case is 200 x 77).
-  if (std::none_of(cases.begin(), cases.end(), withinLimit))
-    GTEST_SKIP() << "no case within KGEN_GPU_TEST_MAX_SEQLEN=" << maxSeq;
+  if (cases.empty())
+    GTEST_SKIP() << "no case within KGEN_GPU_TEST_MAX_SEQLEN=" << limit;
   unsigned seed = 1000;
   int ran = 0;
   for (const Case &c : cases)
-    if (withinLimit(c))
     for (int bm : {64, 128, 192})
       for (int bn : {64, 128})
         for (int stages : {2, 3})
@@ -632,12 +628,9 @@ TEST_F(AttentionGpu, WgmmaPersistentSchedules) {
     cases.push_back(c);
   }
   const char *limit = std::getenv("KGEN_GPU_TEST_MAX_SEQLEN");
-  const int maxSeq = limit && *limit ? std::atoi(limit) : 1 << 30;
   unsigned seed = 5000;
   int ran = 0, fewer = 0, more = 0, ragged = 0, dynamic = 0;
-  for (const Case &c : cases) {
-    if (c.p.seqlenQ > maxSeq || c.p.seqlenK > maxSeq)
-      continue;
+  for (const Case &c : selectedCases(cases)) {
     for (int bm : {64, 128, 192})
       for (int bn : {64, 128})
         for (int stages : {2, 3}) {
