@@ -1,5 +1,4 @@
-//===- CompileTargets.h - The compile tests' targets and threads -*- C++
-//-*-===//
+//===- CompileTargets.h - The compile tests' targets, threads -*- C++ -*-===//
 //
 // What the *CompileTest.cpp files share: the targets this machine has a
 // compiler for (nvrtc: sm_80 and sm_90a; hiprtc: gfx90a), one thread per
