@@ -490,8 +490,7 @@ std::vector<int64_t> kgen::mBuckets(int64_t m) {
 }
 
 std::string kgen::defaultTuningDbPath(const CacheOptions &opts) {
-  const char *env = std::getenv("KGEN_TUNING_DB");
-  if (env && *env) {
+  if (const char *env = envOrNull("KGEN_TUNING_DB")) {
     // Absolute, so a later chdir does not move the DB.
     std::error_code ec;
     std::filesystem::path p = std::filesystem::absolute(env, ec);
