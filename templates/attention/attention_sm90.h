@@ -809,12 +809,16 @@ KGEN_DEVICE void runPersistent(const TensorMap &mapQ, const TensorMap &mapK,
         // The producer's choice. consume() waits for this phase again: it
         // has completed, so that returns at once.
         sm90::barrierWait(bar.qFull, uint32_t(at.work & 1));
-        t = *static_cast<volatile int *>(&bar.tileSlot()[at.work & 1]);
-        // Every lane's read before its warp leader's release of Q lets the
-        // producer write this slot again (two work tiles on). With one
-        // consumer warpgroup nothing else orders the lanes (wgmma is no
-        // memory barrier): racecheck saw the -1 written over the reads.
-        __syncwarp();
+        // Each warp's leader reads the slot and hands it to its lanes: the
+        // producer may write this slot again (two work tiles on) once the
+        // leaders have released Q, so the reader is the thread whose
+        // arrival orders the read. (Every lane reading, then __syncwarp
+        // before the leader's arrival, left racecheck reporting the reads
+        // against the rewrite with one consumer warpgroup, 2026-12-07.)
+        int slot = 0;
+        if ((threadIdx.x & 31u) == 0u)
+          slot = *static_cast<volatile int *>(&bar.tileSlot()[at.work & 1]);
+        t = __shfl_sync(0xffffffffu, slot, 0);
         if (t < 0)
           break;
       } else if (t >= p.tiles) {
