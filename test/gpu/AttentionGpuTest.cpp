@@ -437,10 +437,29 @@ protected:
   }
 };
 
+/// Whether KGEN_GPU_TEST_CASE names the cases to run (those whose name
+/// contains it: one case under a sanitizer, e.g. "persistent dynamic
+/// walk"); the wgmma tests' coverage counts then ask for one run only.
+bool caseFilter() {
+  const char *only = std::getenv("KGEN_GPU_TEST_CASE");
+  return only && *only;
+}
+
 /// KGEN_GPU_TEST_MAX_SEQLEN (e.g. 513) keeps the cases whose sequences are
 /// at most that long: compute-sanitizer is too slow for 8192, and the short
 /// cases run every code path (masks, varlen, splits, ragged tiles).
+/// KGEN_GPU_TEST_CASE narrows them further (caseFilter).
 std::vector<Case> selectedCases(std::vector<Case> cases) {
+  if (caseFilter()) {
+    const char *only = std::getenv("KGEN_GPU_TEST_CASE");
+    cases.erase(std::remove_if(cases.begin(), cases.end(),
+                               [&](const Case &c) {
+                                 return c.name.find(only) == std::string::npos;
+                               }),
+                cases.end());
+    std::printf("[ gpu      ] KGEN_GPU_TEST_CASE=%s: %zu cases\n", only,
+                cases.size());
+  }
   const char *limit = std::getenv("KGEN_GPU_TEST_MAX_SEQLEN");
   if (limit && *limit) {
     const int max = std::atoi(limit);
@@ -527,7 +546,8 @@ TEST_F(AttentionGpu, WgmmaLoopEveryConfig) {
   // A limit below every case leaves nothing to check: say so rather than
   // fail the run count below (the shortest case is 200 x 77).
   if (cases.empty())
-    GTEST_SKIP() << "no case within KGEN_GPU_TEST_MAX_SEQLEN=" << limit;
+    GTEST_SKIP() << "no case within KGEN_GPU_TEST_MAX_SEQLEN="
+                 << (limit ? limit : "") << " and KGEN_GPU_TEST_CASE";
   unsigned seed = 1000;
   int ran = 0;
   for (const Case &c : cases)
@@ -557,7 +577,7 @@ TEST_F(AttentionGpu, WgmmaLoopEveryConfig) {
               ++ran;
             }
   std::printf("[ gpu      ] wgmma loop: %d (case, config) runs\n", ran);
-  EXPECT_GT(ran, limit && *limit ? 20 : 40);
+  EXPECT_GT(ran, caseFilter() ? 0 : limit && *limit ? 20 : 40);
 }
 
 /// The persistent grid's schedules: fewer work tiles than multiprocessors
@@ -661,6 +681,10 @@ TEST_F(AttentionGpu, WgmmaPersistentSchedules) {
               "with fewer work tiles than SMs, %d with 4x more or beyond, %d "
               "with a partial last round, %d on the dynamic schedule\n",
               ran, fewer, more, ragged, dynamic);
+  if (caseFilter()) {
+    EXPECT_GT(ran, 0);
+    return;
+  }
   EXPECT_GT(fewer, 0);
   EXPECT_GT(ragged, 0);
   EXPECT_GT(dynamic, 0); // "persistent tiny" (causal D 128) at any limit
