@@ -437,12 +437,12 @@ protected:
   }
 };
 
-/// Whether KGEN_GPU_TEST_CASE names the cases to run (those whose name
-/// contains it: one case under a sanitizer, e.g. "persistent dynamic
+/// KGEN_GPU_TEST_CASE when set: the cases to run are those whose name
+/// contains it (one case under a sanitizer, e.g. "persistent dynamic
 /// walk"); the wgmma tests' coverage counts then ask for one run only.
-bool caseFilter() {
+const char *caseFilter() {
   const char *only = std::getenv("KGEN_GPU_TEST_CASE");
-  return only && *only;
+  return only && *only ? only : nullptr;
 }
 
 /// KGEN_GPU_TEST_MAX_SEQLEN (e.g. 513) keeps the cases whose sequences are
@@ -450,8 +450,7 @@ bool caseFilter() {
 /// cases run every code path (masks, varlen, splits, ragged tiles).
 /// KGEN_GPU_TEST_CASE narrows them further (caseFilter).
 std::vector<Case> selectedCases(std::vector<Case> cases) {
-  if (caseFilter()) {
-    const char *only = std::getenv("KGEN_GPU_TEST_CASE");
+  if (const char *only = caseFilter()) {
     cases.erase(std::remove_if(cases.begin(), cases.end(),
                                [&](const Case &c) {
                                  return c.name.find(only) == std::string::npos;
@@ -475,6 +474,13 @@ std::vector<Case> selectedCases(std::vector<Case> cases) {
                 cases.size());
   }
   return cases;
+}
+
+/// Why a test skips when selectedCases left it nothing.
+std::string noCaseSelected() {
+  const char *limit = std::getenv("KGEN_GPU_TEST_MAX_SEQLEN");
+  return std::string("no case within KGEN_GPU_TEST_MAX_SEQLEN=") +
+         (limit ? limit : "") + " and KGEN_GPU_TEST_CASE";
 }
 
 TEST_F(AttentionGpu, SweepMatchesReference) {
@@ -546,8 +552,7 @@ TEST_F(AttentionGpu, WgmmaLoopEveryConfig) {
   // A limit below every case leaves nothing to check: say so rather than
   // fail the run count below (the shortest case is 200 x 77).
   if (cases.empty())
-    GTEST_SKIP() << "no case within KGEN_GPU_TEST_MAX_SEQLEN="
-                 << (limit ? limit : "") << " and KGEN_GPU_TEST_CASE";
+    GTEST_SKIP() << noCaseSelected();
   unsigned seed = 1000;
   int ran = 0;
   for (const Case &c : cases)
@@ -650,8 +655,7 @@ TEST_F(AttentionGpu, WgmmaPersistentSchedules) {
   const char *limit = std::getenv("KGEN_GPU_TEST_MAX_SEQLEN");
   cases = selectedCases(std::move(cases));
   if (cases.empty())
-    GTEST_SKIP() << "no case within KGEN_GPU_TEST_MAX_SEQLEN="
-                 << (limit ? limit : "") << " and KGEN_GPU_TEST_CASE";
+    GTEST_SKIP() << noCaseSelected();
   unsigned seed = 5000;
   int ran = 0, fewer = 0, more = 0, ragged = 0, dynamic = 0;
   for (const Case &c : cases) {
