@@ -46,6 +46,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../../lib/Runtime/Posix.h"
 #include "kgen/Codegen/Reference.h"
 #include "kgen/Runtime/Tuner.h"
 #include "kgen/kgen.h"
@@ -440,9 +441,11 @@ protected:
 /// KGEN_GPU_TEST_CASE when set: the cases to run are those whose name
 /// contains it (one case under a sanitizer, e.g. "persistent dynamic
 /// walk"); the wgmma tests' coverage counts then ask for one run only.
-const char *caseFilter() {
-  const char *only = std::getenv("KGEN_GPU_TEST_CASE");
-  return only && *only ? only : nullptr;
+const char *caseFilter() { return posix::envOrNull("KGEN_GPU_TEST_CASE"); }
+
+/// KGEN_GPU_TEST_MAX_SEQLEN when set (selectedCases).
+const char *seqlenLimit() {
+  return posix::envOrNull("KGEN_GPU_TEST_MAX_SEQLEN");
 }
 
 /// KGEN_GPU_TEST_MAX_SEQLEN (e.g. 513) keeps the cases whose sequences are
@@ -459,8 +462,7 @@ std::vector<Case> selectedCases(std::vector<Case> cases) {
     std::printf("[ gpu      ] KGEN_GPU_TEST_CASE=%s: %zu cases\n", only,
                 cases.size());
   }
-  const char *limit = std::getenv("KGEN_GPU_TEST_MAX_SEQLEN");
-  if (limit && *limit) {
+  if (const char *limit = seqlenLimit()) {
     const int max = std::atoi(limit);
     cases.erase(std::remove_if(cases.begin(), cases.end(),
                                [&](const Case &c) {
@@ -478,7 +480,7 @@ std::vector<Case> selectedCases(std::vector<Case> cases) {
 
 /// Why a test skips when selectedCases left it nothing.
 std::string noCaseSelected() {
-  const char *limit = std::getenv("KGEN_GPU_TEST_MAX_SEQLEN");
+  const char *limit = seqlenLimit();
   return std::string("no case within KGEN_GPU_TEST_MAX_SEQLEN=") +
          (limit ? limit : "") + " and KGEN_GPU_TEST_CASE";
 }
@@ -547,10 +549,10 @@ TEST_F(AttentionGpu, WgmmaLoopEveryConfig) {
     cases.push_back(c);
   }
   // KGEN_GPU_TEST_MAX_SEQLEN (compute-sanitizer runs) keeps the short cases.
-  const char *limit = std::getenv("KGEN_GPU_TEST_MAX_SEQLEN");
   cases = selectedCases(std::move(cases));
-  // A limit below every case leaves nothing to check: say so rather than
-  // fail the run count below (the shortest case is 200 x 77).
+  // A limit below every case (the shortest is 200 x 77), or a
+  // KGEN_GPU_TEST_CASE that names none, leaves nothing to check: say so
+  // rather than fail the run count below.
   if (cases.empty())
     GTEST_SKIP() << noCaseSelected();
   unsigned seed = 1000;
@@ -582,7 +584,7 @@ TEST_F(AttentionGpu, WgmmaLoopEveryConfig) {
               ++ran;
             }
   std::printf("[ gpu      ] wgmma loop: %d (case, config) runs\n", ran);
-  EXPECT_GT(ran, caseFilter() ? 0 : limit && *limit ? 20 : 40);
+  EXPECT_GT(ran, caseFilter() ? 0 : seqlenLimit() ? 20 : 40);
 }
 
 /// The persistent grid's schedules: fewer work tiles than multiprocessors
@@ -652,7 +654,6 @@ TEST_F(AttentionGpu, WgmmaPersistentSchedules) {
     c.p.alibi = c.p.bias = true;
     cases.push_back(c);
   }
-  const char *limit = std::getenv("KGEN_GPU_TEST_MAX_SEQLEN");
   cases = selectedCases(std::move(cases));
   if (cases.empty())
     GTEST_SKIP() << noCaseSelected();
@@ -696,9 +697,9 @@ TEST_F(AttentionGpu, WgmmaPersistentSchedules) {
   EXPECT_GT(fewer, 0);
   EXPECT_GT(ragged, 0);
   EXPECT_GT(dynamic, 0); // "persistent tiny" (causal D 128) at any limit
-  if (!(limit && *limit))
+  if (!seqlenLimit())
     EXPECT_GT(more, 0);
-  EXPECT_GT(ran, limit && *limit ? 20 : 40);
+  EXPECT_GT(ran, seqlenLimit() ? 20 : 40);
 }
 
 } // namespace
